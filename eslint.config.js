@@ -1,0 +1,81 @@
+// Type-aware flat ESLint config (house style §13): strict async rules, import boundaries.
+import js from "@eslint/js";
+import prettier from "eslint-config-prettier";
+import n from "eslint-plugin-n";
+import { defineConfig } from "eslint/config";
+import tseslint from "typescript-eslint";
+
+/** Builds one import-boundary block for a src/ folder. */
+function boundary(files, groups, message) {
+  return {
+    files,
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        { patterns: groups.map((group) => ({ group: [group], message })) },
+      ],
+    },
+  };
+}
+
+export default defineConfig(
+  { ignores: ["gen/**", "dist/**", "coverage/**", "proto/**", "node_modules/**", ".tools/**"] },
+  js.configs.recommended,
+  tseslint.configs.strictTypeChecked,
+  tseslint.configs.stylisticTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    plugins: { n },
+    rules: {
+      "@typescript-eslint/no-floating-promises": "error",
+      "@typescript-eslint/no-misused-promises": "error",
+      "@typescript-eslint/switch-exhaustiveness-check": "error",
+      "@typescript-eslint/consistent-type-imports": "error",
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_" }],
+      "@typescript-eslint/restrict-template-expressions": ["error", { allowNumber: true }],
+      "no-console": "error",
+      "no-restricted-syntax": [
+        "error",
+        "ExportAllDeclaration",
+        "TSEnumDeclaration",
+        "TSModuleDeclaration",
+      ],
+      "n/prefer-node-protocol": "error",
+      "n/no-process-exit": "error",
+      "no-restricted-properties": [
+        "error",
+        { object: "process", property: "env", message: "read settings in src/main.ts only" },
+      ],
+    },
+  },
+  {
+    files: ["**/*.js", "**/*.mjs"],
+    extends: [tseslint.configs.disableTypeChecked],
+  },
+  {
+    files: ["src/main.ts", "src/cli/**/*.ts", "bench/**/*.ts", "test/**/*.ts"],
+    rules: { "n/no-process-exit": "off", "no-restricted-properties": "off" },
+  },
+  {
+    files: ["test/**/*.ts", "bench/**/*.ts"],
+    rules: {
+      "@typescript-eslint/no-non-null-assertion": "off",
+      "no-console": "off",
+    },
+  },
+  boundary(
+    ["src/util/**"],
+    ["**/proto*", "**/settings/**", "**/config/**", "**/limiter/**", "**/backends/**", "**/service/**", "**/server/**", "**/provider/**", "**/stats/**", "**/health/**", "**/telemetry/**", "**/app*"],
+    "util/ imports nothing from src/",
+  ),
+  boundary(["src/health/**", "src/stats/**", "src/settings/**"], ["**/proto*", "**/config/**", "**/limiter/**", "**/backends/**", "**/service/**", "**/server/**", "**/provider/**", "**/app*", "../../gen/**"], "health/, stats/, settings/ may import util/ only"),
+  boundary(["src/config/**"], ["**/limiter/**", "**/backends/**", "**/service/**", "**/server/**", "**/provider/**", "**/settings/**", "**/app*", "../../gen/**"], "config/ may import proto, stats, util"),
+  boundary(["src/limiter/**"], ["**/backends/**", "**/service/**", "**/server/**", "**/provider/**", "**/settings/**", "**/app*", "../../gen/**"], "limiter/ may import proto, config, stats, util"),
+  boundary(["src/backends/**"], ["**/service/**", "**/server/**", "**/provider/**", "**/settings/**", "**/app*", "../../../gen/**"], "backends never import service/server/provider/settings"),
+  boundary(["src/provider/**"], ["**/limiter/**", "**/backends/**", "**/service/**", "**/server/**", "**/settings/**", "**/app*", "../../gen/**", "../../../gen/**"], "provider/ may import proto, config, stats, health, util"),
+  boundary(["src/service/**"], ["**/backends/**", "**/provider/**", "**/server/**", "**/settings/**", "**/app*", "../../gen/**"], "service/ never imports backends/provider/server/settings"),
+  boundary(["src/server/**"], ["**/backends/**", "**/provider/**", "**/settings/**", "**/app*", "../../gen/**"], "server/ never imports backends/provider/settings"),
+  prettier,
+);

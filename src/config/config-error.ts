@@ -1,0 +1,11 @@
+/**
+ * A rate-limit configuration is invalid. The message is `<file or resource name>: <problem>`,
+ * with the problem texts of the reference (behavior.md §2). The previous config stays in force.
+ */
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+  readonly code = "RLS_CONFIG";
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+  }
+}

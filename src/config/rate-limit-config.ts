@@ -1,0 +1,66 @@
+import type { JsonObject } from "@bufbuild/protobuf";
+import type { RateLimitDescriptor, RateLimitResponse_RateLimit_Unit } from "../proto.js";
+import type { RateLimitStats } from "../stats/stats-manager.js";
+
+/**
+ * One configured (or request-supplied) rate limit, as matched for a request descriptor.
+ * Objects built at config load are frozen and shared by every request; a match that changes
+ * the stats key or cache key values (detailed_metric, value_to_metric, share_threshold, request
+ * override) returns a fresh object.
+ */
+export interface RateLimit {
+  /**
+   * Config path of the node holding the limit, unsanitized: `<domain>.<ck1>.<ck2>` with config
+   * composite keys (`key` or `key_value`, wildcards kept). Used by the `/rlconfig` dump.
+   */
+  readonly fullKey: string;
+  /** Stats handles for this match (key per behavior.md §3.6). */
+  readonly stats: RateLimitStats;
+  /** Allowed hits per window; 0 blocks every hit. Ignored when `unlimited`. */
+  readonly requestsPerUnit: number;
+  /** Window unit; UNKNOWN when `unlimited`. */
+  readonly unit: RateLimitResponse_RateLimit_Unit;
+  /** Window length in seconds (see `unitToSeconds`); 0 when `unlimited`. */
+  readonly unitSeconds: number;
+  /** When true the backend is never called and `limitRemaining` is 4294967295. */
+  readonly unlimited: boolean;
+  /** When true an over-limit result is reported as OK (and counted in `shadow_mode`). */
+  readonly shadowMode: boolean;
+  /** Quota mode flag of the rule (accepted from config; see behavior.md §5.1). */
+  readonly quotaMode: boolean;
+  /** Optional name under which other limits may replace this one; "" when unnamed. */
+  readonly name: string;
+  /** Names of the limits this one replaces. */
+  readonly replaces: readonly string[];
+  /** Whether the node holding the limit has `detailed_metric`. */
+  readonly detailedMetric: boolean;
+  /** Config `metadata` of the node holding the limit, if any. */
+  readonly metadata: JsonObject | undefined;
+  /**
+   * Parallel to the request descriptor's entries: for an entry matched through a wildcard
+   * node with `share_threshold: true`, the configured pattern value (e.g. `files/*`) that
+   * replaces the request value in the cache key; `undefined` elsewhere. `undefined` as a whole
+   * when no entry was matched that way (the common case).
+   */
+  readonly shareThresholdValues: readonly (string | undefined)[] | undefined;
+}
+
+/** A loaded, immutable rate-limit configuration (all domains). */
+export interface RateLimitConfig {
+  /**
+   * Returns the limit for one request descriptor, or `undefined` when nothing matches
+   * (behavior.md §3). A request-supplied `limit` override replaces config matching when the
+   * domain exists (its unit must already be validated as SECOND…YEAR). An unknown domain
+   * counts `ratelimit.service.rate_limit.<domain>.domain_not_found` once per call.
+   */
+  getLimit(domain: string, descriptor: RateLimitDescriptor): RateLimit | undefined;
+  /**
+   * Returns the reference's dump format (behavior.md §2.6): one line per descriptor with a
+   * rate limit, `<fullKey>: unit=<UNIT> requests_per_unit=<n>, shadow_mode: <b>, quota_mode: <b>\n`.
+   */
+  dump(): string;
+  /** Number of loaded domains (a domain without descriptors counts). */
+  readonly domainCount: number;
+  /** Loaded domain names, sorted. */
+  readonly domains: readonly string[];
+}

@@ -1,0 +1,38 @@
+import { RateLimitResponse_RateLimit_Unit as Unit } from "../proto.js";
+
+/**
+ * Window length in seconds per unit, aligned to the Unix epoch (behavior.md §4.3, upstream
+ * `utilities.go` `UnitToDivider`): MONTH is 30 days and YEAR 365 days, not calendar periods.
+ */
+const secondsByUnit: Readonly<Record<number, number>> = {
+  [Unit.SECOND]: 1,
+  [Unit.MINUTE]: 60,
+  [Unit.HOUR]: 3600,
+  [Unit.DAY]: 86400,
+  [Unit.WEEK]: 604800,
+  [Unit.MONTH]: 2592000,
+  [Unit.YEAR]: 31536000,
+};
+
+/**
+ * Returns the window length of `unit` in seconds, or 0 for UNKNOWN and any unknown number.
+ */
+export function unitToSeconds(unit: Unit): number {
+  return secondsByUnit[unit] ?? 0;
+}
+
+/** Upper-case unit names accepted in YAML (case-insensitive there) and their enum values. */
+export const unitByName: ReadonlyMap<string, Unit> = new Map([
+  ["SECOND", Unit.SECOND],
+  ["MINUTE", Unit.MINUTE],
+  ["HOUR", Unit.HOUR],
+  ["DAY", Unit.DAY],
+  ["WEEK", Unit.WEEK],
+  ["MONTH", Unit.MONTH],
+  ["YEAR", Unit.YEAR],
+]);
+
+/** Returns the upper-case name of a unit (`MINUTE`), `UNKNOWN` for anything else. */
+export function unitName(unit: Unit): string {
+  return Unit[unit] ?? "UNKNOWN";
+}

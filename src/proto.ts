@@ -1,0 +1,56 @@
+/**
+ * The only importer of `gen/`: explicit named re-exports of the generated schemas, types and
+ * enums the service uses. Two upstream packages both declare `RateLimitDescriptor` and
+ * `RateLimitUnit`; the ratelimit-config ones are re-exported with a `Config` prefix.
+ */
+export {
+  RateLimitService,
+  RateLimitRequestSchema,
+  RateLimitResponseSchema,
+  RateLimitResponse_Code,
+  RateLimitResponse_DescriptorStatusSchema,
+  RateLimitResponse_RateLimitSchema,
+  RateLimitResponse_RateLimit_Unit,
+  RateLimitResponse_RateLimit_UnitSchema,
+  type RateLimitRequest,
+  type RateLimitResponse,
+  type RateLimitResponse_DescriptorStatus,
+  type RateLimitResponse_RateLimit,
+} from "../gen/envoy/service/ratelimit/v3/rls_pb.js";
+export {
+  RateLimitDescriptorSchema,
+  RateLimitDescriptor_EntrySchema,
+  RateLimitDescriptor_RateLimitOverrideSchema,
+  type RateLimitDescriptor,
+  type RateLimitDescriptor_Entry,
+  type RateLimitDescriptor_RateLimitOverride,
+} from "../gen/envoy/extensions/common/ratelimit/v3/ratelimit_pb.js";
+export { RateLimitUnit as OverrideRateLimitUnit } from "../gen/envoy/type/v3/ratelimit_unit_pb.js";
+export { HeaderValueSchema, NodeSchema, type HeaderValue, type Node } from "../gen/envoy/config/core/v3/base_pb.js";
+export {
+  AggregatedDiscoveryService,
+} from "../gen/envoy/service/discovery/v3/ads_pb.js";
+export {
+  DiscoveryRequestSchema,
+  DiscoveryResponseSchema,
+  type DiscoveryRequest,
+  type DiscoveryResponse,
+} from "../gen/envoy/service/discovery/v3/discovery_pb.js";
+export { StatusSchema, type Status } from "../gen/google/rpc/status_pb.js";
+export {
+  RateLimitConfigSchema as ConfigRateLimitConfigSchema,
+  RateLimitDescriptorSchema as ConfigRateLimitDescriptorSchema,
+  RateLimitPolicySchema as ConfigRateLimitPolicySchema,
+  RateLimitUnit as ConfigRateLimitUnit,
+  type RateLimitConfig as ConfigRateLimitConfig,
+  type RateLimitDescriptor as ConfigRateLimitDescriptor,
+  type RateLimitPolicy as ConfigRateLimitPolicy,
+} from "../gen/ratelimit/config/ratelimit/v3/rls_conf_pb.js";
+export {
+  Health,
+  HealthCheckRequestSchema,
+  HealthCheckResponseSchema,
+  HealthCheckResponse_ServingStatus,
+  HealthListResponseSchema,
+  type HealthCheckResponse,
+} from "../gen/grpc/health/v1/health_pb.js";
