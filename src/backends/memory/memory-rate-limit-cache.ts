@@ -1,0 +1,128 @@
+import type { RateLimit } from "../../config/rate-limit-config.js";
+import type { BaseLimiter } from "../../limiter/base-limiter.js";
+import type { RateLimitCache } from "../../limiter/rate-limit-cache.js";
+import type { RateLimitDescriptor, RateLimitResponse_DescriptorStatus } from "../../proto.js";
+import type { Clock } from "../../util/clock.js";
+
+/** Options of {@link MemoryRateLimitCache}. */
+export interface MemoryRateLimitCacheOptions {
+  /** Shared fixed-window logic (thresholds, stats, cache keys). */
+  readonly baseLimiter: BaseLimiter;
+  /** Time source for expiry sweeps. */
+  readonly clock: Clock;
+  /**
+   * When a request has a descriptor that would go over its limit, increment only the
+   * descriptors that would go over (`STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`, behavior.md
+   * §4.8). @defaultValue false
+   */
+  readonly stopCacheKeyIncrementWhenOverlimit?: boolean;
+  /** How often expired windows are removed, in milliseconds. @defaultValue 1000 */
+  readonly sweepIntervalMs?: number;
+}
+
+/**
+ * The embedded backend (`BACKEND_TYPE=memory`): exact fixed-window counters in this process,
+ * keyed by the same cache keys the key-value backend stores. A counter lives until its window
+ * ends; expired windows are swept on a timer, so memory is bounded by the keys of the live
+ * windows. Single instance only: counters are not shared between processes.
+ */
+export class MemoryRateLimitCache implements RateLimitCache {
+  private readonly base: BaseLimiter;
+  private readonly clock: Clock;
+  private readonly stopIncrementWhenOverlimit: boolean;
+  private readonly counters = new Map<string, number>();
+  /** Cache keys by the second their window ends (few distinct values: one per unit). */
+  private readonly keysByExpiry = new Map<number, string[]>();
+  private readonly sweepTimer: NodeJS.Timeout;
+
+  constructor(options: MemoryRateLimitCacheOptions) {
+    this.base = options.baseLimiter;
+    this.clock = options.clock;
+    this.stopIncrementWhenOverlimit = options.stopCacheKeyIncrementWhenOverlimit ?? false;
+    this.sweepTimer = setInterval(() => {
+      this.sweep(this.clock.nowSeconds());
+    }, options.sweepIntervalMs ?? 1000);
+    this.sweepTimer.unref();
+  }
+
+  /** Number of live counters (for tests and stats). */
+  get size(): number {
+    return this.counters.size;
+  }
+
+  doLimit(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    const now = this.base.nowSeconds();
+    const keys = this.base.generateCacheKeys(domain, descriptors, limits, hitsAddends, now);
+    const n = descriptors.length;
+    // With STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: if any key would go over, only the keys
+    // that would go over are incremented (upstream `fixed_cache_impl.go` semantics).
+    let onlyOver: boolean[] | undefined;
+    if (this.stopIncrementWhenOverlimit) {
+      const wouldExceed = new Array<boolean>(n).fill(false);
+      let any = false;
+      for (let i = 0; i < n; i++) {
+        const k = keys[i];
+        if (k === undefined) continue;
+        const current = this.counters.get(k.key) ?? 0;
+        if (current + hitsAddends[i]! > limits[i]!.requestsPerUnit) {
+          wouldExceed[i] = true;
+          any = true;
+        }
+      }
+      if (any) onlyOver = wouldExceed;
+    }
+    const statuses = new Array<RateLimitResponse_DescriptorStatus>(n);
+    for (let i = 0; i < n; i++) {
+      const k = keys[i];
+      const limit = limits[i];
+      if (k === undefined || limit === undefined) {
+        statuses[i] = this.base.okWithoutLimit();
+        continue;
+      }
+      const hits = hitsAddends[i]!;
+      const increment = onlyOver === undefined || onlyOver[i] === true ? hits : 0;
+      const after = this.increment(k.key, increment, now, limit.unitSeconds);
+      statuses[i] = this.base.descriptorStatus(limit, after, hits, now);
+    }
+    return Promise.resolve(statuses);
+  }
+
+  flush(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  close(): Promise<void> {
+    clearInterval(this.sweepTimer);
+    return Promise.resolve();
+  }
+
+  /** Removes every counter whose window ended at or before `nowSeconds`. */
+  sweep(nowSeconds: number): void {
+    for (const [expiry, keys] of this.keysByExpiry) {
+      if (expiry > nowSeconds) continue;
+      for (const key of keys) this.counters.delete(key);
+      this.keysByExpiry.delete(expiry);
+    }
+  }
+
+  private increment(key: string, hits: number, now: number, unitSeconds: number): number {
+    const current = this.counters.get(key);
+    if (current !== undefined) {
+      const after = current + hits;
+      this.counters.set(key, after);
+      return after;
+    }
+    this.counters.set(key, hits);
+    // The key embeds its window start, so it is dead once the window ends.
+    const expiry = now - (now % unitSeconds) + unitSeconds;
+    const bucket = this.keysByExpiry.get(expiry);
+    if (bucket === undefined) this.keysByExpiry.set(expiry, [key]);
+    else bucket.push(key);
+    return hits;
+  }
+}

@@ -1,0 +1,168 @@
+import { create } from "@bufbuild/protobuf";
+import { DurationSchema } from "@bufbuild/protobuf/wkt";
+import type { RateLimit } from "../config/rate-limit-config.js";
+import {
+  RateLimitResponse_Code as Code,
+  RateLimitResponse_DescriptorStatusSchema,
+  RateLimitResponse_RateLimitSchema,
+  type RateLimitDescriptor,
+  type RateLimitResponse_DescriptorStatus,
+} from "../proto.js";
+import type { Clock } from "../util/clock.js";
+import { cacheKeyString, isPerSecond, type CacheKey } from "./cache-key.js";
+import { secondsUntilReset } from "./window.js";
+
+/** Options of {@link createBaseLimiter}. */
+export interface BaseLimiterOptions {
+  /** Time source. */
+  readonly clock: Clock;
+  /**
+   * Fraction of the limit above which hits count as near limit (`NEAR_LIMIT_RATIO`),
+   * 0 ≤ ratio ≤ 1. @defaultValue 0.8
+   */
+  readonly nearLimitRatio?: number;
+  /** String glued before every cache key (`CACHE_KEY_PREFIX`). @defaultValue "" */
+  readonly cacheKeyPrefix?: string;
+  /**
+   * Upper bound (exclusive) of the random seconds added to a key's expiration
+   * (`EXPIRATION_JITTER_MAX_SECONDS`); ≤ 0 disables jitter. @defaultValue 300
+   */
+  readonly expirationJitterMaxSeconds?: number;
+  /** Random source in [0, 1). @defaultValue Math.random */
+  readonly random?: () => number;
+}
+
+/**
+ * Backend-neutral fixed-window logic shared by every backend: cache keys, thresholds,
+ * near/over/within-limit stat arithmetic and status building. Function-for-function port of
+ * upstream `limiter/base_limiter.go`.
+ */
+export interface BaseLimiter {
+  /** Current time in whole seconds since the Unix epoch (one clock read per request). */
+  nowSeconds(): number;
+  /**
+   * Returns the cache keys of a request and counts `total_hits` for every descriptor with a
+   * limit (upstream `GenerateCacheKeys`).
+   *
+   * @returns parallel to `descriptors`; `undefined` where `limits[i]` is undefined
+   */
+  generateCacheKeys(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+    nowSeconds: number,
+  ): (CacheKey | undefined)[];
+  /** Returns the expiration of a new counter: window length plus random jitter, in seconds. */
+  expirationSeconds(limit: RateLimit): number;
+  /**
+   * Decides one descriptor from its counter after the increment and updates its stats
+   * (upstream `GetResponseDescriptorStatus`; stat split of behavior.md §4.7).
+   *
+   * @param limitAfterIncrease - counter value after adding `hitsAddend`
+   * @param hitsAddend - hits this request added (or would have added)
+   */
+  descriptorStatus(
+    limit: RateLimit,
+    limitAfterIncrease: number,
+    hitsAddend: number,
+    nowSeconds: number,
+  ): RateLimitResponse_DescriptorStatus;
+  /** Status of a descriptor without a limit: `{code: OK}` only. */
+  okWithoutLimit(): RateLimitResponse_DescriptorStatus;
+}
+
+/** Builds the {@link BaseLimiter} shared by the backends. */
+export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
+  const clock = options.clock;
+  const ratio = Math.fround(options.nearLimitRatio ?? 0.8);
+  const prefix = options.cacheKeyPrefix ?? "";
+  const jitterMax = options.expirationJitterMaxSeconds ?? 300;
+  const random = options.random ?? Math.random;
+
+  function status(
+    code: Code,
+    limit: RateLimit,
+    limitRemaining: number,
+    nowSeconds: number,
+  ): RateLimitResponse_DescriptorStatus {
+    return create(RateLimitResponse_DescriptorStatusSchema, {
+      code,
+      currentLimit: create(RateLimitResponse_RateLimitSchema, {
+        name: limit.name,
+        requestsPerUnit: limit.requestsPerUnit,
+        unit: limit.unit,
+      }),
+      limitRemaining,
+      durationUntilReset: create(DurationSchema, {
+        seconds: BigInt(secondsUntilReset(nowSeconds, limit.unitSeconds)),
+      }),
+    });
+  }
+
+  return {
+    nowSeconds: () => clock.nowSeconds(),
+
+    generateCacheKeys(domain, descriptors, limits, hitsAddends, nowSeconds) {
+      const keys: (CacheKey | undefined)[] = new Array<CacheKey | undefined>(descriptors.length);
+      for (let i = 0; i < descriptors.length; i++) {
+        const limit = limits[i];
+        if (limit === undefined) {
+          keys[i] = undefined;
+          continue;
+        }
+        keys[i] = {
+          key: cacheKeyString(prefix, domain, descriptors[i]!, limit, nowSeconds),
+          perSecond: isPerSecond(limit),
+        };
+        limit.stats.totalHits.add(hitsAddends[i]!);
+      }
+      return keys;
+    },
+
+    expirationSeconds(limit) {
+      return jitterMax > 0
+        ? limit.unitSeconds + Math.floor(random() * jitterMax)
+        : limit.unitSeconds;
+    },
+
+    descriptorStatus(limit, after, hits, nowSeconds) {
+      const limitValue = limit.requestsPerUnit;
+      // Thresholds as upstream computes them: the near-limit threshold is
+      // floor(float32(limit) * float32(ratio)), so it is done in float32 here too.
+      const nearLimitThreshold = Math.floor(Math.fround(Math.fround(limitValue) * ratio));
+      // Upstream subtracts in uint64; when hits > after (only possible when an increment was
+      // skipped) the result wraps to a huge number, which compares as "already over".
+      const before = after >= hits ? after - hits : Number.MAX_SAFE_INTEGER;
+      const stats = limit.stats;
+      let result: RateLimitResponse_DescriptorStatus;
+      if (after > limitValue) {
+        result = status(Code.OVER_LIMIT, limit, 0, nowSeconds);
+        if (before >= limitValue) {
+          // Every hit of this request is over the limit.
+          stats.overLimit.add(hits);
+          if (limit.shadowMode) stats.shadowMode.add(hits);
+        } else {
+          // The request crossed the limit: hits above it are over; the part between the
+          // near-limit threshold (or the old value, if higher) and the limit is near.
+          stats.overLimit.add(after - limitValue);
+          stats.nearLimit.add(limitValue - Math.max(nearLimitThreshold, before));
+          if (limit.shadowMode) stats.shadowMode.add(after - limitValue);
+        }
+      } else {
+        result = status(Code.OK, limit, limitValue - after, nowSeconds);
+        if (after > nearLimitThreshold) {
+          // Only the hits above the near-limit threshold are near.
+          stats.nearLimit.add(before >= nearLimitThreshold ? hits : after - nearLimitThreshold);
+        }
+        stats.withinLimit.add(hits);
+      }
+      if (result.code === Code.OVER_LIMIT && limit.shadowMode) result.code = Code.OK;
+      return result;
+    },
+
+    okWithoutLimit() {
+      return create(RateLimitResponse_DescriptorStatusSchema, { code: Code.OK });
+    },
+  };
+}

@@ -1,0 +1,141 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Logger } from "pino";
+import {
+  RateLimitRequestSchema,
+  RateLimitResponseSchema,
+  RateLimitResponse_Code,
+  type RateLimitRequest,
+} from "../proto.js";
+import { RequestError, toConnectError } from "../service/errors.js";
+import type { RateLimitService } from "../service/rate-limit-service.js";
+import type { StatsManager } from "../stats/stats-manager.js";
+
+/** Options of {@link createJsonHandler}. */
+export interface JsonHandlerOptions {
+  readonly service: RateLimitService;
+  readonly statsManager: StatsManager;
+  readonly logger: Logger;
+  /** Largest accepted request body, in bytes; larger bodies get 413. @defaultValue 1 MiB */
+  readonly maxBodyBytes?: number;
+}
+
+// Connect-protocol code words and HTTP statuses for the codes the decision path produces.
+const httpStatusByCode: Partial<Record<Code, number>> = {
+  [Code.InvalidArgument]: 400,
+  [Code.Unavailable]: 503,
+  [Code.ResourceExhausted]: 413,
+  [Code.NotFound]: 404,
+};
+const codeWord = (code: Code): string =>
+  Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * Returns the `/json` handler: proto3 JSON `RateLimitRequest` in, proto3 JSON
+ * `RateLimitResponse` out, 200 when OK and 429 when over limit (upstream `server_impl.go`
+ * `NewJsonHandler`). Any method and content type are accepted, as upstream does (so `curl -d`
+ * works). Errors answer `{"code": "<connect code>", "message": "..."}` with 400 (bad input),
+ * 413 (body too large), 503 (no config / backend down) or 500 (bug) instead of upstream's
+ * plain `Bad Request`, and are counted in the `should_rate_limit` error stats.
+ */
+export function createJsonHandler(
+  options: JsonHandlerOptions,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  const { service, statsManager, logger } = options;
+  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+
+  function sendError(res: ServerResponse, err: unknown): void {
+    const connectError = toConnectError(err, statsManager, logger);
+    const status = httpStatusByCode[connectError.code] ?? 500;
+    send(res, status, JSON.stringify({ code: codeWord(connectError.code), message: connectError.rawMessage }));
+  }
+
+  function decode(body: Buffer): RateLimitRequest {
+    if (body.length === 0) throw new RequestError("request body must be a JSON RateLimitRequest, got an empty body");
+    let json: JsonValue;
+    try {
+      json = JSON.parse(utf8.decode(body)) as JsonValue;
+    } catch (err) {
+      throw new RequestError(`request body is not valid JSON: ${(err as Error).message}`);
+    }
+    try {
+      return fromJson(RateLimitRequestSchema, json);
+    } catch (err) {
+      throw new RequestError((err as Error).message);
+    }
+  }
+
+  async function handle(body: Buffer, res: ServerResponse): Promise<void> {
+    try {
+      const request = decode(body);
+      const response = await service.shouldRateLimit(request);
+      const json = toJson(RateLimitResponseSchema, response) as JsonObject;
+      reorderLimitName(json);
+      const status =
+        response.overallCode === RateLimitResponse_Code.OVER_LIMIT
+          ? 429
+          : response.overallCode === RateLimitResponse_Code.OK
+            ? 200
+            : 500;
+      send(res, status, JSON.stringify(json));
+    } catch (err) {
+      sendError(res, err);
+    }
+  }
+
+  return (req, res) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let tooLarge = false;
+    req.on("data", (chunk: Buffer) => {
+      if (tooLarge) return;
+      size += chunk.length;
+      if (size > maxBodyBytes) {
+        tooLarge = true;
+        sendError(
+          res,
+          new ConnectError(`request body exceeds ${maxBodyBytes} bytes`, Code.ResourceExhausted),
+        );
+        req.resume();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on("end", () => {
+      if (tooLarge) return;
+      void handle(Buffer.concat(chunks), res);
+    });
+    req.on("error", (err) => {
+      logger.debug({ err }, "json request stream failed");
+    });
+  };
+}
+
+function send(res: ServerResponse, status: number, body: string): void {
+  if (res.headersSent) return;
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(body),
+  });
+  res.end(body);
+}
+
+/**
+ * Puts `name` first in every `currentLimit`, as the reference's Go JSON writer does (it uses
+ * declaration order; protobuf-es uses field-number order, wire-contract.md §11.3).
+ */
+function reorderLimitName(json: JsonObject): void {
+  const statuses = json["statuses"];
+  if (!Array.isArray(statuses)) return;
+  for (const status of statuses) {
+    if (status === null || typeof status !== "object" || Array.isArray(status)) continue;
+    const limit = status["currentLimit"];
+    if (limit === null || typeof limit !== "object" || Array.isArray(limit)) continue;
+    if (limit["name"] === undefined) continue;
+    const { name, ...rest } = limit;
+    status["currentLimit"] = { name, ...rest } as JsonObject;
+  }
+}

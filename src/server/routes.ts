@@ -1,0 +1,110 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
+import type { Logger } from "pino";
+import type { HealthChecker } from "../health/health.js";
+import {
+  Health,
+  HealthCheckResponseSchema,
+  HealthCheckResponse_ServingStatus as ServingStatus,
+  HealthListResponseSchema,
+  RateLimitService,
+  type HealthCheckResponse,
+} from "../proto.js";
+import { toConnectError } from "../service/errors.js";
+import type { RateLimitService as Service } from "../service/rate-limit-service.js";
+import type { StatsManager } from "../stats/stats-manager.js";
+
+/** Options of {@link createRoutes}. */
+export interface RoutesOptions {
+  readonly service: Service;
+  readonly health: HealthChecker;
+  readonly statsManager: StatsManager;
+  readonly logger: Logger;
+}
+
+/** Name under which the gRPC health service reports the rate-limit service. */
+export const healthServiceName = "ratelimit";
+
+/**
+ * Returns the Connect route registration: `envoy.service.ratelimit.v3.RateLimitService` and
+ * `grpc.health.v1.Health`. The same routes serve gRPC (HTTP/2 port), and gRPC-web and the
+ * Connect protocol (HTTP/1.1 port).
+ */
+export function createRoutes(options: RoutesOptions): (router: ConnectRouter) => void {
+  const { service, health, statsManager, logger } = options;
+  const totalRequests = statsManager.serverTotalRequests("ShouldRateLimit");
+  const responseTime = statsManager.serverResponseTime("ShouldRateLimit");
+  const checkRequests = statsManager.serverTotalRequests("Check");
+
+  function statusOf(name: string): ServingStatus | undefined {
+    // Deliberate difference: "" follows the overall health too (the reference keeps it
+    // SERVING forever), so a standard gRPC probe sees SIGTERM and failed components.
+    if (name === "" || name === healthServiceName) {
+      return health.isHealthy() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
+    }
+    return undefined;
+  }
+
+  return (router) => {
+    router.service(RateLimitService, {
+      async shouldRateLimit(request) {
+        const startMs = performance.now();
+        totalRequests.add(1);
+        try {
+          return await service.shouldRateLimit(request);
+        } catch (err) {
+          throw toConnectError(err, statsManager, logger);
+        } finally {
+          responseTime.recordMs(performance.now() - startMs);
+        }
+      },
+    });
+    router.service(Health, {
+      check(request) {
+        checkRequests.add(1);
+        const status = statusOf(request.service);
+        if (status === undefined) throw new ConnectError("unknown service", Code.NotFound);
+        return create(HealthCheckResponseSchema, { status });
+      },
+      list() {
+        const status = statusOf("") ?? ServingStatus.NOT_SERVING;
+        return create(HealthListResponseSchema, {
+          statuses: {
+            "": create(HealthCheckResponseSchema, { status }),
+            [healthServiceName]: create(HealthCheckResponseSchema, { status }),
+          },
+        });
+      },
+      async *watch(request, context) {
+        // Current status at once, then every change, until the client goes away.
+        let pending: ServingStatus | undefined = statusOf(request.service) ?? ServingStatus.SERVICE_UNKNOWN;
+        let wake: (() => void) | undefined;
+        const unsubscribe = health.onChange(() => {
+          pending = statusOf(request.service) ?? ServingStatus.SERVICE_UNKNOWN;
+          wake?.();
+        });
+        const onAbort = (): void => wake?.();
+        context.signal.addEventListener("abort", onAbort);
+        try {
+          while (!context.signal.aborted) {
+            if (pending !== undefined) {
+              const response: HealthCheckResponse = create(HealthCheckResponseSchema, {
+                status: pending,
+              });
+              pending = undefined;
+              yield response;
+              continue;
+            }
+            await new Promise<void>((resolve) => {
+              wake = resolve;
+            });
+            wake = undefined;
+          }
+        } finally {
+          unsubscribe();
+          context.signal.removeEventListener("abort", onAbort);
+        }
+      },
+    });
+  };
+}

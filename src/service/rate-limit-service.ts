@@ -1,0 +1,220 @@
+import { create } from "@bufbuild/protobuf";
+import type { Logger } from "pino";
+import type { ConfigUpdate } from "../config/config-update.js";
+import type { RateLimit, RateLimitConfig } from "../config/rate-limit-config.js";
+import type { HealthChecker } from "../health/health.js";
+import { hitsAddendFor } from "../limiter/hits-addend.js";
+import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
+import {
+  OverrideRateLimitUnit,
+  RateLimitResponseSchema,
+  RateLimitResponse_Code as Code,
+  type RateLimitRequest,
+  type RateLimitResponse,
+} from "../proto.js";
+import type { StatsManager } from "../stats/stats-manager.js";
+import type { Clock } from "../util/clock.js";
+import { NotReadyError, RequestError } from "./errors.js";
+import { rateLimitHeaders, type ResponseHeaderNames } from "./response-headers.js";
+
+/** Options of {@link createRateLimitService}. */
+export interface RateLimitServiceOptions {
+  /** The counter backend. */
+  readonly cache: RateLimitCache;
+  readonly statsManager: StatsManager;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Health checker; its `config` component follows the loaded domains when registered. */
+  readonly health?: HealthChecker;
+  /** Report every over-limit request as OK (`SHADOW_MODE`). @defaultValue false */
+  readonly globalShadowMode?: boolean;
+  /**
+   * Treat every descriptor as a quota descriptor (`QUOTA_MODE`, behavior.md §5.1).
+   * @defaultValue false
+   */
+  readonly globalQuotaMode?: boolean;
+  /**
+   * Add rate-limit headers to responses (`LIMIT_RESPONSE_HEADERS_ENABLED` with the
+   * `LIMIT_*_HEADER` names); `undefined` disables them. @defaultValue undefined
+   */
+  readonly responseHeaders?: ResponseHeaderNames;
+}
+
+/** The decision service: what gRPC, Connect and `/json` call. */
+export interface RateLimitService {
+  /**
+   * Decides one request (spec "Decision"; upstream `ratelimit.go` `shouldRateLimitWorker`).
+   *
+   * @returns one status per request descriptor, same order, and the overall code
+   * @throws {@link RequestError} for an invalid request (message names the field)
+   * @throws {@link NotReadyError} before any config has loaded
+   * @throws {@link BackendError} when the counter backend fails
+   */
+  shouldRateLimit(request: RateLimitRequest): Promise<RateLimitResponse>;
+  /**
+   * Applies a provider's config update: a good one is swapped in atomically and counted in
+   * `config_load_success`; a bad one is logged, counted in `config_load_error`, and the last
+   * good config keeps serving (behavior.md §2.7).
+   */
+  applyConfigUpdate(update: ConfigUpdate): void;
+  /** The config in force, if any has loaded. */
+  currentConfig(): RateLimitConfig | undefined;
+}
+
+const maxUint32 = 4294967295;
+
+/**
+ * Creates the decision service.
+ *
+ * ```ts
+ * const service = createRateLimitService({ cache, statsManager, clock, logger });
+ * provider.subscribe((update) => service.applyConfigUpdate(update));
+ * ```
+ */
+export function createRateLimitService(options: RateLimitServiceOptions): RateLimitService {
+  const { cache, statsManager, clock, logger, health } = options;
+  const globalShadowMode = options.globalShadowMode ?? false;
+  const globalQuotaMode = options.globalQuotaMode ?? false;
+  const headerNames = options.responseHeaders;
+  let config: RateLimitConfig | undefined;
+
+  function validate(request: RateLimitRequest): void {
+    // Same order and texts as upstream for the first three checks.
+    if (request.domain === "") throw new RequestError("rate limit domain must not be empty");
+    const descriptors = request.descriptors;
+    if (descriptors.length === 0) {
+      throw new RequestError("rate limit descriptor list must not be empty");
+    }
+    if (config === undefined) throw new NotReadyError("no rate limit configuration loaded");
+    for (let i = 0; i < descriptors.length; i++) {
+      const descriptor = descriptors[i]!;
+      const entries = descriptor.entries;
+      if (entries.length === 0) {
+        throw new RequestError(`descriptors[${i}].entries must not be empty`);
+      }
+      for (let j = 0; j < entries.length; j++) {
+        if (entries[j]!.key === "") {
+          throw new RequestError(`descriptors[${i}].entries[${j}].key must not be empty`);
+        }
+      }
+      const override = descriptor.limit;
+      if (
+        override !== undefined &&
+        (override.unit < OverrideRateLimitUnit.SECOND || override.unit > OverrideRateLimitUnit.YEAR)
+      ) {
+        throw new RequestError(
+          `descriptors[${i}].limit.unit must be one of SECOND, MINUTE, HOUR, DAY, MONTH, YEAR (got ${OverrideRateLimitUnit[override.unit] ?? String(override.unit)})`,
+        );
+      }
+    }
+  }
+
+  return {
+    async shouldRateLimit(request) {
+      validate(request);
+      const snapshot = config!;
+      const domain = request.domain;
+      const descriptors = request.descriptors;
+      const n = descriptors.length;
+      const limits = new Array<RateLimit | undefined>(n);
+      const hitsAddends = new Array<number>(n);
+      let unlimited: boolean[] | undefined;
+      let replaced: Set<string> | undefined;
+      for (let i = 0; i < n; i++) {
+        const descriptor = descriptors[i]!;
+        const limit = snapshot.getLimit(domain, descriptor);
+        const hits = hitsAddendFor(descriptor, request.hitsAddend);
+        hitsAddends[i] = hits;
+        if (limit === undefined) {
+          limits[i] = undefined;
+          continue;
+        }
+        if (limit.replaces.length > 0) {
+          replaced ??= new Set();
+          for (const name of limit.replaces) replaced.add(name);
+        }
+        if (limit.unlimited) {
+          // Deliberate difference (behavior.md "Where we deliberately differ" 6): unlimited
+          // hits are counted, without contacting the backend.
+          limit.stats.totalHits.add(hits);
+          limit.stats.withinLimit.add(hits);
+          (unlimited ??= new Array<boolean>(n).fill(false))[i] = true;
+          limits[i] = undefined;
+          continue;
+        }
+        limits[i] = limit;
+      }
+      if (replaced !== undefined) {
+        for (let i = 0; i < n; i++) {
+          const limit = limits[i];
+          if (limit !== undefined && limit.name !== "" && replaced.has(limit.name)) {
+            limits[i] = undefined;
+          }
+        }
+      }
+
+      const statuses = await cache.doLimit(domain, descriptors, limits, hitsAddends);
+
+      // Overall code (behavior.md §5.1): over limit if any non-quota descriptor is; quota
+      // descriptors only make it over limit when all of them are.
+      let anyOver = false;
+      let quotaCount = 0;
+      let quotaOver = 0;
+      const quota = new Array<boolean>(n);
+      for (let i = 0; i < n; i++) {
+        const status = statuses[i]!;
+        if (unlimited?.[i] === true) {
+          status.limitRemaining = maxUint32;
+          quota[i] = false;
+          continue;
+        }
+        const limit = limits[i];
+        const isQuota = limit?.quotaMode === true || globalQuotaMode;
+        quota[i] = isQuota;
+        const over = status.code === Code.OVER_LIMIT;
+        if (isQuota) {
+          quotaCount++;
+          if (over) quotaOver++;
+        } else if (over) {
+          anyOver = true;
+        }
+      }
+      let overallCode =
+        anyOver || (quotaCount > 0 && quotaOver === quotaCount) ? Code.OVER_LIMIT : Code.OK;
+      const response = create(RateLimitResponseSchema, { overallCode, statuses });
+      if (headerNames !== undefined) {
+        const headers = rateLimitHeaders(
+          headerNames,
+          statuses,
+          limits,
+          quota,
+          clock.nowSeconds(),
+        );
+        if (headers !== undefined) response.responseHeadersToAdd = headers;
+      }
+      if (overallCode === Code.OVER_LIMIT && globalShadowMode) {
+        overallCode = Code.OK;
+        response.overallCode = overallCode;
+        statsManager.service.globalShadowMode.add(1);
+      }
+      return response;
+    },
+
+    applyConfigUpdate(update) {
+      if (!update.ok) {
+        statsManager.service.configLoadError.add(1);
+        logger.error({ err: update.error }, `error loading new configuration: ${update.error.message}`);
+        return;
+      }
+      config = update.config;
+      statsManager.service.configLoadSuccess.add(1);
+      logger.info({ domains: update.config.domains }, "successfully loaded new configuration");
+      if (health?.has("config") === true) {
+        if (update.config.domainCount > 0) health.ok("config");
+        else health.fail("config");
+      }
+    },
+
+    currentConfig: () => config,
+  };
+}

@@ -1,0 +1,69 @@
+import { create } from "@bufbuild/protobuf";
+import type { RateLimit } from "../config/rate-limit-config.js";
+import {
+  HeaderValueSchema,
+  RateLimitResponse_Code as Code,
+  type HeaderValue,
+  type RateLimitResponse_DescriptorStatus,
+} from "../proto.js";
+
+/** Names of the custom rate-limit response headers (`LIMIT_*_HEADER`). */
+export interface ResponseHeaderNames {
+  /** @defaultValue "RateLimit-Limit" */
+  readonly limit: string;
+  /** @defaultValue "RateLimit-Remaining" */
+  readonly remaining: string;
+  /** @defaultValue "RateLimit-Reset" */
+  readonly reset: string;
+}
+
+const maxUint32 = 4294967295;
+
+/**
+ * Returns the three rate-limit headers for a response, or `undefined` when no descriptor had
+ * a limit. The chosen descriptor is the one with the fewest remaining hits (first wins ties),
+ * except that every non-quota OVER_LIMIT descriptor takes over unconditionally, so the last
+ * such one wins (upstream `ratelimit.go` `rateLimitLimitHeader` selection, behavior.md §5.2).
+ *
+ * @param statuses - one per request descriptor
+ * @param limits - parallel to `statuses`; the applied limits (undefined = none)
+ * @param nowSeconds - seconds since the Unix epoch, for the reset header
+ */
+export function rateLimitHeaders(
+  names: ResponseHeaderNames,
+  statuses: readonly RateLimitResponse_DescriptorStatus[],
+  limits: readonly (RateLimit | undefined)[],
+  quotaDescriptor: readonly boolean[],
+  nowSeconds: number,
+): HeaderValue[] | undefined {
+  let chosen = -1;
+  let minRemaining = maxUint32;
+  for (let i = 0; i < statuses.length; i++) {
+    const s = statuses[i]!;
+    if (s.currentLimit === undefined) continue;
+    if (s.code === Code.OVER_LIMIT && quotaDescriptor[i] !== true) {
+      chosen = i;
+      minRemaining = 0;
+      continue;
+    }
+    if (s.limitRemaining < minRemaining) {
+      chosen = i;
+      minRemaining = s.limitRemaining;
+    }
+  }
+  if (chosen < 0) return undefined;
+  const status = statuses[chosen]!;
+  const limit = limits[chosen];
+  const unitSeconds = limit?.unitSeconds ?? 1;
+  return [
+    create(HeaderValueSchema, {
+      key: names.limit,
+      value: String(status.currentLimit?.requestsPerUnit ?? 0),
+    }),
+    create(HeaderValueSchema, { key: names.remaining, value: String(status.limitRemaining) }),
+    create(HeaderValueSchema, {
+      key: names.reset,
+      value: String(unitSeconds - (nowSeconds % unitSeconds)),
+    }),
+  ];
+}
