@@ -1,0 +1,60 @@
+import { create } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { MemoryRateLimitCache } from "../../../../src/backends/memory/memory-rate-limit-cache.js";
+import { createBaseLimiter } from "../../../../src/limiter/base-limiter.js";
+import {
+  RateLimitDescriptorSchema,
+  RateLimitResponse_Code as Code,
+  RateLimitResponse_RateLimit_Unit as Unit,
+} from "../../../../src/proto.js";
+import { createStatsManager } from "../../../../src/stats/stats-manager.js";
+import { FakeClock } from "../../../helpers/fake-clock.js";
+import { testRateLimit } from "../../../helpers/rate-limit.js";
+
+function descriptor(value: string) {
+  return create(RateLimitDescriptorSchema, { entries: [{ key: "k", value }] });
+}
+
+describe("MemoryRateLimitCache", () => {
+  it("counts exactly, including hits addends and zero", async () => {
+    const clock = new FakeClock(100);
+    const cache = new MemoryRateLimitCache({ baseLimiter: createBaseLimiter({ clock }), clock });
+    const limit = testRateLimit(createStatsManager(), "d.k", 5);
+    const d = descriptor("v");
+    expect((await cache.doLimit("d", [d], [limit], [3]))[0]!.limitRemaining).toBe(2);
+    expect((await cache.doLimit("d", [d], [limit], [0]))[0]!.limitRemaining).toBe(2);
+    const over = await cache.doLimit("d", [d], [limit], [3]);
+    expect(over[0]!.code).toBe(Code.OVER_LIMIT);
+    await cache.close();
+  });
+
+  it("answers descriptors without a limit with OK and no counter", async () => {
+    const clock = new FakeClock(100);
+    const cache = new MemoryRateLimitCache({ baseLimiter: createBaseLimiter({ clock }), clock });
+    const [status] = await cache.doLimit("d", [descriptor("v")], [undefined], [1]);
+    expect(status!.code).toBe(Code.OK);
+    expect(status!.currentLimit).toBeUndefined();
+    expect(cache.size).toBe(0);
+    await cache.close();
+  });
+
+  it("sweeps counters whose window has ended and keeps live ones", async () => {
+    const clock = new FakeClock(100);
+    const cache = new MemoryRateLimitCache({ baseLimiter: createBaseLimiter({ clock }), clock });
+    const stats = createStatsManager();
+    const perMinute = testRateLimit(stats, "d.m", 5, Unit.MINUTE);
+    const perHour = testRateLimit(stats, "d.h", 5, Unit.HOUR);
+    for (let i = 0; i < 1000; i++) {
+      await cache.doLimit("d", [descriptor(`v${i}`)], [perMinute], [1]);
+    }
+    await cache.doLimit("d", [descriptor("h")], [perHour], [1]);
+    expect(cache.size).toBe(1001);
+    cache.sweep(119);
+    expect(cache.size).toBe(1001);
+    cache.sweep(120);
+    expect(cache.size).toBe(1);
+    cache.sweep(3600);
+    expect(cache.size).toBe(0);
+    await cache.close();
+  });
+});
