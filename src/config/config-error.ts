@@ -5,7 +5,4 @@
 export class ConfigError extends Error {
   override readonly name = "ConfigError";
   readonly code = "RLS_CONFIG";
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-  }
 }

@@ -1,5 +1,20 @@
+import type {
+  RateLimitDescriptor,
+  RateLimitDescriptor_RateLimitOverride,
+} from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";
-import type { RateLimitConfig } from "./rate-limit-config.js";
+import { ConfigError } from "./config-error.js";
+import type { DescriptorLevel } from "./descriptor-tree.js";
+import {
+  createDescriptorLevel,
+  dumpDescriptors,
+  findRateLimit,
+  loadDescriptors,
+} from "./descriptor-tree.js";
+import { parseConfigFile } from "./parse-config-file.js";
+import type { RateLimit, RateLimitConfig } from "./rate-limit-config.js";
+import { unitFromNumber, unitToSeconds } from "./units.js";
+import type { YamlRoot } from "./yaml-types.js";
 
 /** One named config text: for the file provider the runtime key (e.g. `config.basic.yaml`). */
 export interface ConfigFile {
@@ -7,7 +22,16 @@ export interface ConfigFile {
   readonly text: string;
 }
 
-/** Options of {@link loadConfig}. */
+/**
+ * One already-decoded config source: a parsed YAML file or an xDS `RateLimitConfig` resource
+ * mapped to the YAML shape. `name` prefixes every error (the resource name for xDS).
+ */
+export interface NamedYamlRoot {
+  readonly name: string;
+  readonly root: YamlRoot;
+}
+
+/** Options of {@link loadConfig} and {@link loadConfigFromRoots}. */
 export interface LoadConfigOptions {
   /** Creates the stats handles of each rate limit at load time. */
   readonly statsManager: StatsManager;
@@ -16,13 +40,130 @@ export interface LoadConfigOptions {
 }
 
 /**
- * Parses and validates every file and builds one immutable config (all-or-nothing).
+ * Parses and validates every file and builds one immutable config (all-or-nothing). Every file
+ * is parsed before any is loaded, as upstream's file provider does, so a YAML error in a later
+ * file is reported before a rule error in an earlier one.
  *
- * @throws {@link ConfigError} with `<file name>: <problem>` for the first invalid file.
+ * @param files - in load order; with `mergeDomainConfig` that order decides which file a
+ *   duplicate-key error names
+ * @throws {@link ConfigError} with `<file name>: <problem>` for the first invalid file
+ *   (problem texts of behavior.md §2.2–2.3)
  */
 export function loadConfig(
-  _files: readonly ConfigFile[],
-  _options: LoadConfigOptions,
+  files: readonly ConfigFile[],
+  options: LoadConfigOptions,
 ): RateLimitConfig {
-  throw new Error("not implemented yet");
+  const roots = files.map((file) => ({ name: file.name, root: parseConfigFile(file.name, file.text) }));
+  return loadConfigFromRoots(roots, options);
 }
+
+/**
+ * Validates decoded config sources and builds one immutable config (all-or-nothing); the entry
+ * point of the xDS provider, whose resources skip the YAML key check. Per source, in order: the
+ * domain must be non-empty and, unless merging, new; then its rules are validated depth-first
+ * (upstream `config_impl.go` `NewRateLimitConfigImpl` / `loadConfig`, behavior.md §2.3–2.4).
+ * With `mergeDomainConfig`, a source naming a loaded domain adds its top-level rules after the
+ * existing ones (wildcards too); the same top-level composite key twice is still an error.
+ *
+ * @throws {@link ConfigError} `<name>: <problem>`: `config file cannot have empty domain`,
+ *   `duplicate domain '<domain>' in config file`, or a rule error of {@link loadDescriptors}
+ */
+export function loadConfigFromRoots(
+  roots: readonly NamedYamlRoot[],
+  options: LoadConfigOptions,
+): RateLimitConfig {
+  const merge = options.mergeDomainConfig ?? false;
+  const domains = new Map<string, DescriptorLevel>();
+  for (const { name, root } of roots) {
+    if (root.domain === "") {
+      throw new ConfigError(`${name}: config file cannot have empty domain`);
+    }
+    let level = domains.get(root.domain);
+    if (level === undefined) {
+      level = createDescriptorLevel();
+      domains.set(root.domain, level);
+    } else if (!merge) {
+      throw new ConfigError(`${name}: duplicate domain '${root.domain}' in config file`);
+    }
+    loadDescriptors(level, root.descriptors, `${root.domain}.`, {
+      configName: name,
+      statsManager: options.statsManager,
+    });
+  }
+  return new LoadedRateLimitConfig(domains, options.statsManager);
+}
+
+/** The {@link RateLimitConfig} built by a successful load; immutable. */
+class LoadedRateLimitConfig implements RateLimitConfig {
+  readonly domainCount: number;
+  readonly domains: readonly string[];
+
+  constructor(
+    private readonly domainLevels: ReadonlyMap<string, DescriptorLevel>,
+    private readonly statsManager: StatsManager,
+  ) {
+    this.domainCount = domainLevels.size;
+    this.domains = Object.freeze([...domainLevels.keys()].sort());
+    Object.freeze(this);
+  }
+
+  /** Same order of checks as upstream `config_impl.go` `GetLimit`. */
+  getLimit(domain: string, descriptor: RateLimitDescriptor): RateLimit | undefined {
+    const root = this.domainLevels.get(domain);
+    if (root === undefined) {
+      this.statsManager.domainNotFound(domain).add(1);
+      return undefined;
+    }
+    const override = descriptor.limit;
+    if (override !== undefined) return this.overrideLimit(domain, descriptor, override);
+    return findRateLimit(root, domain, descriptor.entries, this.statsManager);
+  }
+
+  /**
+   * A request-supplied limit replaces config matching (behavior.md §3.5): stats key
+   * `<domain>.` + entries joined by `.` (`key_value`, or `key` for an empty value); no shadow,
+   * quota or detailed mode, no name, replaces or metadata. The override's unit enum
+   * (`envoy.type.v3.RateLimitUnit`) is numbered like the response unit and cast as is.
+   */
+  private overrideLimit(
+    domain: string,
+    descriptor: RateLimitDescriptor,
+    override: RateLimitDescriptor_RateLimitOverride,
+  ): RateLimit {
+    let statsKey = domain + ".";
+    let first = true;
+    for (const entry of descriptor.entries) {
+      if (!first) statsKey += ".";
+      first = false;
+      statsKey += entry.value === "" ? entry.key : entry.key + "_" + entry.value;
+    }
+    const unit = unitFromNumber(override.unit);
+    return {
+      fullKey: statsKey,
+      stats: this.statsManager.rateLimitStats(statsKey),
+      requestsPerUnit: override.requestsPerUnit,
+      unit,
+      unitSeconds: unitToSeconds(unit),
+      unlimited: false,
+      shadowMode: false,
+      quotaMode: false,
+      name: "",
+      replaces: noReplaces,
+      detailedMetric: false,
+      metadata: undefined,
+      shareThresholdValues: undefined,
+    };
+  }
+
+  /** Dump lines of every domain, domains sorted, rules depth-first in load order. */
+  dump(): string {
+    const lines: string[] = [];
+    for (const domain of this.domains) {
+      const level = this.domainLevels.get(domain);
+      if (level !== undefined) dumpDescriptors(level, lines);
+    }
+    return lines.join("");
+  }
+}
+
+const noReplaces: readonly string[] = Object.freeze([]);

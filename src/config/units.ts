@@ -32,7 +32,26 @@ export const unitByName: ReadonlyMap<string, Unit> = new Map([
   ["YEAR", Unit.YEAR],
 ]);
 
+/** Enum names by number; numbers outside the enum have none. */
+const namesByUnit: ReadonlyMap<number, string> = new Map(
+  [...unitByName].map(([name, unit]) => [unit, name] as const),
+);
+
 /** Returns the upper-case name of a unit (`MINUTE`), `UNKNOWN` for anything else. */
 export function unitName(unit: Unit): string {
-  return Unit[unit] ?? "UNKNOWN";
+  return namesByUnit.get(unit) ?? "UNKNOWN";
+}
+
+const unitsByNumber: ReadonlyMap<number, Unit> = new Map(
+  [Unit.UNKNOWN, ...unitByName.values()].map((unit) => [unit, unit] as const),
+);
+
+/**
+ * Returns the response unit with enum number `unitNumber`, UNKNOWN for numbers outside the
+ * enum. A request's limit override uses `envoy.type.v3.RateLimitUnit`, numbered like the
+ * response unit (0 UNKNOWN … 6 YEAR; the response's WEEK is 7), and upstream `config_impl.go`
+ * `GetLimit` casts the number as is.
+ */
+export function unitFromNumber(unitNumber: number): Unit {
+  return unitsByNumber.get(unitNumber) ?? Unit.UNKNOWN;
 }

@@ -1,0 +1,208 @@
+import type { Logger } from "pino";
+import { MemoryRateLimitCache } from "./backends/memory/memory-rate-limit-cache.js";
+import { ConfigError } from "./config/config-error.js";
+import type { ConfigUpdate } from "./config/config-update.js";
+import { loadConfig, type ConfigFile } from "./config/load-config.js";
+import { HealthChecker, type HealthComponent } from "./health/health.js";
+import { createBaseLimiter } from "./limiter/base-limiter.js";
+import type { RateLimitCache } from "./limiter/rate-limit-cache.js";
+import type { ConfigProvider } from "./provider/config-provider.js";
+import { createFileProvider } from "./provider/file/file-provider.js";
+import { startDebugServer } from "./server/debug-server.js";
+import { startGrpcServer } from "./server/grpc-server.js";
+import { startHttpServer } from "./server/http-server.js";
+import { createJsonHandler } from "./server/json-handler.js";
+import type { Listening } from "./server/listen.js";
+import { createRoutes } from "./server/routes.js";
+import { createRateLimitService, type RateLimitService } from "./service/rate-limit-service.js";
+import { SettingsError } from "./settings/settings-error.js";
+import type { Settings } from "./settings/settings.js";
+import { createStatsManager, type StatsManager } from "./stats/stats-manager.js";
+import { systemClock, type Clock } from "./util/clock.js";
+
+/** Actual listening addresses (`host:port`), useful when ports were 0. */
+export interface AppAddresses {
+  readonly grpc: string;
+  readonly http: string;
+  readonly debug: string;
+}
+
+/** The assembled service. */
+export interface App {
+  readonly health: HealthChecker;
+  readonly statsManager: StatsManager;
+  readonly service: RateLimitService;
+  /**
+   * Starts the config provider, waits for the first config (unless
+   * `FORCE_START_WITHOUT_INITIAL_CONFIG`), then opens the debug, gRPC and HTTP listeners.
+   *
+   * @throws the listen error when a port cannot be bound
+   */
+  start(): Promise<AppAddresses>;
+  /**
+   * Drains and stops everything in reverse order: listeners stop accepting and in-flight
+   * calls finish (up to `graceMs`), then the provider, then the backend; idempotent.
+   */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** Injected dependencies of {@link createApp}. */
+export interface AppDependencies {
+  readonly logger: Logger;
+  /** @defaultValue the system clock */
+  readonly clock?: Clock;
+}
+
+/**
+ * Builds the service from settings: the composition root, the only place that maps
+ * {@link Settings} to each module's options.
+ *
+ * ```ts
+ * const app = createApp(loadSettings(process.env).settings, { logger });
+ * const addresses = await app.start();
+ * ```
+ *
+ * @throws {@link SettingsError} when the settings ask for a feature this build lacks
+ */
+export function createApp(settings: Settings, deps: AppDependencies): App {
+  const { logger } = deps;
+  const clock = deps.clock ?? systemClock;
+  unsupported(settings);
+
+  const statsManager = createStatsManager();
+  const components: { name: HealthComponent; healthy: boolean }[] = [{ name: "sigterm", healthy: true }];
+  if (settings.healthyWithAtLeastOneConfigLoaded) components.push({ name: "config", healthy: false });
+  const health = new HealthChecker(components);
+
+  const baseLimiter = createBaseLimiter({
+    clock,
+    nearLimitRatio: settings.nearLimitRatio,
+    cacheKeyPrefix: settings.cacheKeyPrefix,
+    expirationJitterMaxSeconds: settings.expirationJitterMaxSeconds,
+  });
+  const cache: RateLimitCache = new MemoryRateLimitCache({
+    baseLimiter,
+    clock,
+    stopCacheKeyIncrementWhenOverlimit: settings.stopCacheKeyIncrementWhenOverlimit,
+  });
+  const service = createRateLimitService({
+    cache,
+    statsManager,
+    clock,
+    logger: logger.child({ component: "service" }),
+    health,
+    globalShadowMode: settings.shadowMode,
+    globalQuotaMode: settings.quotaMode,
+    ...(settings.limitResponseHeadersEnabled
+      ? {
+          responseHeaders: {
+            limit: settings.limitLimitHeader,
+            remaining: settings.limitRemainingHeader,
+            reset: settings.limitResetHeader,
+          },
+        }
+      : {}),
+  });
+
+  const load = (files: readonly ConfigFile[]): ConfigUpdate => {
+    try {
+      return {
+        ok: true,
+        config: loadConfig(files, { statsManager, mergeDomainConfig: settings.mergeDomainConfig }),
+      };
+    } catch (err) {
+      if (err instanceof ConfigError) return { ok: false, error: err };
+      // A bug in loading must not kill a serving process: report it as a failed load.
+      return { ok: false, error: new ConfigError(`unexpected error loading config: ${String(err)}`, { cause: err }) };
+    }
+  };
+  const provider: ConfigProvider = createFileProvider({
+    runtimeRoot: settings.runtimeRoot,
+    runtimeSubdirectory: settings.runtimeSubdirectory,
+    runtimeAppDirectory: settings.runtimeAppDirectory,
+    ignoreDotFiles: settings.runtimeIgnoreDotFiles,
+    watchRoot: settings.runtimeWatchRoot,
+    load,
+    logger: logger.child({ component: "file-provider" }),
+  });
+  const configLogger = logger.child({ component: "config" });
+  provider.subscribe((update) => {
+    service.applyConfigUpdate(update);
+    if (!update.ok) return;
+    for (const domain of update.config.domains) configLogger.info({ domain }, "loaded domain");
+    for (const line of update.config.dump().split("\n")) {
+      if (line !== "") configLogger.info({ limit: line }, "loaded rate limit");
+    }
+  });
+
+  const routes = createRoutes({ service, health, statsManager, logger: logger.child({ component: "grpc" }) });
+  let listeners: Listening[] = [];
+  let closing: Promise<void> | undefined;
+
+  return {
+    health,
+    statsManager,
+    service,
+
+    async start() {
+      if (!settings.forceStartWithoutInitialConfig) logger.info("waiting for the initial rate limit config");
+      const started = provider.start();
+      if (!settings.forceStartWithoutInitialConfig) {
+        await started;
+        logger.info({ loaded: service.currentConfig() !== undefined }, "initial rate limit config processed");
+      } else {
+        started.catch((err: unknown) => {
+          logger.error({ err }, "config provider failed to start");
+        });
+      }
+      const debug = await startDebugServer({
+        currentConfig: service.currentConfig,
+        statsStore: statsManager.store,
+        host: settings.debugHost,
+        port: settings.debugPort,
+      });
+      listeners.push(debug);
+      logger.warn({ address: debug.address }, `listening for debug on '${debug.address}'`);
+      const grpc = await startGrpcServer({ routes, host: settings.grpcHost, port: settings.grpcPort });
+      listeners.push(grpc);
+      logger.warn({ address: grpc.address }, `listening for gRPC on '${grpc.address}'`);
+      const http = await startHttpServer({
+        routes,
+        jsonHandler: createJsonHandler({ service, statsManager, logger: logger.child({ component: "json" }) }),
+        health,
+        host: settings.host,
+        port: settings.port,
+      });
+      listeners.push(http);
+      logger.warn({ address: http.address }, `listening for HTTP on '${http.address}'`);
+      return { grpc: grpc.address, http: http.address, debug: debug.address };
+    },
+
+    close(graceMs = 10_000) {
+      closing ??= (async () => {
+        const open = listeners;
+        listeners = [];
+        await Promise.all(open.map((l) => l.close(graceMs)));
+        await provider.close();
+        await cache.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+/** Refuses settings that select a feature this build does not have yet. */
+function unsupported(settings: Settings): void {
+  const problems: string[] = [];
+  if (settings.backendType !== "memory") {
+    problems.push(
+      `BACKEND_TYPE=${settings.backendType}: the ${settings.backendType === "kv" ? "key-value store" : "memcached-protocol"} backend is not implemented in this build yet; set BACKEND_TYPE=memory`,
+    );
+  }
+  if (settings.configType !== "FILE") {
+    problems.push(
+      `CONFIG_TYPE=${settings.configType}: configuration from a management server is not implemented in this build yet; use CONFIG_TYPE=FILE`,
+    );
+  }
+  if (problems.length > 0) throw new SettingsError(problems);
+}

@@ -1,0 +1,619 @@
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { Composer, LineCounter, Parser, isAlias, isMap, isScalar, isSeq, Scalar } from "yaml";
+import type { Document, Node as YamlNode } from "yaml";
+import { ConfigError } from "./config-error.js";
+import type { ResolvedScalar } from "./yaml-scalar.js";
+import {
+  YamlDocumentError,
+  formatGoScalar,
+  resolveYamlScalar,
+  shortYamlTag,
+} from "./yaml-scalar.js";
+import type {
+  YamlDescriptor,
+  YamlRateLimit,
+  YamlReplaces,
+  YamlRoot,
+} from "./yaml-types.js";
+import { allowedYamlKeys } from "./yaml-types.js";
+
+/**
+ * Upper bound on nodes visited per pass. Reached only by alias bombs (an anchor referenced many
+ * times inside another anchor referenced many times…); yaml.v2 refuses those documents too.
+ */
+const maxVisitedNodes = 1_000_000;
+
+/**
+ * Go type names that yaml.v2 prints in `cannot unmarshal … into <type>` messages for the
+ * reference's config structs (`config_impl.go`).
+ */
+const goTypes = {
+  genericMap: "map[interface {}]interface {}",
+  string: "string",
+  bool: "bool",
+  uint32: "uint32",
+  descriptors: "[]config.YamlDescriptor",
+  rateLimit: "config.YamlRateLimit",
+  replacesList: "[]config.yamlReplaces",
+  replaces: "config.yamlReplaces",
+  metadata: "map[string]interface {}",
+} as const;
+
+/** A scalar after YAML 1.1 resolution; `text` is what yaml.v2 calls the node's value. */
+interface GoScalar {
+  readonly kind: "scalar";
+  /** 1-based line of the node. */
+  readonly line: number;
+  readonly text: string;
+  /** Tag to name the node by in messages: `!!int`, `!!str`, or an explicit custom tag. */
+  readonly tag: string;
+  readonly resolved: ResolvedScalar;
+  /** Whether this is an untagged plain `<<` (a YAML merge key). */
+  readonly mergeKey: boolean;
+}
+
+interface GoMap {
+  readonly kind: "map";
+  readonly line: number;
+  /** Entries in document order; a repeated key keeps its first position and its last value. */
+  readonly entries: readonly GoEntry[];
+}
+
+interface GoEntry {
+  readonly key: GoNode;
+  readonly value: GoNode;
+}
+
+interface GoSeq {
+  readonly kind: "seq";
+  readonly line: number;
+  readonly items: readonly GoNode[];
+}
+
+/** The document as yaml.v2 sees it: aliases and merge keys resolved, scalars typed. */
+type GoNode = GoScalar | GoMap | GoSeq;
+
+/**
+ * Parses one config file into its checked shape, reproducing the reference's two passes over
+ * gopkg.in/yaml.v2 (upstream `config_impl.go` `ConfigFileContentToYaml`, behavior.md §2.1–2.2):
+ * YAML 1.1 scalars (`yes`/`on`/`y` are booleans, `0x1F` is an integer, string fields keep the
+ * text as written), only the first document, then a key check over the whole tree, then a typed
+ * decode. Per-domain rules (empty domain, units, duplicates …) are checked later at load time.
+ *
+ * @param name - the config's name, prefixed to every error (for files the runtime key)
+ * @param text - the YAML text
+ * @returns the decoded file; missing fields take Go zero values ("" / false / empty list)
+ * @throws {@link ConfigError} `<name>: <problem>`, the problem being one of
+ *   `error loading config file: yaml: …` (syntax error, or `yaml: unmarshal errors:` followed by
+ *   one `line <n>: cannot unmarshal …` line per bad field, e.g. a negative `requests_per_unit`),
+ *   `config error, key is not of type string: <k>`, `config error, unknown key '<k>'`,
+ *   `config error, yaml file contains list of type other than map: <elem>`, or
+ *   `error checking config` (a float or over-int64 leaf).
+ */
+export function parseConfigFile(name: string, text: string): YamlRoot {
+  try {
+    return parseTwoPasses(text);
+  } catch (error) {
+    if (error instanceof FileProblem) throw new ConfigError(`${name}: ${error.message}`);
+    if (error instanceof YamlDocumentError) {
+      throw new ConfigError(`${name}: error loading config file: yaml: ${error.message}`);
+    }
+    throw error;
+  }
+}
+
+/** A problem with the file, without the `<name>: ` prefix. */
+class FileProblem extends Error {
+  override readonly name = "FileProblem";
+}
+
+function parseTwoPasses(text: string): YamlRoot {
+  const root = composeFirstDocument(text);
+  if (root !== undefined && root.kind !== "map") {
+    // The first pass decodes into a generic map; anything else is an unmarshal error.
+    const error = typeError(root, goTypes.genericMap);
+    throw new FileProblem(`error loading config file: ${unmarshalErrors([error])}`);
+  }
+  if (root !== undefined) {
+    const problem = checkKeys(root, new Set(), { visited: 0 });
+    if (problem !== undefined) throw new FileProblem(problem);
+  }
+  const decoder = new TypedDecoder();
+  const decoded = decoder.root(root);
+  if (decoder.errors.length > 0) {
+    throw new FileProblem(`error loading config file: ${unmarshalErrors(decoder.errors)}`);
+  }
+  return decoded;
+}
+
+/** Formats yaml.v2's `TypeError` text. */
+function unmarshalErrors(errors: readonly string[]): string {
+  return `yaml: unmarshal errors:\n  ${errors.join("\n  ")}`;
+}
+
+/** yaml.v2 `decoder.terror`: the node, its tag and (for scalars) a shortened value. */
+function typeError(node: GoNode, goType: string): string {
+  let shown = "";
+  let tag: string;
+  if (node.kind === "scalar") {
+    tag = node.tag;
+    shown = node.text.length > 10 ? ` \`${node.text.slice(0, 7)}...\`` : ` \`${node.text}\``;
+  } else {
+    tag = node.kind === "map" ? "!!map" : "!!seq";
+  }
+  return `line ${node.line}: cannot unmarshal ${tag}${shown} into ${goType}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Composition: YAML text → GoNode tree (first document only)
+
+/**
+ * Parses the first document with the `yaml` package's failsafe schema (so every scalar keeps
+ * its text) and converts it. Returns undefined for an empty or null document.
+ *
+ * @throws {@link YamlDocumentError} for syntax errors and document-level failures
+ */
+function composeFirstDocument(text: string): GoNode | undefined {
+  const lineCounter = new LineCounter();
+  const parser = new Parser(lineCounter.addNewLine);
+  const composer = new Composer({
+    version: "1.1",
+    schema: "failsafe",
+    uniqueKeys: false,
+    strict: false,
+  });
+  let doc: Document.Parsed | undefined;
+  // Like yaml.v2 `Unmarshal`, stop after the first document: later ones are never parsed.
+  for (const composed of composer.compose(parser.parse(text), true)) {
+    doc = composed;
+    break;
+  }
+  if (doc === undefined) return undefined;
+  const syntaxError = doc.errors[0];
+  if (syntaxError !== undefined) {
+    const line = lineCounter.linePos(syntaxError.pos[0]).line;
+    throw new YamlDocumentError(`line ${line}: ${syntaxError.message}`);
+  }
+  const contents = doc.contents;
+  if (contents === null) return undefined;
+  const node = new Composition(doc, lineCounter).convert(contents, 0);
+  if (node.kind === "scalar" && node.resolved.kind === "null") return undefined;
+  return node;
+}
+
+/** Converts `yaml` AST nodes, resolving aliases and `<<` merges as yaml.v2 does. */
+class Composition {
+  private readonly converted = new Map<YamlNode, GoNode>();
+  private readonly inProgress = new Set<YamlNode>();
+  private visited = 0;
+
+  constructor(
+    private readonly doc: Document.Parsed,
+    private readonly lineCounter: LineCounter,
+  ) {}
+
+  convert(node: unknown, fallbackOffset: number): GoNode {
+    if (++this.visited > maxVisitedNodes) {
+      throw new YamlDocumentError("document contains excessive aliasing");
+    }
+    if (isAlias(node)) {
+      const target = node.resolve(this.doc);
+      if (target === undefined) {
+        throw new YamlDocumentError(`unknown anchor '${node.source}' referenced`);
+      }
+      if (this.inProgress.has(target)) {
+        throw new YamlDocumentError(`anchor '${node.source}' value contains itself`);
+      }
+      return this.convert(target, fallbackOffset);
+    }
+    if (!isScalar(node) && !isMap(node) && !isSeq(node)) {
+      // A missing node (`key:` with nothing after it) is a null scalar.
+      return this.scalar("", "", true, this.line(fallbackOffset));
+    }
+    const cached = this.converted.get(node);
+    if (cached !== undefined) return cached;
+    this.inProgress.add(node);
+    const offset = node.range?.[0] ?? fallbackOffset;
+    const line = this.line(offset);
+    let result: GoNode;
+    if (isScalar(node)) {
+      const plain = node.type === Scalar.PLAIN || node.type === undefined;
+      result = this.scalar(String(node.value), shortYamlTag(node.tag ?? ""), plain, line);
+    } else if (isSeq(node)) {
+      result = {
+        kind: "seq",
+        line,
+        items: node.items.map((item) => this.convert(item, offset)),
+      };
+    } else {
+      result = { kind: "map", line, entries: this.mapEntries(node.items, offset) };
+    }
+    this.inProgress.delete(node);
+    this.converted.set(node, result);
+    return result;
+  }
+
+  private mapEntries(
+    items: readonly { key: unknown; value: unknown }[],
+    offset: number,
+  ): GoEntry[] {
+    const entries: GoEntry[] = [];
+    const indexByKey = new Map<string, number>();
+    const set = (key: GoNode, value: GoNode): void => {
+      // Go map semantics: a repeated key overwrites the earlier value.
+      const identity = key.kind === "scalar" ? `${key.resolved.kind}:${formatGoScalar(key.resolved)}` : undefined;
+      const existing = identity === undefined ? undefined : indexByKey.get(identity);
+      if (existing !== undefined) {
+        entries[existing] = { key, value };
+        return;
+      }
+      if (identity !== undefined) indexByKey.set(identity, entries.length);
+      entries.push({ key, value });
+    };
+    for (const item of items) {
+      const key = this.convert(item.key, offset);
+      const keyOffset = isScalar(item.key) || isMap(item.key) || isSeq(item.key) ? (item.key.range?.[0] ?? offset) : offset;
+      const value = this.convert(item.value, keyOffset);
+      if (key.kind === "scalar" && key.mergeKey) {
+        for (const merged of mergeSources(value)) {
+          for (const entry of merged.entries) set(entry.key, entry.value);
+        }
+        continue;
+      }
+      set(key, value);
+    }
+    return entries;
+  }
+
+  private scalar(text: string, tag: string, plain: boolean, line: number): GoScalar {
+    const { resolved, tag: shownTag } = resolveYamlScalar(text, tag, plain);
+    return {
+      kind: "scalar",
+      line,
+      text,
+      tag: shownTag,
+      resolved,
+      mergeKey: plain && tag === "" && text === "<<",
+    };
+  }
+
+  private line(offset: number): number {
+    return this.lineCounter.linePos(offset).line;
+  }
+}
+
+/**
+ * The maps a `<<` merge key brings in, in application order: yaml.v2 `decoder.merge` applies a
+ * list of maps from last to first, so earlier maps take precedence.
+ */
+function mergeSources(value: GoNode): readonly GoMap[] {
+  if (value.kind === "map") return [value];
+  if (value.kind === "seq" && value.items.every((item) => item.kind === "map")) {
+    return [...value.items].reverse();
+  }
+  throw new YamlDocumentError("map merge requires map or sequence of maps as the value");
+}
+
+// ---------------------------------------------------------------------------------------------
+// First pass: key validation (upstream `config_impl.go` `validateYamlKeys`)
+
+/**
+ * Returns the first key problem in document order, or undefined. (Upstream walks a Go map, so
+ * with several problems its choice is random; ours is the first in the file.)
+ */
+function checkKeys(
+  map: GoMap,
+  checked: Set<GoMap>,
+  budget: { visited: number },
+): string | undefined {
+  // An aliased map is checked once.
+  if (checked.has(map)) return undefined;
+  checked.add(map);
+  for (const { key, value } of map.entries) {
+    if (++budget.visited > maxVisitedNodes) {
+      return "error loading config file: yaml: document contains excessive aliasing";
+    }
+    if (key.kind !== "scalar" || !isGoString(key.resolved)) {
+      return `config error, key is not of type string: ${formatGoValue(key)}`;
+    }
+    const keyText = formatGoScalar(key.resolved);
+    if (!allowedYamlKeys.has(keyText)) return `config error, unknown key '${keyText}'`;
+    // Metadata is free-form: nothing under it is checked.
+    if (keyText === "metadata") continue;
+    let problem: string | undefined;
+    if (value.kind === "seq") {
+      for (const element of value.items) {
+        if (element.kind !== "map") {
+          return `config error, yaml file contains list of type other than map: ${formatGoValue(element)}`;
+        }
+        problem = checkKeys(element, checked, budget);
+        if (problem !== undefined) return problem;
+      }
+    } else if (value.kind === "map") {
+      problem = checkKeys(value, checked, budget);
+      if (problem !== undefined) return problem;
+    } else if (!isAllowedLeaf(value.resolved)) {
+      return "error checking config";
+    }
+  }
+  return undefined;
+}
+
+/** Whether yaml.v2 decodes the scalar into a Go `string` inside `interface{}`. */
+function isGoString(resolved: ResolvedScalar): boolean {
+  return resolved.kind === "str" || resolved.kind === "timestamp" || resolved.kind === "binary";
+}
+
+/** Leaf types upstream accepts: string, int (int64 range), bool, nil. Floats are refused. */
+function isAllowedLeaf(resolved: ResolvedScalar): boolean {
+  switch (resolved.kind) {
+    case "str":
+    case "timestamp":
+    case "binary":
+    case "bool":
+    case "null":
+      return true;
+    case "int":
+      // Integers above int64 decode as uint64, which upstream's type switch does not accept.
+      return resolved.value <= 9223372036854775807n;
+    case "float":
+      return false;
+  }
+}
+
+/** Formats a node like Go's `%v` of what yaml.v2 decodes into `interface{}`. */
+function formatGoValue(node: GoNode): string {
+  switch (node.kind) {
+    case "scalar":
+      return formatGoScalar(node.resolved);
+    case "seq":
+      return `[${node.items.map(formatGoValue).join(" ")}]`;
+    case "map": {
+      // fmt prints maps with sorted keys.
+      const pairs = node.entries.map(
+        ({ key, value }) => [formatGoValue(key), formatGoValue(value)] as const,
+      );
+      pairs.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      return `map[${pairs.map(([k, v]) => `${k}:${v}`).join(" ")}]`;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Second pass: typed decode into the config structs, collecting every type error
+
+/**
+ * Decodes the checked tree into {@link YamlRoot} with yaml.v2's rules for typed targets: string
+ * fields take the scalar's text, null gives the zero value, unknown keys are ignored, and every
+ * type mismatch is collected as `line <n>: cannot unmarshal …`.
+ */
+class TypedDecoder {
+  readonly errors: string[] = [];
+  private visited = 0;
+
+  root(node: GoMap | undefined): YamlRoot {
+    let domain = "";
+    let descriptors: readonly YamlDescriptor[] = [];
+    for (const { key, value } of this.fields(node)) {
+      if (key === "domain") domain = this.string(value);
+      else if (key === "descriptors") descriptors = this.descriptors(value);
+    }
+    return { domain, descriptors };
+  }
+
+  private descriptors(node: GoNode): readonly YamlDescriptor[] {
+    return this.list(node, goTypes.descriptors, (item) => this.descriptor(item));
+  }
+
+  private descriptor(node: GoMap): YamlDescriptor {
+    let key = "";
+    let value = "";
+    let rateLimit: YamlRateLimit | undefined;
+    let descriptors: readonly YamlDescriptor[] = [];
+    let shadowMode = false;
+    let quotaMode = false;
+    let detailedMetric = false;
+    let valueToMetric = false;
+    let shareThreshold = false;
+    let metadata: JsonObject | undefined;
+    for (const field of this.fields(node)) {
+      const v = field.value;
+      switch (field.key) {
+        case "key":
+          key = this.string(v);
+          break;
+        case "value":
+          value = this.string(v);
+          break;
+        case "rate_limit":
+          rateLimit = this.rateLimit(v);
+          break;
+        case "descriptors":
+          descriptors = this.descriptors(v);
+          break;
+        case "shadow_mode":
+          shadowMode = this.bool(v);
+          break;
+        case "quota_mode":
+          quotaMode = this.bool(v);
+          break;
+        case "detailed_metric":
+          detailedMetric = this.bool(v);
+          break;
+        case "value_to_metric":
+          valueToMetric = this.bool(v);
+          break;
+        case "share_threshold":
+          shareThreshold = this.bool(v);
+          break;
+        case "metadata":
+          metadata = this.metadata(v);
+          break;
+        default:
+          // Known keys in the wrong place (e.g. `domain` in a descriptor) are ignored.
+          break;
+      }
+    }
+    return {
+      key,
+      value,
+      rateLimit,
+      descriptors,
+      shadowMode,
+      quotaMode,
+      detailedMetric,
+      valueToMetric,
+      shareThreshold,
+      metadata,
+    };
+  }
+
+  private rateLimit(node: GoNode): YamlRateLimit | undefined {
+    if (isNull(node)) return undefined;
+    if (node.kind !== "map") {
+      this.errors.push(typeError(node, goTypes.rateLimit));
+      return undefined;
+    }
+    let requestsPerUnit = 0;
+    let unit = "";
+    let unlimited = false;
+    let name = "";
+    let replaces: readonly YamlReplaces[] = [];
+    for (const { key, value } of this.fields(node)) {
+      if (key === "requests_per_unit") requestsPerUnit = this.uint32(value);
+      else if (key === "unit") unit = this.string(value);
+      else if (key === "unlimited") unlimited = this.bool(value);
+      else if (key === "name") name = this.string(value);
+      else if (key === "replaces") {
+        replaces = this.list(value, goTypes.replacesList, (item) => this.replaces(item));
+      }
+    }
+    return { requestsPerUnit, unit, unlimited, name, replaces };
+  }
+
+  private replaces(node: GoMap): YamlReplaces {
+    let name = "";
+    for (const { key, value } of this.fields(node)) {
+      if (key === "name") name = this.string(value);
+    }
+    return { name };
+  }
+
+  /** Struct fields by key text; the first pass guarantees string keys in config structs. */
+  private *fields(node: GoMap | undefined): Generator<{ key: string; value: GoNode }> {
+    if (node === undefined) return;
+    for (const { key, value } of node.entries) {
+      this.count();
+      if (key.kind === "scalar") yield { key: key.text, value };
+    }
+  }
+
+  private list<T>(node: GoNode, goType: string, decode: (item: GoMap) => T): readonly T[] {
+    if (isNull(node)) return [];
+    if (node.kind !== "seq") {
+      this.errors.push(typeError(node, goType));
+      return [];
+    }
+    const out: T[] = [];
+    for (const item of node.items) {
+      // The first pass guarantees list elements are maps.
+      if (item.kind === "map") out.push(decode(item));
+    }
+    return out;
+  }
+
+  /** A string field takes the scalar's text as written (`yes`, `0x1F`, `123`); null is "". */
+  private string(node: GoNode): string {
+    if (node.kind !== "scalar") {
+      this.errors.push(typeError(node, goTypes.string));
+      return "";
+    }
+    const resolved = node.resolved;
+    if (resolved.kind === "null") return "";
+    return resolved.kind === "binary" ? resolved.value : node.text;
+  }
+
+  private bool(node: GoNode): boolean {
+    if (node.kind === "scalar") {
+      if (node.resolved.kind === "null") return false;
+      if (node.resolved.kind === "bool") return node.resolved.value;
+    }
+    this.errors.push(typeError(node, goTypes.bool));
+    return false;
+  }
+
+  /**
+   * A uint32 field takes only an integer scalar in 0 … 4294967295. (yaml.v2 would also truncate
+   * a float, but the first pass has already refused every float.)
+   */
+  private uint32(node: GoNode): number {
+    if (node.kind === "scalar") {
+      const resolved = node.resolved;
+      if (resolved.kind === "null") return 0;
+      if (resolved.kind === "int" && resolved.value >= 0n && resolved.value <= 4294967295n) {
+        return Number(resolved.value);
+      }
+    }
+    this.errors.push(typeError(node, goTypes.uint32));
+    return 0;
+  }
+
+  /**
+   * Metadata decodes into `map[string]interface{}` and then becomes a protobuf `Struct`: top-level
+   * keys are the key text, nested non-string keys are formatted as Go prints them, numbers are
+   * doubles (behavior.md §2.5).
+   */
+  private metadata(node: GoNode): JsonObject | undefined {
+    if (isNull(node)) return undefined;
+    if (node.kind !== "map") {
+      this.errors.push(typeError(node, goTypes.metadata));
+      return undefined;
+    }
+    const out: JsonObject = {};
+    for (const { key, value } of node.entries) {
+      this.count();
+      const keyText = this.string(key);
+      out[keyText] = this.json(value);
+    }
+    return out;
+  }
+
+  private json(node: GoNode): JsonValue {
+    this.count();
+    switch (node.kind) {
+      case "seq":
+        return node.items.map((item) => this.json(item));
+      case "map": {
+        const out: JsonObject = {};
+        for (const { key, value } of node.entries) out[formatGoValue(key)] = this.json(value);
+        return out;
+      }
+      case "scalar": {
+        const resolved = node.resolved;
+        switch (resolved.kind) {
+          case "null":
+            return null;
+          case "bool":
+          case "float":
+            return resolved.value;
+          case "int":
+            return Number(resolved.value);
+          case "str":
+          case "timestamp":
+          case "binary":
+            return resolved.value;
+        }
+      }
+    }
+  }
+
+  private count(): void {
+    if (++this.visited > maxVisitedNodes) {
+      throw new YamlDocumentError("document contains excessive aliasing");
+    }
+  }
+}
+
+function isNull(node: GoNode): boolean {
+  return node.kind === "scalar" && node.resolved.kind === "null";
+}
