@@ -14,10 +14,16 @@ import { startHttpServer } from "./server/http-server.js";
 import { createJsonHandler } from "./server/json-handler.js";
 import type { Listening } from "./server/listen.js";
 import { createRoutes } from "./server/routes.js";
-import { createRateLimitService, type RateLimitService } from "./service/rate-limit-service.js";
+import {
+  createRateLimitService,
+  type RateLimitService,
+} from "./service/rate-limit-service.js";
 import { SettingsError } from "./settings/settings-error.js";
 import type { Settings } from "./settings/settings.js";
-import { createStatsManager, type StatsManager } from "./stats/stats-manager.js";
+import {
+  createStatsManager,
+  type StatsManager,
+} from "./stats/stats-manager.js";
 import { systemClock, type Clock } from "./util/clock.js";
 
 /** Actual listening addresses (`host:port`), useful when ports were 0. */
@@ -70,8 +76,11 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
   unsupported(settings);
 
   const statsManager = createStatsManager();
-  const components: { name: HealthComponent; healthy: boolean }[] = [{ name: "sigterm", healthy: true }];
-  if (settings.healthyWithAtLeastOneConfigLoaded) components.push({ name: "config", healthy: false });
+  const components: { name: HealthComponent; healthy: boolean }[] = [
+    { name: "sigterm", healthy: true },
+  ];
+  if (settings.healthyWithAtLeastOneConfigLoaded)
+    components.push({ name: "config", healthy: false });
   const health = new HealthChecker(components);
 
   const baseLimiter = createBaseLimiter({
@@ -83,7 +92,8 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
   const cache: RateLimitCache = new MemoryRateLimitCache({
     baseLimiter,
     clock,
-    stopCacheKeyIncrementWhenOverlimit: settings.stopCacheKeyIncrementWhenOverlimit,
+    stopCacheKeyIncrementWhenOverlimit:
+      settings.stopCacheKeyIncrementWhenOverlimit,
   });
   const service = createRateLimitService({
     cache,
@@ -108,12 +118,21 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     try {
       return {
         ok: true,
-        config: loadConfig(files, { statsManager, mergeDomainConfig: settings.mergeDomainConfig }),
+        config: loadConfig(files, {
+          statsManager,
+          mergeDomainConfig: settings.mergeDomainConfig,
+        }),
       };
     } catch (err) {
       if (err instanceof ConfigError) return { ok: false, error: err };
       // A bug in loading must not kill a serving process: report it as a failed load.
-      return { ok: false, error: new ConfigError(`unexpected error loading config: ${String(err)}`, { cause: err }) };
+      return {
+        ok: false,
+        error: new ConfigError(
+          `unexpected error loading config: ${String(err)}`,
+          { cause: err },
+        ),
+      };
     }
   };
   const provider: ConfigProvider = createFileProvider({
@@ -129,13 +148,19 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
   provider.subscribe((update) => {
     service.applyConfigUpdate(update);
     if (!update.ok) return;
-    for (const domain of update.config.domains) configLogger.info({ domain }, "loaded domain");
+    for (const domain of update.config.domains)
+      configLogger.info({ domain }, "loaded domain");
     for (const line of update.config.dump().split("\n")) {
       if (line !== "") configLogger.info({ limit: line }, "loaded rate limit");
     }
   });
 
-  const routes = createRoutes({ service, health, statsManager, logger: logger.child({ component: "grpc" }) });
+  const routes = createRoutes({
+    service,
+    health,
+    statsManager,
+    logger: logger.child({ component: "grpc" }),
+  });
   let listeners: Listening[] = [];
   let closing: Promise<void> | undefined;
 
@@ -145,36 +170,59 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     service,
 
     async start() {
-      if (!settings.forceStartWithoutInitialConfig) logger.info("waiting for the initial rate limit config");
+      if (!settings.forceStartWithoutInitialConfig)
+        logger.info("waiting for the initial rate limit config");
       const started = provider.start();
       if (!settings.forceStartWithoutInitialConfig) {
         await started;
-        logger.info({ loaded: service.currentConfig() !== undefined }, "initial rate limit config processed");
+        logger.info(
+          { loaded: service.currentConfig() !== undefined },
+          "initial rate limit config processed",
+        );
       } else {
         started.catch((err: unknown) => {
           logger.error({ err }, "config provider failed to start");
         });
       }
       const debug = await startDebugServer({
-        currentConfig: service.currentConfig,
+        currentConfig: () => service.currentConfig(),
         statsStore: statsManager.store,
         host: settings.debugHost,
         port: settings.debugPort,
       });
       listeners.push(debug);
-      logger.warn({ address: debug.address }, `listening for debug on '${debug.address}'`);
-      const grpc = await startGrpcServer({ routes, host: settings.grpcHost, port: settings.grpcPort });
+      logger.warn(
+        { address: debug.address },
+        `listening for debug on '${debug.address}'`,
+      );
+      const grpc = await startGrpcServer({
+        routes,
+        logger: logger.child({ component: "grpc" }),
+        host: settings.grpcHost,
+        port: settings.grpcPort,
+      });
       listeners.push(grpc);
-      logger.warn({ address: grpc.address }, `listening for gRPC on '${grpc.address}'`);
+      logger.warn(
+        { address: grpc.address },
+        `listening for gRPC on '${grpc.address}'`,
+      );
       const http = await startHttpServer({
         routes,
-        jsonHandler: createJsonHandler({ service, statsManager, logger: logger.child({ component: "json" }) }),
+        jsonHandler: createJsonHandler({
+          service,
+          statsManager,
+          logger: logger.child({ component: "json" }),
+        }),
         health,
+        logger: logger.child({ component: "http" }),
         host: settings.host,
         port: settings.port,
       });
       listeners.push(http);
-      logger.warn({ address: http.address }, `listening for HTTP on '${http.address}'`);
+      logger.warn(
+        { address: http.address },
+        `listening for HTTP on '${http.address}'`,
+      );
       return { grpc: grpc.address, http: http.address, debug: debug.address };
     },
 

@@ -20,7 +20,9 @@ function usage(): string {
       group = row.group;
       lines.push(`${group}:`);
     }
-    lines.push(`  ${row.name.padEnd(width)}  ${row.meaning} (default: ${row.defaultText})`);
+    lines.push(
+      `  ${row.name.padEnd(width)}  ${row.meaning} (default: ${row.defaultText})`,
+    );
   }
   return lines.join("\n") + "\n";
 }
@@ -35,11 +37,16 @@ let loaded;
 try {
   loaded = loadSettings(process.env);
 } catch (err) {
-  process.stderr.write(`ratelimit: ${err instanceof SettingsError ? err.message : String(err)}\n`);
+  process.stderr.write(
+    `ratelimit: ${err instanceof SettingsError ? err.message : String(err)}\n`,
+  );
   process.exit(1);
 }
 const { settings, warnings } = loaded;
-const logger = createLogger({ level: settings.logLevel, format: settings.logFormat });
+const logger = createLogger({
+  level: settings.logLevel,
+  format: settings.logFormat,
+});
 for (const warning of warnings) logger.warn(warning);
 
 process.on("uncaughtException", (err) => {

@@ -26,10 +26,13 @@ export {
   type RateLimitDescriptor_RateLimitOverride,
 } from "../gen/envoy/extensions/common/ratelimit/v3/ratelimit_pb.js";
 export { RateLimitUnit as OverrideRateLimitUnit } from "../gen/envoy/type/v3/ratelimit_unit_pb.js";
-export { HeaderValueSchema, NodeSchema, type HeaderValue, type Node } from "../gen/envoy/config/core/v3/base_pb.js";
 export {
-  AggregatedDiscoveryService,
-} from "../gen/envoy/service/discovery/v3/ads_pb.js";
+  HeaderValueSchema,
+  NodeSchema,
+  type HeaderValue,
+  type Node,
+} from "../gen/envoy/config/core/v3/base_pb.js";
+export { AggregatedDiscoveryService } from "../gen/envoy/service/discovery/v3/ads_pb.js";
 export {
   DiscoveryRequestSchema,
   DiscoveryResponseSchema,

@@ -8,25 +8,56 @@ import {
   RateLimitResponse_Code,
   RateLimitResponse_RateLimit_Unit,
   RateLimitService,
+  RateLimitDescriptor_EntrySchema,
   type RateLimitDescriptor_Entry,
   type RateLimitResponse,
 } from "../proto.js";
-import { FlagError, flagUsage, parseGoFlags, type FlagSpec } from "./go-flags.js";
+import {
+  FlagError,
+  flagUsage,
+  isMain,
+  parseGoFlags,
+  type FlagSpec,
+} from "./go-flags.js";
 
 const flags = {
-  dial_string: { kind: "string", default: "localhost:8081", help: "url of ratelimit server in <host>:<port> form" },
-  domain: { kind: "string", default: "", help: "rate limit configuration domain to query" },
+  dial_string: {
+    kind: "string",
+    default: "localhost:8081",
+    help: "url of ratelimit server in <host>:<port> form",
+  },
+  domain: {
+    kind: "string",
+    default: "",
+    help: "rate limit configuration domain to query",
+  },
   descriptors: {
     kind: "string",
     repeatable: true,
     help: "descriptor list to query in <key>=<value>,<key>=<value>,... form; repeat for several descriptors",
   },
-  hits_addend: { kind: "string", default: "0", help: "hits to add (0 means 1)" },
+  hits_addend: {
+    kind: "string",
+    default: "0",
+    help: "hits to add (0 means 1)",
+  },
   json: { kind: "bool", help: "print the response as proto3 JSON" },
   "grpc-use-tls": { kind: "bool", help: "use TLS to connect to the server" },
-  "grpc-server-ca-file": { kind: "string", default: "", help: "CA file to verify the server certificate" },
-  "grpc-cert-file": { kind: "string", default: "", help: "client certificate file (mTLS)" },
-  "grpc-key-file": { kind: "string", default: "", help: "client key file (mTLS)" },
+  "grpc-server-ca-file": {
+    kind: "string",
+    default: "",
+    help: "CA file to verify the server certificate",
+  },
+  "grpc-cert-file": {
+    kind: "string",
+    default: "",
+    help: "client certificate file (mTLS)",
+  },
+  "grpc-key-file": {
+    kind: "string",
+    default: "",
+    help: "client key file (mTLS)",
+  },
 } as const satisfies Record<string, FlagSpec>;
 
 /**
@@ -37,14 +68,19 @@ const flags = {
  */
 export function parseDescriptorFlag(text: string): RateLimitDescriptor_Entry[] {
   return text.split(",").map((pair) => {
-    const parts = pair.split("=");
-    if (parts.length !== 2) throw new FlagError(`invalid descriptor list: "${text}"`);
-    return { $typeName: "envoy.extensions.common.ratelimit.v3.RateLimitDescriptor.Entry", key: parts[0]!, value: parts[1]! };
+    const [key, value, extra] = pair.split("=");
+    if (key === undefined || value === undefined || extra !== undefined) {
+      throw new FlagError(`invalid descriptor list: "${text}"`);
+    }
+    return create(RateLimitDescriptor_EntrySchema, { key, value });
   });
 }
 
 /** Renders a response for people: one line per descriptor, then the overall code. */
-export function formatResponse(response: RateLimitResponse, descriptors: readonly string[]): string {
+export function formatResponse(
+  response: RateLimitResponse,
+  descriptors: readonly string[],
+): string {
   const lines: string[] = [];
   response.statuses.forEach((status, i) => {
     const code = RateLimitResponse_Code[status.code];
@@ -53,7 +89,10 @@ export function formatResponse(response: RateLimitResponse, descriptors: readonl
     if (limit !== undefined) {
       const unit = RateLimitResponse_RateLimit_Unit[limit.unit];
       const name = limit.name !== "" ? ` (${limit.name})` : "";
-      const reset = status.durationUntilReset !== undefined ? `, resets in ${status.durationUntilReset.seconds}s` : "";
+      const reset =
+        status.durationUntilReset !== undefined
+          ? `, resets in ${status.durationUntilReset.seconds}s`
+          : "";
       detail = `limit ${limit.requestsPerUnit} per ${unit}${name}, ${status.limitRemaining} remaining${reset}`;
     } else if (status.limitRemaining === 4294967295) {
       detail = "unlimited";
@@ -62,7 +101,8 @@ export function formatResponse(response: RateLimitResponse, descriptors: readonl
     }
     lines.push(`descriptor ${descriptors[i] ?? String(i)}: ${code}, ${detail}`);
   });
-  for (const h of response.responseHeadersToAdd) lines.push(`header ${h.key}: ${h.value}`);
+  for (const h of response.responseHeadersToAdd)
+    lines.push(`header ${h.key}: ${h.value}`);
   lines.push(`overall: ${RateLimitResponse_Code[response.overallCode]}`);
   return lines.join("\n");
 }
@@ -94,7 +134,9 @@ export async function runClient(
   try {
     const hits = Number(parsed.values.get("hits_addend"));
     if (!Number.isInteger(hits) || hits < 0 || hits > 4294967295) {
-      throw new FlagError(`invalid -hits_addend: ${parsed.values.get("hits_addend") ?? ""}`);
+      throw new FlagError(
+        `invalid -hits_addend: ${parsed.values.get("hits_addend") ?? ""}`,
+      );
     }
     request = create(RateLimitRequestSchema, {
       domain: parsed.values.get("domain") ?? "",
@@ -123,7 +165,9 @@ export async function runClient(
   });
   const client = createClient(RateLimitService, transport);
   try {
-    const response = await client.shouldRateLimit(request, { timeoutMs: 10_000 });
+    const response = await client.shouldRateLimit(request, {
+      timeoutMs: 10_000,
+    });
     out(
       parsed.values.get("json") === "true"
         ? toJsonString(RateLimitResponseSchema, response)
@@ -136,8 +180,11 @@ export async function runClient(
   }
 }
 
-if (import.meta.url === `file://${process.argv[1] ?? ""}`) {
-  // eslint-disable-next-line no-console -- command-line output
-  const code = await runClient(process.argv.slice(2), (l) => { console.log(l); }, (l) => { console.error(l); });
+if (isMain(import.meta.url)) {
+  const code = await runClient(
+    process.argv.slice(2),
+    (line) => process.stdout.write(line + "\n"),
+    (line) => process.stderr.write(line + "\n"),
+  );
   process.exit(code);
 }

@@ -1,3 +1,6 @@
+import { realpathSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
 /** Kind of a command-line flag: a string (optionally repeatable) or a boolean switch. */
 export interface FlagSpec {
   readonly kind: "string" | "bool";
@@ -40,8 +43,14 @@ export function parseGoFlags(
   }
   let help = false;
   for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === "--" || !arg.startsWith("-") || arg === "-") break;
+    const arg = argv[i];
+    if (
+      arg === undefined ||
+      arg === "--" ||
+      !arg.startsWith("-") ||
+      arg === "-"
+    )
+      break;
     const body = arg.replace(/^--?/, "");
     const eq = body.indexOf("=");
     const name = eq < 0 ? body : body.slice(0, eq);
@@ -50,13 +59,15 @@ export function parseGoFlags(
       continue;
     }
     const spec = specs[name];
-    if (spec === undefined) throw new FlagError(`flag provided but not defined: -${name}`);
+    if (spec === undefined)
+      throw new FlagError(`flag provided but not defined: -${name}`);
     let value: string;
     if (eq >= 0) value = body.slice(eq + 1);
     else if (spec.kind === "bool") value = "true";
     else {
       const next = argv[i + 1];
-      if (next === undefined) throw new FlagError(`flag needs an argument: -${name}`);
+      if (next === undefined)
+        throw new FlagError(`flag needs an argument: -${name}`);
       value = next;
       i++;
     }
@@ -82,8 +93,26 @@ export function flagUsage(specs: Readonly<Record<string, FlagSpec>>): string {
   return Object.entries(specs)
     .map(([name, spec]) => {
       const type = spec.kind === "string" ? " string" : "";
-      const def = spec.default !== undefined && spec.default !== "" ? ` (default "${spec.default}")` : "";
+      const def =
+        spec.default !== undefined && spec.default !== ""
+          ? ` (default "${spec.default}")`
+          : "";
       return `  -${name}${type}\n    \t${spec.help}${def}`;
     })
     .join("\n");
+}
+
+/**
+ * Returns whether the module at `moduleUrl` (its `import.meta.url`) is the script Node was
+ * started with, following symlinks.
+ */
+export function isMain(moduleUrl: string): boolean {
+  const script = process.argv[1];
+  if (script === undefined) return false;
+  try {
+    return realpathSync(script) === fileURLToPath(moduleUrl);
+  } catch {
+    // The script path vanished or is not a file: then this module is not it.
+    return false;
+  }
 }

@@ -31,7 +31,7 @@ export interface DescriptorNode {
  * rule, in load order (upstream `config_impl.go` `wildcardKeys`).
  */
 export interface WildcardPattern {
-  /** The composite key, e.g. `path_/api/*\/action`. */
+  /** The composite key, e.g. `wild_foo*` or `a*b*c`. */
   readonly pattern: string;
   /** Literal text before the first `*`. */
   readonly prefix: string;
@@ -48,7 +48,9 @@ export interface DescriptorLevel {
   /** Every rule of the level by composite key (wildcard rules included). */
   readonly nodes: ReadonlyMap<string, DescriptorNode>;
   /** Rules whose composite key contains `*`, in load order; the first match wins. */
-  readonly wildcards: readonly (WildcardPattern & { readonly node: DescriptorNode })[];
+  readonly wildcards: readonly (WildcardPattern & {
+    readonly node: DescriptorNode;
+  })[];
 }
 
 /** A level under construction; becomes read-only once the load returns. */
@@ -81,7 +83,13 @@ export function compileWildcard(pattern: string): WildcardPattern {
   const suffix = parts.length > 1 ? (parts[parts.length - 1] ?? "") : "";
   const middles = parts.slice(1, -1).filter((part) => part.length > 0);
   const minLength = parts.reduce((sum, part) => sum + part.length, 0);
-  return Object.freeze({ pattern, prefix, suffix, middles: Object.freeze(middles), minLength });
+  return Object.freeze({
+    pattern,
+    prefix,
+    suffix,
+    middles: Object.freeze(middles),
+    minLength,
+  });
 }
 
 /**
@@ -89,9 +97,14 @@ export function compileWildcard(pattern: string): WildcardPattern {
  * the prefix, ends with the suffix, and holds every middle literal in order, leftmost first and
  * non-overlapping, between the two. Allocation-free.
  */
-export function matchesWildcard(wildcard: WildcardPattern, text: string): boolean {
+export function matchesWildcard(
+  wildcard: WildcardPattern,
+  text: string,
+): boolean {
   if (text.length < wildcard.minLength) return false;
-  if (!text.startsWith(wildcard.prefix) || !text.endsWith(wildcard.suffix)) return false;
+  if (!text.startsWith(wildcard.prefix) || !text.endsWith(wildcard.suffix)) {
+    return false;
+  }
   const middles = wildcard.middles;
   let position = wildcard.prefix.length;
   const end = text.length - wildcard.suffix.length;
@@ -126,7 +139,8 @@ export function loadDescriptors(
     new ConfigError(`${context.configName}: ${problem}`);
   for (const rule of descriptors) {
     if (rule.key === "") throw fail("descriptor has empty key");
-    const compositeKey = rule.value === "" ? rule.key : `${rule.key}_${rule.value}`;
+    const compositeKey =
+      rule.value === "" ? rule.key : `${rule.key}_${rule.value}`;
     const fullKey = parentKey + compositeKey;
     if (target.nodes.has(compositeKey)) {
       throw fail(`duplicate descriptor composite key '${fullKey}'`);
@@ -138,8 +152,12 @@ export function loadDescriptors(
         `share_threshold can only be used with wildcard values (containing '*'), but found key '${compositeKey}'`,
       );
     }
-    const metadata = rule.metadata === undefined ? undefined : checkedMetadata(rule.metadata, fail);
-    const children = rule.descriptors.length > 0 ? createDescriptorLevel() : undefined;
+    const metadata =
+      rule.metadata === undefined
+        ? undefined
+        : checkedMetadata(rule.metadata, fail);
+    const children =
+      rule.descriptors.length > 0 ? createDescriptorLevel() : undefined;
     if (children !== undefined) {
       loadDescriptors(children, rule.descriptors, `${fullKey}.`, context);
     }
@@ -152,7 +170,11 @@ export function loadDescriptors(
       shareThreshold: rule.shareThreshold,
     });
     target.nodes.set(compositeKey, node);
-    if (isWildcard) target.wildcards.push(Object.freeze({ ...compileWildcard(compositeKey), node }));
+    if (isWildcard) {
+      target.wildcards.push(
+        Object.freeze({ ...compileWildcard(compositeKey), node }),
+      );
+    }
   }
 }
 
@@ -170,18 +192,23 @@ function buildLimit(
   if (rateLimit === undefined) return undefined;
   const unit = unitByName.get(rateLimit.unit.toUpperCase());
   if (rateLimit.unlimited) {
-    if (unit !== undefined) throw fail("should not specify rate limit unit when unlimited");
+    if (unit !== undefined) {
+      throw fail("should not specify rate limit unit when unlimited");
+    }
   } else if (unit === undefined) {
     throw fail(`invalid rate limit unit '${rateLimit.unit}'`);
   }
   for (const replaced of rateLimit.replaces) {
-    if (replaced.name === "") throw fail("should not have an empty replaces entry");
+    if (replaced.name === "") {
+      throw fail("should not have an empty replaces entry");
+    }
     if (replaced.name === rateLimit.name) {
       throw fail("replaces should not contain name of same descriptor");
     }
   }
   // Unlimited limits carry unit UNKNOWN whatever was written (upstream `config_impl.go`).
-  const effectiveUnit = rateLimit.unlimited || unit === undefined ? Unit.UNKNOWN : unit;
+  const effectiveUnit =
+    rateLimit.unlimited || unit === undefined ? Unit.UNKNOWN : unit;
   return {
     fullKey,
     stats: context.statsManager.rateLimitStats(fullKey),
@@ -192,7 +219,9 @@ function buildLimit(
     shadowMode: rule.shadowMode,
     quotaMode: rule.quotaMode,
     name: rateLimit.name,
-    replaces: Object.freeze(rateLimit.replaces.map((replaced) => replaced.name)),
+    replaces: Object.freeze(
+      rateLimit.replaces.map((replaced) => replaced.name),
+    ),
     detailedMetric: rule.detailedMetric,
     shareThresholdValues: undefined,
   };
@@ -200,10 +229,15 @@ function buildLimit(
 
 /** Whether a string holds a UTF-16 surrogate without its pair (not valid Unicode text). */
 function hasLoneSurrogate(text: string): boolean {
-  return /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text);
+  return /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(
+    text,
+  );
 }
 
-function finishLimit(limit: PendingLimit, metadata: JsonObject | undefined): RateLimit {
+function finishLimit(
+  limit: PendingLimit,
+  metadata: JsonObject | undefined,
+): RateLimit {
   return Object.freeze({ ...limit, metadata });
 }
 
@@ -219,7 +253,9 @@ function checkedMetadata(
     switch (typeof value) {
       case "string":
         if (hasLoneSurrogate(value)) {
-          throw fail(`error parsing metadata: invalid UTF-8 in string: ${JSON.stringify(value)}`);
+          throw fail(
+            `error parsing metadata: invalid UTF-8 in string: ${JSON.stringify(value)}`,
+          );
         }
         return value;
       case "number":
@@ -227,11 +263,15 @@ function checkedMetadata(
         return value;
       case "object": {
         if (value === null) return null;
-        if (Array.isArray(value)) return Object.freeze(value.map(copy)) as JsonValue[];
+        if (Array.isArray(value)) {
+          return Object.freeze(value.map(copy)) as JsonValue[];
+        }
         const out: JsonObject = {};
         for (const [key, inner] of Object.entries(value)) {
           if (hasLoneSurrogate(key)) {
-            throw fail(`error parsing metadata: invalid UTF-8 in string: ${JSON.stringify(key)}`);
+            throw fail(
+              `error parsing metadata: invalid UTF-8 in string: ${JSON.stringify(key)}`,
+            );
           }
           out[key] = copy(inner);
         }
@@ -332,7 +372,11 @@ export function findRateLimit(
     matchedNodes[i] = node;
     matchedHow[i] = how;
     if (how === matchedWildcard) {
-      if (node.shareThreshold || node.valueToMetric || !startsWithEntryKey(node.compositeKey, entryKey)) {
+      if (
+        node.shareThreshold ||
+        node.valueToMetric ||
+        !startsWithEntryKey(node.compositeKey, entryKey)
+      ) {
         derived = true;
       }
     } else if (how === matchedExact) {
@@ -365,7 +409,9 @@ function startsWithEntryKey(pattern: string, entryKey: string): boolean {
 
 /** `strings.TrimPrefix(pattern, entryKey + "_")`. */
 function patternValue(pattern: string, entryKey: string): string {
-  return startsWithEntryKey(pattern, entryKey) ? pattern.slice(entryKey.length + 1) : pattern;
+  return startsWithEntryKey(pattern, entryKey)
+    ? pattern.slice(entryKey.length + 1)
+    : pattern;
 }
 
 /**
@@ -385,8 +431,14 @@ function derivedLimit(
   let i = 0;
   for (const entry of entries) {
     const node = matchedNodes[i];
-    if (node !== undefined && matchedHow[i] === matchedWildcard && node.shareThreshold) {
-      shareThresholdValues ??= new Array<string | undefined>(count).fill(undefined);
+    if (
+      node !== undefined &&
+      matchedHow[i] === matchedWildcard &&
+      node.shareThreshold
+    ) {
+      shareThresholdValues ??= new Array<string | undefined>(count).fill(
+        undefined,
+      );
       shareThresholdValues[i] = patternValue(node.compositeKey, entry.key);
     }
     i++;
@@ -403,12 +455,19 @@ function derivedLimit(
     keepsMetadata = enhanced === limit.fullKey;
     statsKey = keepsMetadata ? limit.fullKey : enhanced;
   }
-  if (keepsMetadata && statsKey === limit.fullKey && shareThresholdValues === undefined) {
+  if (
+    keepsMetadata &&
+    statsKey === limit.fullKey &&
+    shareThresholdValues === undefined
+  ) {
     return limit;
   }
   return {
     ...limit,
-    stats: statsKey === limit.fullKey ? limit.stats : statsManager.rateLimitStats(statsKey),
+    stats:
+      statsKey === limit.fullKey
+        ? limit.stats
+        : statsManager.rateLimitStats(statsKey),
     metadata: keepsMetadata ? limit.metadata : undefined,
     shareThresholdValues,
   };
@@ -429,9 +488,13 @@ function detailedKey(
   for (const entry of entries) {
     const shared = shareThresholdValues?.[i];
     i++;
-    if (shareThresholdValues === undefined) key += "." + entry.key + "_" + entry.value;
-    else if (shared !== undefined) key += "." + entry.key + "_" + shared;
-    else key += "." + withValue(entry.key, entry.value);
+    if (shareThresholdValues === undefined) {
+      key += "." + entry.key + "_" + entry.value;
+    } else if (shared !== undefined) {
+      key += "." + entry.key + "_" + shared;
+    } else {
+      key += "." + withValue(entry.key, entry.value);
+    }
   }
   return key;
 }
@@ -452,12 +515,12 @@ function valueToMetricKey(
   for (const entry of entries) {
     const node = matchedNodes[i];
     const how = matchedHow[i];
+    const shared = shareThresholdValues?.[i];
     i++;
     let part: string;
     if (node === undefined) {
       part = entry.key;
     } else if (how === matchedWildcard) {
-      const shared = shareThresholdValues?.[i];
       if (shared !== undefined) part = entry.key + "_" + shared;
       else if (node.valueToMetric) part = withValue(entry.key, entry.value);
       else part = entry.key + "_" + patternValue(node.compositeKey, entry.key);

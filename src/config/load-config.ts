@@ -53,7 +53,10 @@ export function loadConfig(
   files: readonly ConfigFile[],
   options: LoadConfigOptions,
 ): RateLimitConfig {
-  const roots = files.map((file) => ({ name: file.name, root: parseConfigFile(file.name, file.text) }));
+  const roots = files.map((file) => ({
+    name: file.name,
+    root: parseConfigFile(file.name, file.text),
+  }));
   return loadConfigFromRoots(roots, options);
 }
 
@@ -83,7 +86,9 @@ export function loadConfigFromRoots(
       level = createDescriptorLevel();
       domains.set(root.domain, level);
     } else if (!merge) {
-      throw new ConfigError(`${name}: duplicate domain '${root.domain}' in config file`);
+      throw new ConfigError(
+        `${name}: duplicate domain '${root.domain}' in config file`,
+      );
     }
     loadDescriptors(level, root.descriptors, `${root.domain}.`, {
       configName: name,
@@ -108,14 +113,19 @@ class LoadedRateLimitConfig implements RateLimitConfig {
   }
 
   /** Same order of checks as upstream `config_impl.go` `GetLimit`. */
-  getLimit(domain: string, descriptor: RateLimitDescriptor): RateLimit | undefined {
+  getLimit(
+    domain: string,
+    descriptor: RateLimitDescriptor,
+  ): RateLimit | undefined {
     const root = this.domainLevels.get(domain);
     if (root === undefined) {
       this.statsManager.domainNotFound(domain).add(1);
       return undefined;
     }
     const override = descriptor.limit;
-    if (override !== undefined) return this.overrideLimit(domain, descriptor, override);
+    if (override !== undefined) {
+      return this.overrideLimit(domain, descriptor, override);
+    }
     return findRateLimit(root, domain, descriptor.entries, this.statsManager);
   }
 
@@ -135,7 +145,8 @@ class LoadedRateLimitConfig implements RateLimitConfig {
     for (const entry of descriptor.entries) {
       if (!first) statsKey += ".";
       first = false;
-      statsKey += entry.value === "" ? entry.key : entry.key + "_" + entry.value;
+      statsKey +=
+        entry.value === "" ? entry.key : entry.key + "_" + entry.value;
     }
     const unit = unitFromNumber(override.unit);
     return {

@@ -1,5 +1,14 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { Composer, LineCounter, Parser, isAlias, isMap, isScalar, isSeq, Scalar } from "yaml";
+import {
+  Composer,
+  LineCounter,
+  Parser,
+  isAlias,
+  isMap,
+  isScalar,
+  isSeq,
+  Scalar,
+} from "yaml";
 import type { Document, Node as YamlNode } from "yaml";
 import { ConfigError } from "./config-error.js";
 import type { ResolvedScalar } from "./yaml-scalar.js";
@@ -94,9 +103,13 @@ export function parseConfigFile(name: string, text: string): YamlRoot {
   try {
     return parseTwoPasses(text);
   } catch (error) {
-    if (error instanceof FileProblem) throw new ConfigError(`${name}: ${error.message}`);
+    if (error instanceof FileProblem) {
+      throw new ConfigError(`${name}: ${error.message}`);
+    }
     if (error instanceof YamlDocumentError) {
-      throw new ConfigError(`${name}: error loading config file: yaml: ${error.message}`);
+      throw new ConfigError(
+        `${name}: error loading config file: yaml: ${error.message}`,
+      );
     }
     throw error;
   }
@@ -112,7 +125,9 @@ function parseTwoPasses(text: string): YamlRoot {
   if (root !== undefined && root.kind !== "map") {
     // The first pass decodes into a generic map; anything else is an unmarshal error.
     const error = typeError(root, goTypes.genericMap);
-    throw new FileProblem(`error loading config file: ${unmarshalErrors([error])}`);
+    throw new FileProblem(
+      `error loading config file: ${unmarshalErrors([error])}`,
+    );
   }
   if (root !== undefined) {
     const problem = checkKeys(root, new Set(), { visited: 0 });
@@ -121,7 +136,9 @@ function parseTwoPasses(text: string): YamlRoot {
   const decoder = new TypedDecoder();
   const decoded = decoder.root(root);
   if (decoder.errors.length > 0) {
-    throw new FileProblem(`error loading config file: ${unmarshalErrors(decoder.errors)}`);
+    throw new FileProblem(
+      `error loading config file: ${unmarshalErrors(decoder.errors)}`,
+    );
   }
   return decoded;
 }
@@ -137,7 +154,10 @@ function typeError(node: GoNode, goType: string): string {
   let tag: string;
   if (node.kind === "scalar") {
     tag = node.tag;
-    shown = node.text.length > 10 ? ` \`${node.text.slice(0, 7)}...\`` : ` \`${node.text}\``;
+    shown =
+      node.text.length > 10
+        ? ` \`${node.text.slice(0, 7)}...\``
+        : ` \`${node.text}\``;
   } else {
     tag = node.kind === "map" ? "!!map" : "!!seq";
   }
@@ -199,10 +219,14 @@ class Composition {
     if (isAlias(node)) {
       const target = node.resolve(this.doc);
       if (target === undefined) {
-        throw new YamlDocumentError(`unknown anchor '${node.source}' referenced`);
+        throw new YamlDocumentError(
+          `unknown anchor '${node.source}' referenced`,
+        );
       }
       if (this.inProgress.has(target)) {
-        throw new YamlDocumentError(`anchor '${node.source}' value contains itself`);
+        throw new YamlDocumentError(
+          `anchor '${node.source}' value contains itself`,
+        );
       }
       return this.convert(target, fallbackOffset);
     }
@@ -218,7 +242,12 @@ class Composition {
     let result: GoNode;
     if (isScalar(node)) {
       const plain = node.type === Scalar.PLAIN || node.type === undefined;
-      result = this.scalar(String(node.value), shortYamlTag(node.tag ?? ""), plain, line);
+      result = this.scalar(
+        String(node.value),
+        shortYamlTag(node.tag ?? ""),
+        plain,
+        line,
+      );
     } else if (isSeq(node)) {
       result = {
         kind: "seq",
@@ -226,7 +255,11 @@ class Composition {
         items: node.items.map((item) => this.convert(item, offset)),
       };
     } else {
-      result = { kind: "map", line, entries: this.mapEntries(node.items, offset) };
+      result = {
+        kind: "map",
+        line,
+        entries: this.mapEntries(node.items, offset),
+      };
     }
     this.inProgress.delete(node);
     this.converted.set(node, result);
@@ -241,8 +274,12 @@ class Composition {
     const indexByKey = new Map<string, number>();
     const set = (key: GoNode, value: GoNode): void => {
       // Go map semantics: a repeated key overwrites the earlier value.
-      const identity = key.kind === "scalar" ? `${key.resolved.kind}:${formatGoScalar(key.resolved)}` : undefined;
-      const existing = identity === undefined ? undefined : indexByKey.get(identity);
+      const identity =
+        key.kind === "scalar"
+          ? `${key.resolved.kind}:${formatGoScalar(key.resolved)}`
+          : undefined;
+      const existing =
+        identity === undefined ? undefined : indexByKey.get(identity);
       if (existing !== undefined) {
         entries[existing] = { key, value };
         return;
@@ -252,7 +289,10 @@ class Composition {
     };
     for (const item of items) {
       const key = this.convert(item.key, offset);
-      const keyOffset = isScalar(item.key) || isMap(item.key) || isSeq(item.key) ? (item.key.range?.[0] ?? offset) : offset;
+      const keyOffset =
+        isScalar(item.key) || isMap(item.key) || isSeq(item.key)
+          ? (item.key.range?.[0] ?? offset)
+          : offset;
       const value = this.convert(item.value, keyOffset);
       if (key.kind === "scalar" && key.mergeKey) {
         for (const merged of mergeSources(value)) {
@@ -265,7 +305,12 @@ class Composition {
     return entries;
   }
 
-  private scalar(text: string, tag: string, plain: boolean, line: number): GoScalar {
+  private scalar(
+    text: string,
+    tag: string,
+    plain: boolean,
+    line: number,
+  ): GoScalar {
     const { resolved, tag: shownTag } = resolveYamlScalar(text, tag, plain);
     return {
       kind: "scalar",
@@ -288,10 +333,15 @@ class Composition {
  */
 function mergeSources(value: GoNode): readonly GoMap[] {
   if (value.kind === "map") return [value];
-  if (value.kind === "seq" && value.items.every((item) => item.kind === "map")) {
+  if (
+    value.kind === "seq" &&
+    value.items.every((item) => item.kind === "map")
+  ) {
     return [...value.items].reverse();
   }
-  throw new YamlDocumentError("map merge requires map or sequence of maps as the value");
+  throw new YamlDocumentError(
+    "map merge requires map or sequence of maps as the value",
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -317,7 +367,9 @@ function checkKeys(
       return `config error, key is not of type string: ${formatGoValue(key)}`;
     }
     const keyText = formatGoScalar(key.resolved);
-    if (!allowedYamlKeys.has(keyText)) return `config error, unknown key '${keyText}'`;
+    if (!allowedYamlKeys.has(keyText)) {
+      return `config error, unknown key '${keyText}'`;
+    }
     // Metadata is free-form: nothing under it is checked.
     if (keyText === "metadata") continue;
     let problem: string | undefined;
@@ -341,7 +393,11 @@ function checkKeys(
 
 /** Whether yaml.v2 decodes the scalar into a Go `string` inside `interface{}`. */
 function isGoString(resolved: ResolvedScalar): boolean {
-  return resolved.kind === "str" || resolved.kind === "timestamp" || resolved.kind === "binary";
+  return (
+    resolved.kind === "str" ||
+    resolved.kind === "timestamp" ||
+    resolved.kind === "binary"
+  );
 }
 
 /** Leaf types upstream accepts: string, int (int64 range), bool, nil. Floats are refused. */
@@ -402,7 +458,9 @@ class TypedDecoder {
   }
 
   private descriptors(node: GoNode): readonly YamlDescriptor[] {
-    return this.list(node, goTypes.descriptors, (item) => this.descriptor(item));
+    return this.list(node, goTypes.descriptors, (item) =>
+      this.descriptor(item),
+    );
   }
 
   private descriptor(node: GoMap): YamlDescriptor {
@@ -485,7 +543,9 @@ class TypedDecoder {
       else if (key === "unlimited") unlimited = this.bool(value);
       else if (key === "name") name = this.string(value);
       else if (key === "replaces") {
-        replaces = this.list(value, goTypes.replacesList, (item) => this.replaces(item));
+        replaces = this.list(value, goTypes.replacesList, (item) =>
+          this.replaces(item),
+        );
       }
     }
     return { requestsPerUnit, unit, unlimited, name, replaces };
@@ -500,7 +560,9 @@ class TypedDecoder {
   }
 
   /** Struct fields by key text; the first pass guarantees string keys in config structs. */
-  private *fields(node: GoMap | undefined): Generator<{ key: string; value: GoNode }> {
+  private *fields(
+    node: GoMap | undefined,
+  ): Generator<{ key: string; value: GoNode }> {
     if (node === undefined) return;
     for (const { key, value } of node.entries) {
       this.count();
@@ -508,7 +570,11 @@ class TypedDecoder {
     }
   }
 
-  private list<T>(node: GoNode, goType: string, decode: (item: GoMap) => T): readonly T[] {
+  private list<T>(
+    node: GoNode,
+    goType: string,
+    decode: (item: GoMap) => T,
+  ): readonly T[] {
     if (isNull(node)) return [];
     if (node.kind !== "seq") {
       this.errors.push(typeError(node, goType));
@@ -550,7 +616,11 @@ class TypedDecoder {
     if (node.kind === "scalar") {
       const resolved = node.resolved;
       if (resolved.kind === "null") return 0;
-      if (resolved.kind === "int" && resolved.value >= 0n && resolved.value <= 4294967295n) {
+      if (
+        resolved.kind === "int" &&
+        resolved.value >= 0n &&
+        resolved.value <= 4294967295n
+      ) {
         return Number(resolved.value);
       }
     }
@@ -585,7 +655,8 @@ class TypedDecoder {
         return node.items.map((item) => this.json(item));
       case "map": {
         const out: JsonObject = {};
-        for (const { key, value } of node.entries) out[formatGoValue(key)] = this.json(value);
+        for (const { key, value } of node.entries)
+          out[formatGoValue(key)] = this.json(value);
         return out;
       }
       case "scalar": {

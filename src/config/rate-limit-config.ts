@@ -1,5 +1,8 @@
 import type { JsonObject } from "@bufbuild/protobuf";
-import type { RateLimitDescriptor, RateLimitResponse_RateLimit_Unit } from "../proto.js";
+import type {
+  RateLimitDescriptor,
+  RateLimitResponse_RateLimit_Unit,
+} from "../proto.js";
 import type { RateLimitStats } from "../stats/stats-manager.js";
 
 /**
@@ -53,7 +56,10 @@ export interface RateLimitConfig {
    * domain exists (its unit must already be validated as SECOND…YEAR). An unknown domain
    * counts `ratelimit.service.rate_limit.<domain>.domain_not_found` once per call.
    */
-  getLimit(domain: string, descriptor: RateLimitDescriptor): RateLimit | undefined;
+  getLimit(
+    domain: string,
+    descriptor: RateLimitDescriptor,
+  ): RateLimit | undefined;
   /**
    * Returns the reference's dump format (behavior.md §2.6): one line per descriptor with a
    * rate limit, `<fullKey>: unit=<UNIT> requests_per_unit=<n>, shadow_mode: <b>, quota_mode: <b>\n`.

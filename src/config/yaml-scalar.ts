@@ -30,19 +30,47 @@ export class YamlDocumentError extends Error {
 
 /** Returns the short form of a tag: `tag:yaml.org,2002:str` → `!!str`; others unchanged. */
 export function shortYamlTag(tag: string): string {
-  return tag.startsWith(yamlTagPrefix) ? `!!${tag.slice(yamlTagPrefix.length)}` : tag;
+  return tag.startsWith(yamlTagPrefix)
+    ? `!!${tag.slice(yamlTagPrefix.length)}`
+    : tag;
 }
 
 // Plain scalars that resolve by table lookup (yaml.v2 `resolve.go` `resolveMap`).
 const tableValues = new Map<string, ResolvedScalar>();
-for (const text of ["y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"]) {
+for (const text of [
+  "y",
+  "Y",
+  "yes",
+  "Yes",
+  "YES",
+  "true",
+  "True",
+  "TRUE",
+  "on",
+  "On",
+  "ON",
+]) {
   tableValues.set(text, { kind: "bool", value: true });
 }
-for (const text of ["n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"]) {
+for (const text of [
+  "n",
+  "N",
+  "no",
+  "No",
+  "NO",
+  "false",
+  "False",
+  "FALSE",
+  "off",
+  "Off",
+  "OFF",
+]) {
   tableValues.set(text, { kind: "bool", value: false });
 }
-for (const text of ["", "~", "null", "Null", "NULL"]) tableValues.set(text, { kind: "null" });
-for (const text of [".nan", ".NaN", ".NAN"]) tableValues.set(text, { kind: "float", value: NaN });
+for (const text of ["", "~", "null", "Null", "NULL"])
+  tableValues.set(text, { kind: "null" });
+for (const text of [".nan", ".NaN", ".NAN"])
+  tableValues.set(text, { kind: "float", value: NaN });
 for (const text of [".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"]) {
   tableValues.set(text, { kind: "float", value: Infinity });
 }
@@ -51,9 +79,18 @@ for (const text of ["-.inf", "-.Inf", "-.INF"]) {
 }
 
 /** Tags whose scalars yaml.v2 resolves; any other tag leaves the text a string. */
-const resolvableTags = new Set(["", "!!str", "!!bool", "!!int", "!!float", "!!null", "!!timestamp"]);
+const resolvableTags = new Set([
+  "",
+  "!!str",
+  "!!bool",
+  "!!int",
+  "!!float",
+  "!!null",
+  "!!timestamp",
+]);
 
-const yamlStyleFloat = /^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$/;
+const yamlStyleFloat =
+  /^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$/;
 const dotFloat = /^\.[0-9]+(?:[eE][-+]?[0-9]+)?$/;
 const int64Min = -(2n ** 63n);
 const int64Max = 2n ** 63n - 1n;
@@ -75,24 +112,41 @@ export function resolveYamlScalar(
   tag: string,
   plain: boolean,
 ): { readonly resolved: ResolvedScalar; readonly tag: string } {
-  if (tag === "" && !plain) return { resolved: { kind: "str", value: text }, tag: "!!str" };
+  if (tag === "" && !plain) {
+    return { resolved: { kind: "str", value: text }, tag: "!!str" };
+  }
   if (tag === "!!binary") {
     const compact = text.replace(/\s+/g, "");
-    if (!/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/.test(compact)) {
-      throw new YamlDocumentError("!!binary value contains invalid base64 data");
+    if (
+      !/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/.test(
+        compact,
+      )
+    ) {
+      throw new YamlDocumentError(
+        "!!binary value contains invalid base64 data",
+      );
     }
     const decoded = Buffer.from(compact, "base64").toString("utf8");
     return { resolved: { kind: "binary", value: decoded }, tag };
   }
-  if (!resolvableTags.has(tag)) return { resolved: { kind: "str", value: text }, tag };
-  const resolved = tag === "!!str" ? { kind: "str" as const, value: text } : resolvePlain(text, tag);
+  if (!resolvableTags.has(tag)) {
+    return { resolved: { kind: "str", value: text }, tag };
+  }
+  const resolved =
+    tag === "!!str"
+      ? { kind: "str" as const, value: text }
+      : resolvePlain(text, tag);
   const resolvedTag = `!!${resolved.kind}`;
-  if (tag === "" || tag === "!!str" || tag === resolvedTag) return { resolved, tag: resolvedTag };
+  if (tag === "" || tag === "!!str" || tag === resolvedTag) {
+    return { resolved, tag: resolvedTag };
+  }
   if (tag === "!!float" && resolved.kind === "int") {
     return { resolved: { kind: "float", value: Number(resolved.value) }, tag };
   }
   // Same failure as yaml.v2 `resolve`: an explicit tag that the text does not fit.
-  throw new YamlDocumentError(`cannot decode ${resolvedTag} \`${text}\` as a ${tag}`);
+  throw new YamlDocumentError(
+    `cannot decode ${resolvedTag} \`${text}\` as a ${tag}`,
+  );
 }
 
 /** Implicit resolution of a plain scalar (yaml.v2 `resolve.go` `resolve`). */
@@ -109,16 +163,22 @@ function resolvePlain(text: string, tag: string): ResolvedScalar {
     return { kind: "str", value: text };
   }
   const isSign = first === "+" || first === "-";
-  if (!isSign && !(first >= "0" && first <= "9")) return { kind: "str", value: text };
+  if (!isSign && !(first >= "0" && first <= "9")) {
+    return { kind: "str", value: text };
+  }
   if ((tag === "" || tag === "!!timestamp") && isTimestamp(text)) {
     return { kind: "timestamp", value: text };
   }
   // yaml.v2 drops every underscore before parsing numbers (`1_000` → 1000).
   const digits = text.replaceAll("_", "");
   const asInt = parseGoInteger(digits, true);
-  if (asInt !== undefined && asInt >= int64Min && asInt <= int64Max) return { kind: "int", value: asInt };
+  if (asInt !== undefined && asInt >= int64Min && asInt <= int64Max) {
+    return { kind: "int", value: asInt };
+  }
   const asUint = parseGoInteger(digits, false);
-  if (asUint !== undefined && asUint <= uint64Max) return { kind: "int", value: asUint };
+  if (asUint !== undefined && asUint <= uint64Max) {
+    return { kind: "int", value: asUint };
+  }
   if (yamlStyleFloat.test(digits)) {
     const value = Number(digits);
     // Go's ParseFloat reports out-of-range values as errors; the text then stays a string.
@@ -168,15 +228,29 @@ function parseGoInteger(text: string, signed: boolean): bigint | undefined {
 const dateOnly = /^(\d{4})-(\d{1,2})-(\d{1,2})$/;
 const dateTimeZone =
   /^(\d{4})-(\d{1,2})-(\d{1,2})[Tt](\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})$/;
-const dateTimeSpace = /^(\d{4})-(\d{1,2})-(\d{1,2}) (\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.\d+)?$/;
+const dateTimeSpace =
+  /^(\d{4})-(\d{1,2})-(\d{1,2}) (\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.\d+)?$/;
 
 /** Whether yaml.v2 `parseTimestamp` accepts the text (its four layouts, valid calendar date). */
 function isTimestamp(text: string): boolean {
-  const match = dateOnly.exec(text) ?? dateTimeZone.exec(text) ?? dateTimeSpace.exec(text);
+  const match =
+    dateOnly.exec(text) ?? dateTimeZone.exec(text) ?? dateTimeSpace.exec(text);
   if (match === null) return false;
-  const [year, month, day, hour = 0, minute = 0, second = 0] = match.slice(1).map(Number);
-  if (year === undefined || month === undefined || day === undefined) return false;
-  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return false;
+  const [year, month, day, hour = 0, minute = 0, second = 0] = match
+    .slice(1)
+    .map(Number);
+  if (year === undefined || month === undefined || day === undefined) {
+    return false;
+  }
+  if (
+    month < 1 ||
+    month > 12 ||
+    day < 1 ||
+    hour > 23 ||
+    minute > 59 ||
+    second > 59
+  )
+    return false;
   const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
   return day <= daysInMonth;
 }

@@ -14,7 +14,9 @@ export class HealthChecker {
   private healthy: boolean;
 
   /** @param components - the enabled components with their initial state */
-  constructor(components: readonly { name: HealthComponent; healthy: boolean }[]) {
+  constructor(
+    components: readonly { name: HealthComponent; healthy: boolean }[],
+  ) {
     for (const c of components) this.states.set(c.name, c.healthy);
     this.healthy = this.compute();
   }

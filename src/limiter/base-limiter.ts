@@ -104,7 +104,9 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
     nowSeconds: () => clock.nowSeconds(),
 
     generateCacheKeys(domain, descriptors, limits, hitsAddends, nowSeconds) {
-      const keys: (CacheKey | undefined)[] = new Array<CacheKey | undefined>(descriptors.length);
+      const keys: (CacheKey | undefined)[] = new Array<CacheKey | undefined>(
+        descriptors.length,
+      );
       for (let i = 0; i < descriptors.length; i++) {
         const limit = limits[i];
         if (limit === undefined) {
@@ -112,7 +114,13 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
           continue;
         }
         keys[i] = {
-          key: cacheKeyString(prefix, domain, descriptors[i]!, limit, nowSeconds),
+          key: cacheKeyString(
+            prefix,
+            domain,
+            descriptors[i]!,
+            limit,
+            nowSeconds,
+          ),
           perSecond: isPerSecond(limit),
         };
         limit.stats.totalHits.add(hitsAddends[i]!);
@@ -130,7 +138,9 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
       const limitValue = limit.requestsPerUnit;
       // Thresholds as upstream computes them: the near-limit threshold is
       // floor(float32(limit) * float32(ratio)), so it is done in float32 here too.
-      const nearLimitThreshold = Math.floor(Math.fround(Math.fround(limitValue) * ratio));
+      const nearLimitThreshold = Math.floor(
+        Math.fround(Math.fround(limitValue) * ratio),
+      );
       // Upstream subtracts in uint64; when hits > after (only possible when an increment was
       // skipped) the result wraps to a huge number, which compares as "already over".
       const before = after >= hits ? after - hits : Number.MAX_SAFE_INTEGER;
@@ -146,23 +156,30 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
           // The request crossed the limit: hits above it are over; the part between the
           // near-limit threshold (or the old value, if higher) and the limit is near.
           stats.overLimit.add(after - limitValue);
-          stats.nearLimit.add(limitValue - Math.max(nearLimitThreshold, before));
+          stats.nearLimit.add(
+            limitValue - Math.max(nearLimitThreshold, before),
+          );
           if (limit.shadowMode) stats.shadowMode.add(after - limitValue);
         }
       } else {
         result = status(Code.OK, limit, limitValue - after, nowSeconds);
         if (after > nearLimitThreshold) {
           // Only the hits above the near-limit threshold are near.
-          stats.nearLimit.add(before >= nearLimitThreshold ? hits : after - nearLimitThreshold);
+          stats.nearLimit.add(
+            before >= nearLimitThreshold ? hits : after - nearLimitThreshold,
+          );
         }
         stats.withinLimit.add(hits);
       }
-      if (result.code === Code.OVER_LIMIT && limit.shadowMode) result.code = Code.OK;
+      if (result.code === Code.OVER_LIMIT && limit.shadowMode)
+        result.code = Code.OK;
       return result;
     },
 
     okWithoutLimit() {
-      return create(RateLimitResponse_DescriptorStatusSchema, { code: Code.OK });
+      return create(RateLimitResponse_DescriptorStatusSchema, {
+        code: Code.OK,
+      });
     },
   };
 }

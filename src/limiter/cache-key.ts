@@ -1,5 +1,8 @@
 import type { RateLimit } from "../config/rate-limit-config.js";
-import { RateLimitResponse_RateLimit_Unit as Unit, type RateLimitDescriptor } from "../proto.js";
+import {
+  RateLimitResponse_RateLimit_Unit as Unit,
+  type RateLimitDescriptor,
+} from "../proto.js";
 import { windowStartSeconds } from "./window.js";
 
 /** A backend counter key for (domain, descriptor, window). */

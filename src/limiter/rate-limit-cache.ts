@@ -1,5 +1,8 @@
 import type { RateLimit } from "../config/rate-limit-config.js";
-import type { RateLimitDescriptor, RateLimitResponse_DescriptorStatus } from "../proto.js";
+import type {
+  RateLimitDescriptor,
+  RateLimitResponse_DescriptorStatus,
+} from "../proto.js";
 
 /**
  * The counter backend interface the service calls and every backend (memory, kv, mc)

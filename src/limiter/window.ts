@@ -4,7 +4,10 @@
  */
 
 /** Returns the start of the window containing `nowSeconds`: `floor(now / unit) * unit`. */
-export function windowStartSeconds(nowSeconds: number, unitSeconds: number): number {
+export function windowStartSeconds(
+  nowSeconds: number,
+  unitSeconds: number,
+): number {
   return nowSeconds - (nowSeconds % unitSeconds);
 }
 
@@ -12,6 +15,9 @@ export function windowStartSeconds(nowSeconds: number, unitSeconds: number): num
  * Returns the seconds until the current window ends: `unit - (now mod unit)`, in [1, unit]
  * (never 0), as upstream `CalculateReset`.
  */
-export function secondsUntilReset(nowSeconds: number, unitSeconds: number): number {
+export function secondsUntilReset(
+  nowSeconds: number,
+  unitSeconds: number,
+): number {
   return unitSeconds - (nowSeconds % unitSeconds);
 }

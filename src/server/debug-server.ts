@@ -26,7 +26,9 @@ const paths: readonly (readonly [string, string])[] = [
  *
  * @throws the listen error when the address cannot be bound
  */
-export function startDebugServer(options: DebugServerOptions): Promise<Listening> {
+export function startDebugServer(
+  options: DebugServerOptions,
+): Promise<Listening> {
   const server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?", 1)[0];
     res.setHeader("content-type", "text/plain; charset=utf-8");

@@ -1,6 +1,11 @@
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import {
+  createServer,
+  type IncomingMessage,
+  type ServerResponse,
+} from "node:http";
 import type { ConnectRouter } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
+import type { Logger } from "pino";
+import { createConnectHandler } from "./connect-handler.js";
 import type { HealthChecker } from "../health/health.js";
 import { listen, type Listening } from "./listen.js";
 
@@ -11,6 +16,7 @@ export interface HttpServerOptions {
   /** The `/json` handler (see `createJsonHandler`). */
   readonly jsonHandler: (req: IncomingMessage, res: ServerResponse) => void;
   readonly health: HealthChecker;
+  readonly logger: Logger;
   /** Bind host (`HOST`). */
   readonly host: string;
   /** Bind port (`PORT`); 0 picks a free one. */
@@ -24,8 +30,10 @@ export interface HttpServerOptions {
  *
  * @throws the listen error when the address cannot be bound
  */
-export function startHttpServer(options: HttpServerOptions): Promise<Listening> {
-  const connect = connectNodeAdapter({ routes: options.routes });
+export function startHttpServer(
+  options: HttpServerOptions,
+): Promise<Listening> {
+  const connect = createConnectHandler({ routes: options.routes, logger: options.logger });
   const { health, jsonHandler } = options;
   const server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?", 1)[0];

@@ -1,5 +1,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import {
+  fromJson,
+  toJson,
+  type JsonObject,
+  type JsonValue,
+} from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import {
@@ -50,16 +55,28 @@ export function createJsonHandler(
   function sendError(res: ServerResponse, err: unknown): void {
     const connectError = toConnectError(err, statsManager, logger);
     const status = httpStatusByCode[connectError.code] ?? 500;
-    send(res, status, JSON.stringify({ code: codeWord(connectError.code), message: connectError.rawMessage }));
+    send(
+      res,
+      status,
+      JSON.stringify({
+        code: codeWord(connectError.code),
+        message: connectError.rawMessage,
+      }),
+    );
   }
 
   function decode(body: Buffer): RateLimitRequest {
-    if (body.length === 0) throw new RequestError("request body must be a JSON RateLimitRequest, got an empty body");
+    if (body.length === 0)
+      throw new RequestError(
+        "request body must be a JSON RateLimitRequest, got an empty body",
+      );
     let json: JsonValue;
     try {
       json = JSON.parse(utf8.decode(body)) as JsonValue;
     } catch (err) {
-      throw new RequestError(`request body is not valid JSON: ${(err as Error).message}`);
+      throw new RequestError(
+        `request body is not valid JSON: ${(err as Error).message}`,
+      );
     }
     try {
       return fromJson(RateLimitRequestSchema, json);
@@ -97,7 +114,10 @@ export function createJsonHandler(
         tooLarge = true;
         sendError(
           res,
-          new ConnectError(`request body exceeds ${maxBodyBytes} bytes`, Code.ResourceExhausted),
+          new ConnectError(
+            `request body exceeds ${maxBodyBytes} bytes`,
+            Code.ResourceExhausted,
+          ),
         );
         req.resume();
         return;
@@ -131,11 +151,13 @@ function reorderLimitName(json: JsonObject): void {
   const statuses = json["statuses"];
   if (!Array.isArray(statuses)) return;
   for (const status of statuses) {
-    if (status === null || typeof status !== "object" || Array.isArray(status)) continue;
+    if (status === null || typeof status !== "object" || Array.isArray(status))
+      continue;
     const limit = status["currentLimit"];
-    if (limit === null || typeof limit !== "object" || Array.isArray(limit)) continue;
+    if (limit === null || typeof limit !== "object" || Array.isArray(limit))
+      continue;
     if (limit["name"] === undefined) continue;
     const { name, ...rest } = limit;
-    status["currentLimit"] = { name, ...rest } as JsonObject;
+    status["currentLimit"] = { name, ...rest };
   }
 }

@@ -30,7 +30,9 @@ export const healthServiceName = "ratelimit";
  * `grpc.health.v1.Health`. The same routes serve gRPC (HTTP/2 port), and gRPC-web and the
  * Connect protocol (HTTP/1.1 port).
  */
-export function createRoutes(options: RoutesOptions): (router: ConnectRouter) => void {
+export function createRoutes(
+  options: RoutesOptions,
+): (router: ConnectRouter) => void {
   const { service, health, statsManager, logger } = options;
   const totalRequests = statsManager.serverTotalRequests("ShouldRateLimit");
   const responseTime = statsManager.serverResponseTime("ShouldRateLimit");
@@ -40,7 +42,9 @@ export function createRoutes(options: RoutesOptions): (router: ConnectRouter) =>
     // Deliberate difference: "" follows the overall health too (the reference keeps it
     // SERVING forever), so a standard gRPC probe sees SIGTERM and failed components.
     if (name === "" || name === healthServiceName) {
-      return health.isHealthy() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
+      return health.isHealthy()
+        ? ServingStatus.SERVING
+        : ServingStatus.NOT_SERVING;
     }
     return undefined;
   }
@@ -63,7 +67,8 @@ export function createRoutes(options: RoutesOptions): (router: ConnectRouter) =>
       check(request) {
         checkRequests.add(1);
         const status = statusOf(request.service);
-        if (status === undefined) throw new ConnectError("unknown service", Code.NotFound);
+        if (status === undefined)
+          throw new ConnectError("unknown service", Code.NotFound);
         return create(HealthCheckResponseSchema, { status });
       },
       list() {
@@ -77,7 +82,8 @@ export function createRoutes(options: RoutesOptions): (router: ConnectRouter) =>
       },
       async *watch(request, context) {
         // Current status at once, then every change, until the client goes away.
-        let pending: ServingStatus | undefined = statusOf(request.service) ?? ServingStatus.SERVICE_UNKNOWN;
+        let pending: ServingStatus | undefined =
+          statusOf(request.service) ?? ServingStatus.SERVICE_UNKNOWN;
         let wake: (() => void) | undefined;
         const unsubscribe = health.onChange(() => {
           pending = statusOf(request.service) ?? ServingStatus.SERVICE_UNKNOWN;
@@ -88,9 +94,12 @@ export function createRoutes(options: RoutesOptions): (router: ConnectRouter) =>
         try {
           while (!context.signal.aborted) {
             if (pending !== undefined) {
-              const response: HealthCheckResponse = create(HealthCheckResponseSchema, {
-                status: pending,
-              });
+              const response: HealthCheckResponse = create(
+                HealthCheckResponseSchema,
+                {
+                  status: pending,
+                },
+              );
               pending = undefined;
               yield response;
               continue;

@@ -11,9 +11,6 @@ import type { StatsManager } from "../stats/stats-manager.js";
 export class RequestError extends Error {
   override readonly name = "RequestError";
   readonly code = "RLS_REQUEST";
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-  }
 }
 
 /**
@@ -23,9 +20,6 @@ export class RequestError extends Error {
 export class NotReadyError extends Error {
   override readonly name = "NotReadyError";
   readonly code = "RLS_NOT_READY";
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-  }
 }
 
 /**
@@ -46,11 +40,17 @@ export function errorStatType(err: unknown): string {
  *   Envoy treats it as a failure of the service (fail open / closed per its own setting);
  * - anything else is a bug → INTERNAL, logged with its stack.
  */
-export function toConnectError(err: unknown, stats: StatsManager, logger: Logger): ConnectError {
+export function toConnectError(
+  err: unknown,
+  stats: StatsManager,
+  logger: Logger,
+): ConnectError {
   stats.shouldRateLimitError(errorStatType(err)).add(1);
   if (err instanceof ConnectError) return err;
-  if (err instanceof RequestError) return new ConnectError(err.message, Code.InvalidArgument);
-  if (err instanceof NotReadyError) return new ConnectError(err.message, Code.Unavailable);
+  if (err instanceof RequestError)
+    return new ConnectError(err.message, Code.InvalidArgument);
+  if (err instanceof NotReadyError)
+    return new ConnectError(err.message, Code.Unavailable);
   if (err instanceof BackendError) {
     logger.warn({ err }, "backend error during call");
     return new ConnectError(err.message, Code.Unavailable);

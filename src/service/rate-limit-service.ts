@@ -1,7 +1,10 @@
 import { create } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
 import type { ConfigUpdate } from "../config/config-update.js";
-import type { RateLimit, RateLimitConfig } from "../config/rate-limit-config.js";
+import type {
+  RateLimit,
+  RateLimitConfig,
+} from "../config/rate-limit-config.js";
 import type { HealthChecker } from "../health/health.js";
 import { hitsAddendFor } from "../limiter/hits-addend.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
@@ -15,7 +18,10 @@ import {
 import type { StatsManager } from "../stats/stats-manager.js";
 import type { Clock } from "../util/clock.js";
 import { NotReadyError, RequestError } from "./errors.js";
-import { rateLimitHeaders, type ResponseHeaderNames } from "./response-headers.js";
+import {
+  rateLimitHeaders,
+  type ResponseHeaderNames,
+} from "./response-headers.js";
 
 /** Options of {@link createRateLimitService}. */
 export interface RateLimitServiceOptions {
@@ -71,21 +77,27 @@ const maxUint32 = 4294967295;
  * provider.subscribe((update) => service.applyConfigUpdate(update));
  * ```
  */
-export function createRateLimitService(options: RateLimitServiceOptions): RateLimitService {
+export function createRateLimitService(
+  options: RateLimitServiceOptions,
+): RateLimitService {
   const { cache, statsManager, clock, logger, health } = options;
   const globalShadowMode = options.globalShadowMode ?? false;
   const globalQuotaMode = options.globalQuotaMode ?? false;
   const headerNames = options.responseHeaders;
   let config: RateLimitConfig | undefined;
 
-  function validate(request: RateLimitRequest): void {
+  /** Checks a request and returns the config snapshot to decide it with. */
+  function validate(request: RateLimitRequest): RateLimitConfig {
     // Same order and texts as upstream for the first three checks.
-    if (request.domain === "") throw new RequestError("rate limit domain must not be empty");
+    if (request.domain === "")
+      throw new RequestError("rate limit domain must not be empty");
     const descriptors = request.descriptors;
     if (descriptors.length === 0) {
       throw new RequestError("rate limit descriptor list must not be empty");
     }
-    if (config === undefined) throw new NotReadyError("no rate limit configuration loaded");
+    const snapshot = config;
+    if (snapshot === undefined)
+      throw new NotReadyError("no rate limit configuration loaded");
     for (let i = 0; i < descriptors.length; i++) {
       const descriptor = descriptors[i]!;
       const entries = descriptor.entries;
@@ -94,25 +106,28 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
       }
       for (let j = 0; j < entries.length; j++) {
         if (entries[j]!.key === "") {
-          throw new RequestError(`descriptors[${i}].entries[${j}].key must not be empty`);
+          throw new RequestError(
+            `descriptors[${i}].entries[${j}].key must not be empty`,
+          );
         }
       }
       const override = descriptor.limit;
       if (
         override !== undefined &&
-        (override.unit < OverrideRateLimitUnit.SECOND || override.unit > OverrideRateLimitUnit.YEAR)
+        (override.unit < OverrideRateLimitUnit.SECOND ||
+          override.unit > OverrideRateLimitUnit.YEAR)
       ) {
         throw new RequestError(
-          `descriptors[${i}].limit.unit must be one of SECOND, MINUTE, HOUR, DAY, MONTH, YEAR (got ${OverrideRateLimitUnit[override.unit] ?? String(override.unit)})`,
+          `descriptors[${i}].limit.unit must be one of SECOND, MINUTE, HOUR, DAY, MONTH, YEAR (got ${override.unit === OverrideRateLimitUnit.UNKNOWN ? "UNKNOWN" : String(override.unit)})`,
         );
       }
     }
+    return snapshot;
   }
 
   return {
     async shouldRateLimit(request) {
-      validate(request);
-      const snapshot = config!;
+      const snapshot = validate(request);
       const domain = request.domain;
       const descriptors = request.descriptors;
       const n = descriptors.length;
@@ -147,13 +162,22 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
       if (replaced !== undefined) {
         for (let i = 0; i < n; i++) {
           const limit = limits[i];
-          if (limit !== undefined && limit.name !== "" && replaced.has(limit.name)) {
+          if (
+            limit !== undefined &&
+            limit.name !== "" &&
+            replaced.has(limit.name)
+          ) {
             limits[i] = undefined;
           }
         }
       }
 
-      const statuses = await cache.doLimit(domain, descriptors, limits, hitsAddends);
+      const statuses = await cache.doLimit(
+        domain,
+        descriptors,
+        limits,
+        hitsAddends,
+      );
 
       // Overall code (behavior.md §5.1): over limit if any non-quota descriptor is; quota
       // descriptors only make it over limit when all of them are.
@@ -180,8 +204,13 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
         }
       }
       let overallCode =
-        anyOver || (quotaCount > 0 && quotaOver === quotaCount) ? Code.OVER_LIMIT : Code.OK;
-      const response = create(RateLimitResponseSchema, { overallCode, statuses });
+        anyOver || (quotaCount > 0 && quotaOver === quotaCount)
+          ? Code.OVER_LIMIT
+          : Code.OK;
+      const response = create(RateLimitResponseSchema, {
+        overallCode,
+        statuses,
+      });
       if (headerNames !== undefined) {
         const headers = rateLimitHeaders(
           headerNames,
@@ -203,12 +232,18 @@ export function createRateLimitService(options: RateLimitServiceOptions): RateLi
     applyConfigUpdate(update) {
       if (!update.ok) {
         statsManager.service.configLoadError.add(1);
-        logger.error({ err: update.error }, `error loading new configuration: ${update.error.message}`);
+        logger.error(
+          { err: update.error },
+          `error loading new configuration: ${update.error.message}`,
+        );
         return;
       }
       config = update.config;
       statsManager.service.configLoadSuccess.add(1);
-      logger.info({ domains: update.config.domains }, "successfully loaded new configuration");
+      logger.info(
+        { domains: update.config.domains },
+        "successfully loaded new configuration",
+      );
       if (health?.has("config") === true) {
         if (update.config.domainCount > 0) health.ok("config");
         else health.fail("config");

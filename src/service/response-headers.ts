@@ -60,7 +60,10 @@ export function rateLimitHeaders(
       key: names.limit,
       value: String(status.currentLimit?.requestsPerUnit ?? 0),
     }),
-    create(HeaderValueSchema, { key: names.remaining, value: String(status.limitRemaining) }),
+    create(HeaderValueSchema, {
+      key: names.remaining,
+      value: String(status.limitRemaining),
+    }),
     create(HeaderValueSchema, {
       key: names.reset,
       value: String(unitSeconds - (nowSeconds % unitSeconds)),

@@ -14,7 +14,11 @@ export class EnvParseError extends Error {
   /** What is wrong beyond "not the expected form", e.g. `invalid map item: "a:b:c"`. */
   readonly detail: string | undefined;
   constructor(expected: string, detail?: string) {
-    super(detail === undefined ? `expected ${expected}` : `${detail}; expected ${expected}`);
+    super(
+      detail === undefined
+        ? `expected ${expected}`
+        : `${detail}; expected ${expected}`,
+    );
     this.expected = expected;
     this.detail = detail;
   }
@@ -23,11 +27,26 @@ export class EnvParseError extends Error {
 // ---------------------------------------------------------------------------------------------
 // bool
 
-const trueWords: ReadonlySet<string> = new Set(["1", "t", "T", "TRUE", "true", "True"]);
-const falseWords: ReadonlySet<string> = new Set(["0", "f", "F", "FALSE", "false", "False"]);
+const trueWords: ReadonlySet<string> = new Set([
+  "1",
+  "t",
+  "T",
+  "TRUE",
+  "true",
+  "True",
+]);
+const falseWords: ReadonlySet<string> = new Set([
+  "0",
+  "f",
+  "F",
+  "FALSE",
+  "false",
+  "False",
+]);
 
 /** What {@link parseBool} accepts, as shown in error messages. */
-export const boolExpected = "a boolean: 1, t, T, TRUE, true, True, 0, f, F, FALSE, false or False";
+export const boolExpected =
+  "a boolean: 1, t, T, TRUE, true, True, 0, f, F, FALSE, false or False";
 
 /**
  * Parses a boolean with Go `strconv.ParseBool` rules: exactly one of `1 t T TRUE true True`
@@ -55,13 +74,20 @@ export const anyInteger: IntegerRange = {
   max: Number.MAX_SAFE_INTEGER,
 };
 /** 0 and above. */
-export const nonNegativeInteger: IntegerRange = { min: 0, max: Number.MAX_SAFE_INTEGER };
+export const nonNegativeInteger: IntegerRange = {
+  min: 0,
+  max: Number.MAX_SAFE_INTEGER,
+};
 /** 1 and above. */
-export const positiveInteger: IntegerRange = { min: 1, max: Number.MAX_SAFE_INTEGER };
+export const positiveInteger: IntegerRange = {
+  min: 1,
+  max: Number.MAX_SAFE_INTEGER,
+};
 
 function describeIntegerRange(range: IntegerRange): string {
   const unboundedAbove = range.max === Number.MAX_SAFE_INTEGER;
-  if (unboundedAbove && range.min === Number.MIN_SAFE_INTEGER) return "an integer";
+  if (unboundedAbove && range.min === Number.MIN_SAFE_INTEGER)
+    return "an integer";
   if (unboundedAbove && range.min === 0) return "a non-negative integer";
   if (unboundedAbove && range.min === 1) return "a positive integer";
   if (unboundedAbove) return `an integer of at least ${range.min}`;
@@ -116,7 +142,10 @@ function goIntegerValue(text: string): bigint | undefined {
  * @param range - inclusive bounds of the field; defaults to every safe integer
  * @throws {@link EnvParseError} when the syntax is wrong or the value is outside `range`
  */
-export function parseInteger(text: string, range: IntegerRange = anyInteger): number {
+export function parseInteger(
+  text: string,
+  range: IntegerRange = anyInteger,
+): number {
   const expected = describeIntegerRange(range);
   const value = goIntegerValue(text);
   if (value === undefined) throw new EnvParseError(expected);
@@ -163,7 +192,10 @@ export function parseFloat(
         : `a number from ${range.min} to ${range.max}`;
   const value = goFloatValue(text);
   if (value === undefined) throw new EnvParseError(expected);
-  if (range !== undefined && !(Number.isFinite(value) && value >= range.min && value <= range.max)) {
+  if (
+    range !== undefined &&
+    !(Number.isFinite(value) && value >= range.min && value <= range.max)
+  ) {
     throw new EnvParseError(expected, "out of range");
   }
   return value;
@@ -172,7 +204,9 @@ export function parseFloat(
 function goFloatValue(text: string): number | undefined {
   const infinity = infinityWords.exec(text);
   if (infinity !== null) {
-    return infinity[1] === "-" ? Number.NEGATIVE_INFINITY : Number.POSITIVE_INFINITY;
+    return infinity[1] === "-"
+      ? Number.NEGATIVE_INFINITY
+      : Number.POSITIVE_INFINITY;
   }
   if (/^nan$/i.test(text)) return Number.NaN;
   let value: number;
@@ -183,8 +217,12 @@ function goFloatValue(text: string): number | undefined {
     if (hex === null) return undefined;
     const [, sign, whole = "", fraction = "", exponent = "0"] = hex;
     if (whole === "" && fraction === "") return undefined;
-    const mantissa = BigInt(`0x${(whole + fraction).replaceAll("_", "") || "0"}`);
-    const shift = Number(exponent.replaceAll("_", "")) - 4 * fraction.replaceAll("_", "").length;
+    const mantissa = BigInt(
+      `0x${(whole + fraction).replaceAll("_", "") || "0"}`,
+    );
+    const shift =
+      Number(exponent.replaceAll("_", "")) -
+      4 * fraction.replaceAll("_", "").length;
     value = Number(mantissa) * 2 ** shift;
     if (sign === "-") value = -value;
   }
@@ -218,9 +256,14 @@ const maxNanoseconds = (1n << 63n) - 1n;
 // One `<number><unit>` part: digits, optional fraction, then everything up to the next digit or dot.
 const durationPart = /^([0-9]*)(?:\.([0-9]*))?([^0-9.]*)/;
 
+const durationSyntax =
+  "duration such as 300ms, 1.5h or 2h45m (units ns, us, µs, ms, s, m, h)";
+
 /** What {@link parseDurationMs} accepts, as shown in error messages. */
-export const durationExpected =
-  "a duration such as 300ms, 1.5h or 2h45m (units ns, us, µs, ms, s, m, h)";
+export const durationExpected = `a ${durationSyntax}`;
+
+/** Sign restriction for {@link parseDurationMs}: any, ≥ 0, or > 0. */
+export type DurationBound = "any" | "non-negative" | "positive";
 
 /**
  * Reads a Go duration (`time.ParseDuration`) as whole nanoseconds, or undefined when invalid.
@@ -246,7 +289,8 @@ function goDurationNanoseconds(text: string): bigint | undefined {
     let nanoseconds = BigInt(whole === "" ? "0" : whole) * scale;
     if (fraction !== "") {
       // Sub-nanosecond remainders are truncated, as in Go.
-      nanoseconds += (BigInt(fraction) * scale) / 10n ** BigInt(fraction.length);
+      nanoseconds +=
+        (BigInt(fraction) * scale) / 10n ** BigInt(fraction.length);
     }
     total += nanoseconds;
     if (total > maxNanoseconds + (negative ? 1n : 0n)) return undefined;
@@ -259,13 +303,23 @@ function goDurationNanoseconds(text: string): bigint | undefined {
  * Parses a Go duration (`time.ParseDuration`): a sequence of decimal numbers, each with an
  * optional fraction and a unit (`ns`, `us`, `µs`, `μs`, `ms`, `s`, `m`, `h`), with an optional
  * leading sign: `300ms`, `1.5h`, `2h45m`, `-1s`. A bare `0` is valid; a bare `10` is not.
+ * @param bound - sign the field allows; the error's `expected` names it
  * @returns milliseconds, fractional for sub-millisecond parts (`1us` → 0.001)
- * @throws {@link EnvParseError} when the syntax is wrong or the magnitude exceeds Go's range
- *   (about 292 years)
+ * @throws {@link EnvParseError} when the syntax is wrong, the magnitude exceeds Go's range
+ *   (about 292 years), or the sign is not allowed by `bound`
  */
-export function parseDurationMs(text: string): number {
+export function parseDurationMs(
+  text: string,
+  bound: DurationBound = "any",
+): number {
+  const expected =
+    bound === "any" ? durationExpected : `a ${bound} ${durationSyntax}`;
   const nanoseconds = goDurationNanoseconds(text);
-  if (nanoseconds === undefined) throw new EnvParseError(durationExpected);
+  if (nanoseconds === undefined) throw new EnvParseError(expected);
+  if (bound === "non-negative" && nanoseconds < 0n)
+    throw new EnvParseError(expected, "negative");
+  if (bound === "positive" && nanoseconds <= 0n)
+    throw new EnvParseError(expected, "not positive");
   return Number(nanoseconds) / 1e6;
 }
 
@@ -311,7 +365,8 @@ export function parseList(text: string): string[] {
 }
 
 /** What {@link parseMap} accepts, as shown in error messages. */
-export const mapExpected = 'comma-separated key:value pairs, each with exactly one ":"';
+export const mapExpected =
+  'comma-separated key:value pairs, each with exactly one ":"';
 
 /**
  * Parses `k1:v1,k2:v2` into an object. Each comma-separated item must split on `:` into exactly
@@ -325,8 +380,15 @@ export function parseMap(text: string): Record<string, string> {
   for (const item of text.split(",")) {
     const parts = item.split(":");
     const [entryKey, entryValue] = parts;
-    if (parts.length !== 2 || entryKey === undefined || entryValue === undefined) {
-      throw new EnvParseError(mapExpected, `invalid map item: ${JSON.stringify(item)}`);
+    if (
+      parts.length !== 2 ||
+      entryKey === undefined ||
+      entryValue === undefined
+    ) {
+      throw new EnvParseError(
+        mapExpected,
+        `invalid map item: ${JSON.stringify(item)}`,
+      );
     }
     entries.push([entryKey, entryValue]);
   }

@@ -12,111 +12,114 @@ export interface NotImplementedSetting {
   readonly warning?: (settings: Settings) => string;
 }
 
-const isSet = (env: SettingsEnv, name: string): boolean => env[name] !== undefined;
+const isSet = (env: SettingsEnv, name: string): boolean =>
+  env[name] !== undefined;
 
 /**
  * Settings read and checked by {@link loadSettings} but not acted on yet. Each entry yields the
  * warning `<VAR> has no effect yet: <feature> is not implemented in this build` when in use.
  * Delete an entry when its feature lands.
  */
-export const notImplementedSettings: readonly NotImplementedSetting[] = Object.freeze([
-  {
-    variable: "BACKEND_TYPE",
-    feature: "the key-value store backend",
-    isInUse: (settings) => settings.backendType === "kv",
-    // kv is the default, so say how to get a working service rather than "has no effect".
-    warning: () =>
-      "BACKEND_TYPE=kv (the default when unset or empty): the key-value store backend is not implemented in this build; set BACKEND_TYPE=memory",
-  },
-  {
-    variable: "BACKEND_TYPE",
-    feature: "the memcached-protocol backend",
-    isInUse: (settings) => settings.backendType === "mc",
-    warning: () =>
-      "BACKEND_TYPE=mc: the memcached-protocol backend is not implemented in this build; set BACKEND_TYPE=memory",
-  },
-  {
-    variable: "LOCAL_CACHE_SIZE_IN_BYTES",
-    feature: "the local over-limit cache",
-    isInUse: (settings) => settings.localCacheSizeBytes > 0,
-  },
-  {
-    variable: "CONFIG_TYPE",
-    feature: "loading configuration from an xDS server (GRPC_XDS_SOTW)",
-    isInUse: (settings) => settings.configType === "GRPC_XDS_SOTW",
-  },
-  {
-    variable: "GRPC_SERVER_USE_TLS",
-    feature: "TLS on the gRPC listener",
-    isInUse: (settings) => settings.grpcServerUseTls,
-  },
-  {
-    variable: "GRPC_CLIENT_TLS_CACERT",
-    feature: "mutual TLS on the gRPC listener",
-    isInUse: (settings) => settings.grpcClientTlsCacert !== "",
-  },
-  {
-    variable: "GRPC_CLIENT_TLS_SAN",
-    feature: "mutual TLS on the gRPC listener",
-    isInUse: (settings) => settings.grpcClientTlsSan !== "",
-  },
-  {
-    variable: "GRPC_UDS",
-    feature: "a gRPC listener on a unix socket",
-    isInUse: (settings) => settings.grpcUds !== "",
-  },
-  {
-    variable: "GRPC_MAX_CONNECTION_AGE",
-    feature: "a maximum gRPC connection age",
-    isInUse: (_settings, env) => isSet(env, "GRPC_MAX_CONNECTION_AGE"),
-  },
-  {
-    variable: "GRPC_MAX_CONNECTION_AGE_GRACE",
-    feature: "a maximum gRPC connection age",
-    isInUse: (_settings, env) => isSet(env, "GRPC_MAX_CONNECTION_AGE_GRACE"),
-  },
-  {
-    variable: "TRACING_ENABLED",
-    feature: "tracing",
-    isInUse: (settings) => settings.tracingEnabled,
-  },
-  {
-    variable: "USE_PUSHSTATS",
-    feature: "the push-based metrics sink",
-    // On by default; only an explicit USE_PUSHSTATS=true asks for it.
-    isInUse: (settings, env) => isSet(env, "USE_PUSHSTATS") && settings.usePushStats,
-  },
-  {
-    variable: "USE_TAGGED_PUSHSTATS",
-    feature: "the tagged push-based metrics sink",
-    isInUse: (settings) => settings.useTaggedPushStats,
-  },
-  {
-    variable: "USE_PULLSTATS",
-    feature: "the pull-based metrics exporter",
-    isInUse: (settings) => settings.usePullStats,
-  },
-  {
-    variable: "EXTRA_TAGS",
-    feature: "exporting statistics",
-    isInUse: (settings) => Object.keys(settings.extraTags).length > 0,
-  },
-  {
-    variable: "STATS_FLUSH_INTERVAL",
-    feature: "exporting statistics",
-    isInUse: (_settings, env) => isSet(env, "STATS_FLUSH_INTERVAL"),
-  },
-  {
-    variable: "QUOTA_MODE",
-    feature: "global quota mode",
-    isInUse: (settings) => settings.quotaMode,
-  },
-  {
-    variable: "RESPONSE_DYNAMIC_METADATA",
-    feature: "dynamic metadata in responses",
-    isInUse: (settings) => settings.responseDynamicMetadata,
-  },
-]);
+export const notImplementedSettings: readonly NotImplementedSetting[] =
+  Object.freeze([
+    {
+      variable: "BACKEND_TYPE",
+      feature: "the key-value store backend",
+      isInUse: (settings) => settings.backendType === "kv",
+      // kv is the default, so say how to get a working service rather than "has no effect".
+      warning: () =>
+        "BACKEND_TYPE=kv (the default when unset or empty): the key-value store backend is not implemented in this build; set BACKEND_TYPE=memory",
+    },
+    {
+      variable: "BACKEND_TYPE",
+      feature: "the memcached-protocol backend",
+      isInUse: (settings) => settings.backendType === "mc",
+      warning: () =>
+        "BACKEND_TYPE=mc: the memcached-protocol backend is not implemented in this build; set BACKEND_TYPE=memory",
+    },
+    {
+      variable: "LOCAL_CACHE_SIZE_IN_BYTES",
+      feature: "the local over-limit cache",
+      isInUse: (settings) => settings.localCacheSizeBytes > 0,
+    },
+    {
+      variable: "CONFIG_TYPE",
+      feature: "loading configuration from an xDS server (GRPC_XDS_SOTW)",
+      isInUse: (settings) => settings.configType === "GRPC_XDS_SOTW",
+    },
+    {
+      variable: "GRPC_SERVER_USE_TLS",
+      feature: "TLS on the gRPC listener",
+      isInUse: (settings) => settings.grpcServerUseTls,
+    },
+    {
+      variable: "GRPC_CLIENT_TLS_CACERT",
+      feature: "mutual TLS on the gRPC listener",
+      isInUse: (settings) => settings.grpcClientTlsCacert !== "",
+    },
+    {
+      variable: "GRPC_CLIENT_TLS_SAN",
+      feature: "mutual TLS on the gRPC listener",
+      isInUse: (settings) => settings.grpcClientTlsSan !== "",
+    },
+    {
+      variable: "GRPC_UDS",
+      feature: "a gRPC listener on a unix socket",
+      isInUse: (settings) => settings.grpcUds !== "",
+    },
+    {
+      variable: "GRPC_MAX_CONNECTION_AGE",
+      feature: "a maximum gRPC connection age",
+      isInUse: (_settings, env) => isSet(env, "GRPC_MAX_CONNECTION_AGE"),
+    },
+    {
+      variable: "GRPC_MAX_CONNECTION_AGE_GRACE",
+      feature: "a maximum gRPC connection age",
+      isInUse: (_settings, env) => isSet(env, "GRPC_MAX_CONNECTION_AGE_GRACE"),
+    },
+    {
+      variable: "TRACING_ENABLED",
+      feature: "tracing",
+      isInUse: (settings) => settings.tracingEnabled,
+    },
+    {
+      variable: "USE_PUSHSTATS",
+      feature: "the push-based metrics sink",
+      // On by default; only an explicit USE_PUSHSTATS=true asks for it.
+      isInUse: (settings, env) =>
+        isSet(env, "USE_PUSHSTATS") && settings.usePushStats,
+    },
+    {
+      variable: "USE_TAGGED_PUSHSTATS",
+      feature: "the tagged push-based metrics sink",
+      isInUse: (settings) => settings.useTaggedPushStats,
+    },
+    {
+      variable: "USE_PULLSTATS",
+      feature: "the pull-based metrics exporter",
+      isInUse: (settings) => settings.usePullStats,
+    },
+    {
+      variable: "EXTRA_TAGS",
+      feature: "exporting statistics",
+      isInUse: (settings) => Object.keys(settings.extraTags).length > 0,
+    },
+    {
+      variable: "STATS_FLUSH_INTERVAL",
+      feature: "exporting statistics",
+      isInUse: (_settings, env) => isSet(env, "STATS_FLUSH_INTERVAL"),
+    },
+    {
+      variable: "QUOTA_MODE",
+      feature: "global quota mode",
+      isInUse: (settings) => settings.quotaMode,
+    },
+    {
+      variable: "RESPONSE_DYNAMIC_METADATA",
+      feature: "dynamic metadata in responses",
+      isInUse: (settings) => settings.responseDynamicMetadata,
+    },
+  ]);
 
 /** A setting kept for compatibility that does nothing, in this build or any later one. */
 export interface DeprecatedSetting {
@@ -128,7 +131,10 @@ export interface DeprecatedSetting {
 
 /** Deprecated settings; each yields `<VAR> is deprecated and has no effect` when in use. */
 export const deprecatedSettings: readonly DeprecatedSetting[] = Object.freeze([
-  { variable: "KV_PIPELINE_LIMIT", isInUse: (settings) => settings.kvPipelineLimit > 0 },
+  {
+    variable: "KV_PIPELINE_LIMIT",
+    isInUse: (settings) => settings.kvPipelineLimit > 0,
+  },
   {
     variable: "KV_PERSECOND_PIPELINE_LIMIT",
     isInUse: (settings) => settings.kvPerSecondPipelineLimit > 0,
@@ -139,7 +145,10 @@ export const deprecatedSettings: readonly DeprecatedSetting[] = Object.freeze([
  * Returns one warning per setting in use that this build ignores: entries of
  * {@link notImplementedSettings}, then of {@link deprecatedSettings}, in table order.
  */
-export function settingWarnings(settings: Settings, env: SettingsEnv): string[] {
+export function settingWarnings(
+  settings: Settings,
+  env: SettingsEnv,
+): string[] {
   const warnings: string[] = [];
   for (const entry of notImplementedSettings) {
     if (!entry.isInUse(settings, env)) continue;
@@ -149,7 +158,8 @@ export function settingWarnings(settings: Settings, env: SettingsEnv): string[] 
     );
   }
   for (const entry of deprecatedSettings) {
-    if (entry.isInUse(settings)) warnings.push(`${entry.variable} is deprecated and has no effect`);
+    if (entry.isInUse(settings))
+      warnings.push(`${entry.variable} is deprecated and has no effect`);
   }
   return warnings;
 }

@@ -8,7 +8,6 @@
 import { randomUUID as cryptoRandomUUID } from "node:crypto";
 import {
   EnvParseError,
-  durationExpected,
   nonNegativeInteger,
   parseBool,
   parseDurationMs,
@@ -50,7 +49,8 @@ export type TracingExporterProtocol = "http" | "grpc";
  * `USE_PUSHSTATS` and `USE_PULLSTATS` in the reference's order (behavior.md §10.1):
  * `none` when disabled, `log` when no sink is switched on (statistics are logged).
  */
-export type StatsSinkKind = "none" | "tagged-pushstats" | "pushstats" | "pullstats" | "log";
+export type StatsSinkKind =
+  "none" | "tagged-pushstats" | "pushstats" | "pullstats" | "log";
 
 /**
  * One rewrite rule of the tagged push-metrics sink, read from
@@ -402,125 +402,126 @@ export interface Settings {
  * The default of every setting, used when its variable is unset (a variable set to "" is parsed,
  * not defaulted). `statsSink` is derived, not read, so it has no entry here.
  */
-export const settingsDefaults: Readonly<Omit<Settings, "statsSink">> = Object.freeze({
-  host: "0.0.0.0", // HTTP listener host
-  port: 8080, // TCP port
-  debugHost: "0.0.0.0", // debug listener host
-  debugPort: 6070, // TCP port
-  grpcHost: "0.0.0.0", // gRPC listener host
-  grpcPort: 8081, // TCP port
-  grpcUds: "", // unix socket path; "" = use host and port
-  grpcMaxConnectionAgeMs: 24 * 60 * 60 * 1000, // ms (24h)
-  grpcMaxConnectionAgeGraceMs: 60 * 60 * 1000, // ms (1h)
-  grpcServerUseTls: false, // flag
-  grpcServerTlsCert: "", // file path
-  grpcServerTlsKey: "", // file path
-  grpcClientTlsCacert: "", // file path; "" = no client certificates
-  grpcClientTlsSan: "", // DNS name
-  logLevel: "warn", // pino level (reference default WARN)
-  logFormat: "text", // text | json
-  configType: "FILE", // FILE | GRPC_XDS_SOTW
-  forceStartWithoutInitialConfig: false, // flag
-  runtimeRoot: "/srv/runtime_data/current", // directory path
-  runtimeSubdirectory: "", // path below the root
-  runtimeAppDirectory: "config", // directory name
-  runtimeIgnoreDotFiles: false, // flag
-  runtimeWatchRoot: true, // flag
-  mergeDomainConfig: false, // flag
-  xdsNodeId: "default", // node id
-  xdsNodeMetadata: {}, // string fields
-  xdsServerUrl: "localhost:18000", // host:port
-  xdsServerConnectRetryIntervalMs: 3 * 1000, // ms (3s)
-  xdsClientAdditionalHeaders: {}, // gRPC metadata
-  xdsServerUseTls: false, // flag
-  xdsClientTlsCert: "", // file path
-  xdsClientTlsKey: "", // file path
-  xdsServerTlsCacert: "", // file path
-  xdsServerTlsSan: "", // DNS name
-  xdsClientBackoffInitialIntervalMs: 10 * 1000, // ms (10s)
-  xdsClientBackoffMaxIntervalMs: 60 * 1000, // ms (60s)
-  xdsClientBackoffRandomFactor: 0.5, // multiplier per attempt
-  xdsClientBackoffJitter: true, // flag
-  xdsClientMaxMsgSizeBytes: 0, // bytes; 0 = gRPC default (4 MiB)
-  backendType: "kv", // kv | mc | memory
-  cacheKeyPrefix: "", // text
-  expirationJitterMaxSeconds: 300, // seconds
-  localCacheSizeBytes: 0, // bytes; 0 = disabled
-  nearLimitRatio: 0.8, // ratio 0..1
-  stopCacheKeyIncrementWhenOverlimit: false, // flag
-  shadowMode: false, // flag
-  quotaMode: false, // flag
-  responseDynamicMetadata: false, // flag
-  healthyWithAtLeastOneConfigLoaded: false, // flag
-  limitResponseHeadersEnabled: false, // flag
-  limitLimitHeader: "RateLimit-Limit", // header name
-  limitRemainingHeader: "RateLimit-Remaining", // header name
-  limitResetHeader: "RateLimit-Reset", // header name
-  kvSocketType: "unix", // tcp | unix
-  kvType: "single", // single | sentinel | cluster
-  kvUrl: "/var/run/nutcracker/ratelimit.sock", // address or socket path
-  kvPoolSize: 10, // connections
-  kvTimeoutMs: 10 * 1000, // ms (10s)
-  kvPoolOnEmptyBehavior: "CREATE", // CREATE | ERROR | WAIT (spec default)
-  kvPoolOnEmptyWaitMs: 1000, // ms (1s)
-  kvPipelineWindowMs: 0, // ms; 0 = flush each write
-  kvPipelineLimit: 0, // commands; deprecated
-  kvClusterPipelineParallelism: 1, // pipelines in parallel
-  kvTls: false, // flag
-  kvTlsClientCert: "", // file path
-  kvTlsClientKey: "", // file path
-  kvTlsCacert: "", // file path
-  kvTlsSkipHostnameVerification: false, // flag
-  kvAuth: "", // secret
-  kvSentinelAuth: "", // secret
-  kvHealthCheckActiveConnection: false, // flag
-  kvStartupInitialIntervalMs: 1000, // ms (1s)
-  kvStartupMaxIntervalMs: 30 * 1000, // ms (30s)
-  kvStartupMaxElapsedTimeMs: 0, // ms; 0 = retry forever
-  kvPerSecond: false, // flag
-  kvPerSecondSocketType: "unix", // tcp | unix
-  kvPerSecondType: "single", // single | sentinel | cluster
-  kvPerSecondUrl: "/var/run/nutcracker/ratelimitpersecond.sock", // address or socket path
-  kvPerSecondPoolSize: 10, // connections
-  kvPerSecondTimeoutMs: 10 * 1000, // ms (10s)
-  kvPerSecondPoolOnEmptyBehavior: "CREATE", // CREATE | ERROR | WAIT
-  kvPerSecondPoolOnEmptyWaitMs: 1000, // ms (1s)
-  kvPerSecondPipelineWindowMs: 0, // ms
-  kvPerSecondPipelineLimit: 0, // commands; deprecated
-  kvPerSecondClusterPipelineParallelism: 1, // pipelines in parallel
-  kvPerSecondTls: false, // flag
-  kvPerSecondAuth: "", // secret
-  kvPerSecondSentinelAuth: "", // secret
-  mcHostPort: [], // host:port list
-  mcSrv: "", // SRV record name
-  mcSrvRefreshMs: 0, // ms; 0 = never
-  mcMaxIdleConns: 2, // connections per node
-  mcTls: false, // flag
-  mcTlsClientCert: "", // file path
-  mcTlsClientKey: "", // file path
-  mcTlsCacert: "", // file path
-  mcTlsSkipHostnameVerification: false, // flag
-  disableStats: false, // flag
-  statsFlushIntervalMs: 10 * 1000, // ms (10s)
-  extraTags: {}, // tag name -> value
-  usePushStats: true, // flag (reference default: on)
-  pushStatsHost: "localhost", // host
-  pushStatsPort: 8125, // UDP/TCP port
-  pushStatsProtocol: "tcp", // tcp | udp | udp4 | udp6
-  useTaggedPushStats: false, // flag
-  taggedPushStatsMogrifiers: [], // rules
-  usePullStats: false, // flag
-  pullStatsAddr: ":9090", // listen address
-  pullStatsPath: "/metrics", // URL path
-  pullStatsMapperYaml: "", // file path; "" = built-in mapping
-  pullStatsResponseTimeAsMilliseconds: false, // flag
-  tracingEnabled: false, // flag
-  tracingExporterProtocol: "http", // http | grpc
-  tracingServiceName: "RateLimit", // text
-  tracingServiceNamespace: "", // text
-  tracingServiceInstanceId: "", // text; "" = random UUID v4 at load
-  tracingSamplingRatio: 1, // ratio 0..1
-});
+export const settingsDefaults: Readonly<Omit<Settings, "statsSink">> =
+  deepFreeze({
+    host: "0.0.0.0", // HTTP listener host
+    port: 8080, // TCP port
+    debugHost: "0.0.0.0", // debug listener host
+    debugPort: 6070, // TCP port
+    grpcHost: "0.0.0.0", // gRPC listener host
+    grpcPort: 8081, // TCP port
+    grpcUds: "", // unix socket path; "" = use host and port
+    grpcMaxConnectionAgeMs: 24 * 60 * 60 * 1000, // ms (24h)
+    grpcMaxConnectionAgeGraceMs: 60 * 60 * 1000, // ms (1h)
+    grpcServerUseTls: false, // flag
+    grpcServerTlsCert: "", // file path
+    grpcServerTlsKey: "", // file path
+    grpcClientTlsCacert: "", // file path; "" = no client certificates
+    grpcClientTlsSan: "", // DNS name
+    logLevel: "warn", // pino level (reference default WARN)
+    logFormat: "text", // text | json
+    configType: "FILE", // FILE | GRPC_XDS_SOTW
+    forceStartWithoutInitialConfig: false, // flag
+    runtimeRoot: "/srv/runtime_data/current", // directory path
+    runtimeSubdirectory: "", // path below the root
+    runtimeAppDirectory: "config", // directory name
+    runtimeIgnoreDotFiles: false, // flag
+    runtimeWatchRoot: true, // flag
+    mergeDomainConfig: false, // flag
+    xdsNodeId: "default", // node id
+    xdsNodeMetadata: {}, // string fields
+    xdsServerUrl: "localhost:18000", // host:port
+    xdsServerConnectRetryIntervalMs: 3 * 1000, // ms (3s)
+    xdsClientAdditionalHeaders: {}, // gRPC metadata
+    xdsServerUseTls: false, // flag
+    xdsClientTlsCert: "", // file path
+    xdsClientTlsKey: "", // file path
+    xdsServerTlsCacert: "", // file path
+    xdsServerTlsSan: "", // DNS name
+    xdsClientBackoffInitialIntervalMs: 10 * 1000, // ms (10s)
+    xdsClientBackoffMaxIntervalMs: 60 * 1000, // ms (60s)
+    xdsClientBackoffRandomFactor: 0.5, // multiplier per attempt
+    xdsClientBackoffJitter: true, // flag
+    xdsClientMaxMsgSizeBytes: 0, // bytes; 0 = gRPC default (4 MiB)
+    backendType: "kv", // kv | mc | memory
+    cacheKeyPrefix: "", // text
+    expirationJitterMaxSeconds: 300, // seconds
+    localCacheSizeBytes: 0, // bytes; 0 = disabled
+    nearLimitRatio: 0.8, // ratio 0..1
+    stopCacheKeyIncrementWhenOverlimit: false, // flag
+    shadowMode: false, // flag
+    quotaMode: false, // flag
+    responseDynamicMetadata: false, // flag
+    healthyWithAtLeastOneConfigLoaded: false, // flag
+    limitResponseHeadersEnabled: false, // flag
+    limitLimitHeader: "RateLimit-Limit", // header name
+    limitRemainingHeader: "RateLimit-Remaining", // header name
+    limitResetHeader: "RateLimit-Reset", // header name
+    kvSocketType: "unix", // tcp | unix
+    kvType: "single", // single | sentinel | cluster
+    kvUrl: "/var/run/nutcracker/ratelimit.sock", // address or socket path
+    kvPoolSize: 10, // connections
+    kvTimeoutMs: 10 * 1000, // ms (10s)
+    kvPoolOnEmptyBehavior: "CREATE", // CREATE | ERROR | WAIT (spec default)
+    kvPoolOnEmptyWaitMs: 1000, // ms (1s)
+    kvPipelineWindowMs: 0, // ms; 0 = flush each write
+    kvPipelineLimit: 0, // commands; deprecated
+    kvClusterPipelineParallelism: 1, // pipelines in parallel
+    kvTls: false, // flag
+    kvTlsClientCert: "", // file path
+    kvTlsClientKey: "", // file path
+    kvTlsCacert: "", // file path
+    kvTlsSkipHostnameVerification: false, // flag
+    kvAuth: "", // secret
+    kvSentinelAuth: "", // secret
+    kvHealthCheckActiveConnection: false, // flag
+    kvStartupInitialIntervalMs: 1000, // ms (1s)
+    kvStartupMaxIntervalMs: 30 * 1000, // ms (30s)
+    kvStartupMaxElapsedTimeMs: 0, // ms; 0 = retry forever
+    kvPerSecond: false, // flag
+    kvPerSecondSocketType: "unix", // tcp | unix
+    kvPerSecondType: "single", // single | sentinel | cluster
+    kvPerSecondUrl: "/var/run/nutcracker/ratelimitpersecond.sock", // address or socket path
+    kvPerSecondPoolSize: 10, // connections
+    kvPerSecondTimeoutMs: 10 * 1000, // ms (10s)
+    kvPerSecondPoolOnEmptyBehavior: "CREATE", // CREATE | ERROR | WAIT
+    kvPerSecondPoolOnEmptyWaitMs: 1000, // ms (1s)
+    kvPerSecondPipelineWindowMs: 0, // ms
+    kvPerSecondPipelineLimit: 0, // commands; deprecated
+    kvPerSecondClusterPipelineParallelism: 1, // pipelines in parallel
+    kvPerSecondTls: false, // flag
+    kvPerSecondAuth: "", // secret
+    kvPerSecondSentinelAuth: "", // secret
+    mcHostPort: [], // host:port list
+    mcSrv: "", // SRV record name
+    mcSrvRefreshMs: 0, // ms; 0 = never
+    mcMaxIdleConns: 2, // connections per node
+    mcTls: false, // flag
+    mcTlsClientCert: "", // file path
+    mcTlsClientKey: "", // file path
+    mcTlsCacert: "", // file path
+    mcTlsSkipHostnameVerification: false, // flag
+    disableStats: false, // flag
+    statsFlushIntervalMs: 10 * 1000, // ms (10s)
+    extraTags: {}, // tag name -> value
+    usePushStats: true, // flag (reference default: on)
+    pushStatsHost: "localhost", // host
+    pushStatsPort: 8125, // UDP/TCP port
+    pushStatsProtocol: "tcp", // tcp | udp | udp4 | udp6
+    useTaggedPushStats: false, // flag
+    taggedPushStatsMogrifiers: [], // rules
+    usePullStats: false, // flag
+    pullStatsAddr: ":9090", // listen address
+    pullStatsPath: "/metrics", // URL path
+    pullStatsMapperYaml: "", // file path; "" = built-in mapping
+    pullStatsResponseTimeAsMilliseconds: false, // flag
+    tracingEnabled: false, // flag
+    tracingExporterProtocol: "http", // http | grpc
+    tracingServiceName: "RateLimit", // text
+    tracingServiceNamespace: "", // text
+    tracingServiceInstanceId: "", // text; "" = random UUID v4 at load
+    tracingSamplingRatio: 1, // ratio 0..1
+  });
 
 /** Options of {@link loadSettings}. */
 export interface LoadSettingsOptions {
@@ -550,21 +551,10 @@ const remotePort: IntegerRange = { min: 1, max: 65_535 };
 
 type Parse<T> = (text: string) => T;
 
-function nonNegativeDurationMs(text: string): number {
-  const durationMs = parseDurationMs(text);
-  if (durationMs < 0) {
-    throw new EnvParseError(`a non-negative ${durationExpected.slice(2)}`, "negative");
-  }
-  return durationMs;
-}
-
-function positiveDurationMs(text: string): number {
-  const durationMs = parseDurationMs(text);
-  if (durationMs <= 0) {
-    throw new EnvParseError(`a positive ${durationExpected.slice(2)}`, "not positive");
-  }
-  return durationMs;
-}
+const nonNegativeDurationMs: Parse<number> = (text) =>
+  parseDurationMs(text, "non-negative");
+const positiveDurationMs: Parse<number> = (text) =>
+  parseDurationMs(text, "positive");
 
 /** Picks a value from a fixed table of accepted words, after `fold` (e.g. lower-casing). */
 function oneOf<T>(
@@ -596,7 +586,8 @@ const parseLogLevel = oneOf<LogLevel>(
   "one of panic, fatal, error, warn, warning, info, debug, trace (any case)",
   lowerCase,
 );
-const parseLogFormat: Parse<LogFormat> = (text) => (text.toLowerCase() === "json" ? "json" : "text");
+const parseLogFormat: Parse<LogFormat> = (text) =>
+  text.toLowerCase() === "json" ? "json" : "text";
 const parseConfigType = oneOf<ConfigType>(
   new Map<string, ConfigType>([
     ["FILE", "FILE"],
@@ -677,74 +668,75 @@ function parseNodeMetadata(text: string): Record<string, string> {
 function maskUrlCredentials(url: string): string {
   return url
     .split(",")
-    .map((item) => item.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^@/]*@/i, "$1*****@"))
+    .map((item) =>
+      item.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^@/]*@/i, "$1*****@"),
+    )
     .join(",");
 }
 
 const quote = (text: string): string => JSON.stringify(text);
 
 /** Reads variables, collecting every problem instead of stopping at the first. */
-class EnvReader {
-  readonly problems: string[] = [];
-  private readonly env: SettingsEnv;
-  private readonly failed = new Set<string>();
-
-  constructor(env: SettingsEnv) {
-    this.env = env;
-  }
-
+interface EnvReader {
+  /** Problem lines so far, in the order found. */
+  readonly problems: readonly string[];
   /** Raw text of a variable; undefined when unset. */
-  text(name: string): string | undefined {
-    return this.env[name];
-  }
-
-  isSet(name: string): boolean {
-    return this.env[name] !== undefined;
-  }
-
+  text(name: string): string | undefined;
+  isSet(name: string): boolean;
   /** True when none of the variables failed to parse, so combination checks can trust them. */
-  allValid(...names: string[]): boolean {
-    return names.every((name) => !this.failed.has(name));
-  }
-
+  allValid(...names: string[]): boolean;
   /**
    * Parses a set variable, or returns the fallback when it is unset. On a parse failure the
    * problem is recorded and the fallback returned, so reading can go on.
    * @param secret - keep the value out of the problem text
    */
-  read<T>(name: string, fallback: T, parse: Parse<T>, secret = false): T {
-    const text = this.env[name];
+  read<T>(name: string, fallback: T, parse: Parse<T>, secret?: boolean): T;
+  string(name: string, fallback: string): string;
+  bool(name: string, fallback: boolean): boolean;
+  integer(name: string, fallback: number, range: IntegerRange): number;
+  /** Records a problem; the named variables count as failed for later checks. */
+  problem(line: string, ...failedNames: string[]): void;
+}
+
+function createEnvReader(env: SettingsEnv): EnvReader {
+  const problems: string[] = [];
+  const failed = new Set<string>();
+  const read = <T>(
+    name: string,
+    fallback: T,
+    parse: Parse<T>,
+    secret = false,
+  ): T => {
+    const text = env[name];
     if (text === undefined) return fallback;
     try {
       return parse(text);
     } catch (err) {
       if (!(err instanceof EnvParseError)) throw err;
-      this.failed.add(name);
-      this.problems.push(
+      failed.add(name);
+      problems.push(
         secret
           ? `${name} (value hidden): expected ${err.expected}`
           : `${name}=${quote(text)}: ${err.message}`,
       );
       return fallback;
     }
-  }
-
-  string(name: string, fallback: string): string {
-    return this.read(name, fallback, (text) => text);
-  }
-
-  bool(name: string, fallback: boolean): boolean {
-    return this.read(name, fallback, parseBool);
-  }
-
-  integer(name: string, fallback: number, range: IntegerRange): number {
-    return this.read(name, fallback, (text) => parseInteger(text, range));
-  }
-
-  problem(line: string, ...failedNames: string[]): void {
-    this.problems.push(line);
-    for (const name of failedNames) this.failed.add(name);
-  }
+  };
+  return {
+    problems,
+    text: (name) => env[name],
+    isSet: (name) => env[name] !== undefined,
+    allValid: (...names) => names.every((name) => !failed.has(name)),
+    read,
+    string: (name, fallback) => read(name, fallback, (text) => text),
+    bool: (name, fallback) => read(name, fallback, parseBool),
+    integer: (name, fallback, range) =>
+      read(name, fallback, (text) => parseInteger(text, range)),
+    problem(line, ...failedNames) {
+      problems.push(line);
+      for (const name of failedNames) failed.add(name);
+    },
+  };
 }
 
 /**
@@ -758,7 +750,11 @@ function readEitherSpelling(
 ): { readonly name: string; readonly text: string } | undefined {
   const primaryText = reader.text(primary);
   const aliasText = reader.text(alias);
-  if (primaryText !== undefined && aliasText !== undefined && primaryText !== aliasText) {
+  if (
+    primaryText !== undefined &&
+    aliasText !== undefined &&
+    primaryText !== aliasText
+  ) {
     reader.problem(
       `${primary}=${quote(primaryText)} and ${alias}=${quote(aliasText)} disagree: expected only one of these spellings, or both with the same value`,
       primary,
@@ -780,19 +776,31 @@ const mogrifierListAlias = "USE_TAGGED_PUSHSTATS_MOGRIFIERS";
  * whose keys and values are non-empty.
  */
 function readMogrifiers(reader: EnvReader): TaggedPushStatsMogrifier[] {
-  const list = readEitherSpelling(reader, mogrifierListName, mogrifierListAlias);
+  const list = readEitherSpelling(
+    reader,
+    mogrifierListName,
+    mogrifierListAlias,
+  );
   const names = list === undefined ? [] : parseList(list.text);
   const mogrifiers: TaggedPushStatsMogrifier[] = [];
   for (const name of names) {
-    const variable = (part: string): string => `${mogrifierListName}_${name}_${part}`;
-    const alias = (part: string): string => `TAGGED_PUSHSTATS_MOGRIFIER_${name}_${part}`;
+    const variable = (part: string): string =>
+      `${mogrifierListName}_${name}_${part}`;
+    const alias = (part: string): string =>
+      `TAGGED_PUSHSTATS_MOGRIFIER_${name}_${part}`;
     const context = `for mogrifier ${quote(name)}`;
 
     let valid = true;
-    const pattern = readEitherSpelling(reader, variable("PATTERN"), alias("PATTERN"));
+    const pattern = readEitherSpelling(
+      reader,
+      variable("PATTERN"),
+      alias("PATTERN"),
+    );
     if (pattern === undefined || pattern.text === "") {
       if (reader.allValid(variable("PATTERN"))) {
-        reader.problem(`${variable("PATTERN")} is not set: expected a regular expression ${context}`);
+        reader.problem(
+          `${variable("PATTERN")} is not set: expected a regular expression ${context}`,
+        );
       }
       valid = false;
     } else {
@@ -807,16 +815,26 @@ function readMogrifiers(reader: EnvReader): TaggedPushStatsMogrifier[] {
       }
     }
 
-    const metricName = readEitherSpelling(reader, variable("NAME"), alias("NAME"));
+    const metricName = readEitherSpelling(
+      reader,
+      variable("NAME"),
+      alias("NAME"),
+    );
     if (metricName === undefined || metricName.text === "") {
       if (reader.allValid(variable("NAME"))) {
-        reader.problem(`${variable("NAME")} is not set: expected a metric name ${context}`);
+        reader.problem(
+          `${variable("NAME")} is not set: expected a metric name ${context}`,
+        );
       }
       valid = false;
     }
 
     let tags: Record<string, string> = {};
-    const tagsText = readEitherSpelling(reader, variable("TAGS"), alias("TAGS"));
+    const tagsText = readEitherSpelling(
+      reader,
+      variable("TAGS"),
+      alias("TAGS"),
+    );
     if (tagsText !== undefined) {
       tags = reader.read(tagsText.name, {}, parseMap);
       for (const [tagName, tagValue] of Object.entries(tags)) {
@@ -830,7 +848,12 @@ function readMogrifiers(reader: EnvReader): TaggedPushStatsMogrifier[] {
     }
 
     if (valid && pattern !== undefined && metricName !== undefined) {
-      mogrifiers.push({ name, pattern: pattern.text, metricName: metricName.text, tags });
+      mogrifiers.push({
+        name,
+        pattern: pattern.text,
+        metricName: metricName.text,
+        tags,
+      });
     }
   }
   return mogrifiers;
@@ -852,7 +875,8 @@ function checkCombinations(reader: EnvReader, settings: Settings): void {
   ) {
     const enabled = sinkSwitches.filter(([, on]) => on).map(([name]) => name);
     if (enabled.length > 1) {
-      const pushByDefault = enabled.includes("USE_PUSHSTATS") && !reader.isSet("USE_PUSHSTATS");
+      const pushByDefault =
+        enabled.includes("USE_PUSHSTATS") && !reader.isSet("USE_PUSHSTATS");
       reader.problem(
         `${enabled.map((name) => `${name}=true`).join(" and ")}${pushByDefault ? " (USE_PUSHSTATS is true by default)" : ""}: ` +
           "expected at most one statistics sink; set the others to false" +
@@ -884,8 +908,17 @@ function checkCombinations(reader: EnvReader, settings: Settings): void {
   }
 
   // Key-value store: a sentinel address lists the master name and at least one sentinel.
-  const checkSentinelUrl = (typeName: string, urlName: string, type: KvType, url: string): void => {
-    if (type === "sentinel" && reader.allValid(typeName) && url.split(",").length < 2) {
+  const checkSentinelUrl = (
+    typeName: string,
+    urlName: string,
+    type: KvType,
+    url: string,
+  ): void => {
+    if (
+      type === "sentinel" &&
+      reader.allValid(typeName) &&
+      url.split(",").length < 2
+    ) {
       reader.problem(
         `${urlName}=${quote(maskUrlCredentials(url))}: expected <master name>,<sentinel host:port>[,…] (at least 2 items) with ${typeName}=sentinel`,
       );
@@ -949,8 +982,11 @@ function deepFreeze<T>(value: T): T {
  * @returns the deep-frozen settings, and warnings about settings this build ignores
  * @throws {@link SettingsError} listing every invalid variable and invalid combination at once
  */
-export function loadSettings(env: SettingsEnv, options: LoadSettingsOptions = {}): LoadedSettings {
-  const r = new EnvReader(env);
+export function loadSettings(
+  env: SettingsEnv,
+  options: LoadSettingsOptions = {},
+): LoadedSettings {
+  const r = createEnvReader(env);
   const d = settingsDefaults;
 
   const base: Omit<Settings, "statsSink" | "taggedPushStatsMogrifiers"> = {
@@ -974,7 +1010,10 @@ export function loadSettings(env: SettingsEnv, options: LoadSettingsOptions = {}
     grpcServerUseTls: r.bool("GRPC_SERVER_USE_TLS", d.grpcServerUseTls),
     grpcServerTlsCert: r.string("GRPC_SERVER_TLS_CERT", d.grpcServerTlsCert),
     grpcServerTlsKey: r.string("GRPC_SERVER_TLS_KEY", d.grpcServerTlsKey),
-    grpcClientTlsCacert: r.string("GRPC_CLIENT_TLS_CACERT", d.grpcClientTlsCacert),
+    grpcClientTlsCacert: r.string(
+      "GRPC_CLIENT_TLS_CACERT",
+      d.grpcClientTlsCacert,
+    ),
     grpcClientTlsSan: r.string("GRPC_CLIENT_TLS_SAN", d.grpcClientTlsSan),
 
     logLevel: r.read("LOG_LEVEL", d.logLevel, parseLogLevel),
@@ -986,14 +1025,27 @@ export function loadSettings(env: SettingsEnv, options: LoadSettingsOptions = {}
       d.forceStartWithoutInitialConfig,
     ),
     runtimeRoot: r.string("RUNTIME_ROOT", d.runtimeRoot),
-    runtimeSubdirectory: r.string("RUNTIME_SUBDIRECTORY", d.runtimeSubdirectory),
-    runtimeAppDirectory: r.string("RUNTIME_APPDIRECTORY", d.runtimeAppDirectory),
-    runtimeIgnoreDotFiles: r.bool("RUNTIME_IGNOREDOTFILES", d.runtimeIgnoreDotFiles),
+    runtimeSubdirectory: r.string(
+      "RUNTIME_SUBDIRECTORY",
+      d.runtimeSubdirectory,
+    ),
+    runtimeAppDirectory: r.string(
+      "RUNTIME_APPDIRECTORY",
+      d.runtimeAppDirectory,
+    ),
+    runtimeIgnoreDotFiles: r.bool(
+      "RUNTIME_IGNOREDOTFILES",
+      d.runtimeIgnoreDotFiles,
+    ),
     runtimeWatchRoot: r.bool("RUNTIME_WATCH_ROOT", d.runtimeWatchRoot),
     mergeDomainConfig: r.bool("MERGE_DOMAIN_CONFIG", d.mergeDomainConfig),
 
     xdsNodeId: r.string("CONFIG_GRPC_XDS_NODE_ID", d.xdsNodeId),
-    xdsNodeMetadata: r.read("CONFIG_GRPC_XDS_NODE_METADATA", d.xdsNodeMetadata, parseNodeMetadata),
+    xdsNodeMetadata: r.read(
+      "CONFIG_GRPC_XDS_NODE_METADATA",
+      d.xdsNodeMetadata,
+      parseNodeMetadata,
+    ),
     xdsServerUrl: r.string("CONFIG_GRPC_XDS_SERVER_URL", d.xdsServerUrl),
     xdsServerConnectRetryIntervalMs: r.read(
       "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
@@ -1006,11 +1058,26 @@ export function loadSettings(env: SettingsEnv, options: LoadSettingsOptions = {}
       parseMap,
       true,
     ),
-    xdsServerUseTls: r.bool("CONFIG_GRPC_XDS_SERVER_USE_TLS", d.xdsServerUseTls),
-    xdsClientTlsCert: r.string("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", d.xdsClientTlsCert),
-    xdsClientTlsKey: r.string("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", d.xdsClientTlsKey),
-    xdsServerTlsCacert: r.string("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", d.xdsServerTlsCacert),
-    xdsServerTlsSan: r.string("CONFIG_GRPC_XDS_SERVER_TLS_SAN", d.xdsServerTlsSan),
+    xdsServerUseTls: r.bool(
+      "CONFIG_GRPC_XDS_SERVER_USE_TLS",
+      d.xdsServerUseTls,
+    ),
+    xdsClientTlsCert: r.string(
+      "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+      d.xdsClientTlsCert,
+    ),
+    xdsClientTlsKey: r.string(
+      "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+      d.xdsClientTlsKey,
+    ),
+    xdsServerTlsCacert: r.string(
+      "CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
+      d.xdsServerTlsCacert,
+    ),
+    xdsServerTlsSan: r.string(
+      "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
+      d.xdsServerTlsSan,
+    ),
     xdsClientBackoffInitialIntervalMs: r.read(
       "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
       d.xdsClientBackoffInitialIntervalMs,
@@ -1026,7 +1093,10 @@ export function loadSettings(env: SettingsEnv, options: LoadSettingsOptions = {}
       d.xdsClientBackoffRandomFactor,
       (text) => parseFloat(text, { min: 0, max: Number.POSITIVE_INFINITY }),
     ),
-    xdsClientBackoffJitter: r.bool("XDS_CLIENT_BACKOFF_JITTER", d.xdsClientBackoffJitter),
+    xdsClientBackoffJitter: r.bool(
+      "XDS_CLIENT_BACKOFF_JITTER",
+      d.xdsClientBackoffJitter,
+    ),
     xdsClientMaxMsgSizeBytes: r.integer(
       "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
       d.xdsClientMaxMsgSizeBytes,
@@ -1052,7 +1122,10 @@ export function loadSettings(env: SettingsEnv, options: LoadSettingsOptions = {}
     ),
     shadowMode: r.bool("SHADOW_MODE", d.shadowMode),
     quotaMode: r.bool("QUOTA_MODE", d.quotaMode),
-    responseDynamicMetadata: r.bool("RESPONSE_DYNAMIC_METADATA", d.responseDynamicMetadata),
+    responseDynamicMetadata: r.bool(
+      "RESPONSE_DYNAMIC_METADATA",
+      d.responseDynamicMetadata,
+    ),
     healthyWithAtLeastOneConfigLoaded: r.bool(
       "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
       d.healthyWithAtLeastOneConfigLoaded,
@@ -1062,7 +1135,10 @@ export function loadSettings(env: SettingsEnv, options: LoadSettingsOptions = {}
       d.limitResponseHeadersEnabled,
     ),
     limitLimitHeader: r.string("LIMIT_LIMIT_HEADER", d.limitLimitHeader),
-    limitRemainingHeader: r.string("LIMIT_REMAINING_HEADER", d.limitRemainingHeader),
+    limitRemainingHeader: r.string(
+      "LIMIT_REMAINING_HEADER",
+      d.limitRemainingHeader,
+    ),
     limitResetHeader: r.string("LIMIT_RESET_HEADER", d.limitResetHeader),
 
     kvSocketType: r.read("KV_SOCKET_TYPE", d.kvSocketType, parseKvSocketType),
@@ -1080,8 +1156,16 @@ export function loadSettings(env: SettingsEnv, options: LoadSettingsOptions = {}
       d.kvPoolOnEmptyWaitMs,
       nonNegativeDurationMs,
     ),
-    kvPipelineWindowMs: r.read("KV_PIPELINE_WINDOW", d.kvPipelineWindowMs, nonNegativeDurationMs),
-    kvPipelineLimit: r.integer("KV_PIPELINE_LIMIT", d.kvPipelineLimit, anyInteger),
+    kvPipelineWindowMs: r.read(
+      "KV_PIPELINE_WINDOW",
+      d.kvPipelineWindowMs,
+      nonNegativeDurationMs,
+    ),
+    kvPipelineLimit: r.integer(
+      "KV_PIPELINE_LIMIT",
+      d.kvPipelineLimit,
+      anyInteger,
+    ),
     kvClusterPipelineParallelism: r.integer(
       "KV_CLUSTER_PIPELINE_PARALLELISM",
       d.kvClusterPipelineParallelism,
@@ -1122,9 +1206,17 @@ export function loadSettings(env: SettingsEnv, options: LoadSettingsOptions = {}
       d.kvPerSecondSocketType,
       parseKvSocketType,
     ),
-    kvPerSecondType: r.read("KV_PERSECOND_TYPE", d.kvPerSecondType, parseKvType),
+    kvPerSecondType: r.read(
+      "KV_PERSECOND_TYPE",
+      d.kvPerSecondType,
+      parseKvType,
+    ),
     kvPerSecondUrl: r.string("KV_PERSECOND_URL", d.kvPerSecondUrl),
-    kvPerSecondPoolSize: r.integer("KV_PERSECOND_POOL_SIZE", d.kvPerSecondPoolSize, positiveInteger),
+    kvPerSecondPoolSize: r.integer(
+      "KV_PERSECOND_POOL_SIZE",
+      d.kvPerSecondPoolSize,
+      positiveInteger,
+    ),
     kvPerSecondTimeoutMs: r.read(
       "KV_PERSECOND_TIMEOUT",
       d.kvPerSecondTimeoutMs,
@@ -1157,12 +1249,23 @@ export function loadSettings(env: SettingsEnv, options: LoadSettingsOptions = {}
     ),
     kvPerSecondTls: r.bool("KV_PERSECOND_TLS", d.kvPerSecondTls),
     kvPerSecondAuth: r.string("KV_PERSECOND_AUTH", d.kvPerSecondAuth),
-    kvPerSecondSentinelAuth: r.string("KV_PERSECOND_SENTINEL_AUTH", d.kvPerSecondSentinelAuth),
+    kvPerSecondSentinelAuth: r.string(
+      "KV_PERSECOND_SENTINEL_AUTH",
+      d.kvPerSecondSentinelAuth,
+    ),
 
     mcHostPort: r.read("MC_HOST_PORT", d.mcHostPort, parseList),
     mcSrv: r.string("MC_SRV", d.mcSrv),
-    mcSrvRefreshMs: r.read("MC_SRV_REFRESH", d.mcSrvRefreshMs, nonNegativeDurationMs),
-    mcMaxIdleConns: r.integer("MC_MAX_IDLE_CONNS", d.mcMaxIdleConns, nonNegativeInteger),
+    mcSrvRefreshMs: r.read(
+      "MC_SRV_REFRESH",
+      d.mcSrvRefreshMs,
+      nonNegativeDurationMs,
+    ),
+    mcMaxIdleConns: r.integer(
+      "MC_MAX_IDLE_CONNS",
+      d.mcMaxIdleConns,
+      nonNegativeInteger,
+    ),
     mcTls: r.bool("MC_TLS", d.mcTls),
     mcTlsClientCert: r.string("MC_TLS_CLIENT_CERT", d.mcTlsClientCert),
     mcTlsClientKey: r.string("MC_TLS_CLIENT_KEY", d.mcTlsClientKey),
@@ -1182,27 +1285,48 @@ export function loadSettings(env: SettingsEnv, options: LoadSettingsOptions = {}
     usePushStats: r.bool("USE_PUSHSTATS", d.usePushStats),
     pushStatsHost: r.string("PUSHSTATS_HOST", d.pushStatsHost),
     pushStatsPort: r.integer("PUSHSTATS_PORT", d.pushStatsPort, remotePort),
-    pushStatsProtocol: r.read("PUSHSTATS_PROTOCOL", d.pushStatsProtocol, parsePushStatsProtocol),
+    pushStatsProtocol: r.read(
+      "PUSHSTATS_PROTOCOL",
+      d.pushStatsProtocol,
+      parsePushStatsProtocol,
+    ),
     useTaggedPushStats: r.bool("USE_TAGGED_PUSHSTATS", d.useTaggedPushStats),
     usePullStats: r.bool("USE_PULLSTATS", d.usePullStats),
     pullStatsAddr: r.string("PULLSTATS_ADDR", d.pullStatsAddr),
     pullStatsPath: r.string("PULLSTATS_PATH", d.pullStatsPath),
-    pullStatsMapperYaml: r.string("PULLSTATS_MAPPER_YAML", d.pullStatsMapperYaml),
+    pullStatsMapperYaml: r.string(
+      "PULLSTATS_MAPPER_YAML",
+      d.pullStatsMapperYaml,
+    ),
     pullStatsResponseTimeAsMilliseconds: r.bool(
       "PULLSTATS_RESPONSE_TIME_AS_MILLISECONDS",
       d.pullStatsResponseTimeAsMilliseconds,
     ),
 
-    tracingEnabled: r.read("TRACING_ENABLED", d.tracingEnabled, parseTracingEnabled),
+    tracingEnabled: r.read(
+      "TRACING_ENABLED",
+      d.tracingEnabled,
+      parseTracingEnabled,
+    ),
     tracingExporterProtocol: r.read(
       "TRACING_EXPORTER_PROTOCOL",
       d.tracingExporterProtocol,
       parseTracingExporterProtocol,
     ),
     tracingServiceName: r.string("TRACING_SERVICE_NAME", d.tracingServiceName),
-    tracingServiceNamespace: r.string("TRACING_SERVICE_NAMESPACE", d.tracingServiceNamespace),
-    tracingServiceInstanceId: r.string("TRACING_SERVICE_INSTANCE_ID", d.tracingServiceInstanceId),
-    tracingSamplingRatio: r.read("TRACING_SAMPLING_RATE", d.tracingSamplingRatio, parseRatio),
+    tracingServiceNamespace: r.string(
+      "TRACING_SERVICE_NAMESPACE",
+      d.tracingServiceNamespace,
+    ),
+    tracingServiceInstanceId: r.string(
+      "TRACING_SERVICE_INSTANCE_ID",
+      d.tracingServiceInstanceId,
+    ),
+    tracingSamplingRatio: r.read(
+      "TRACING_SAMPLING_RATE",
+      d.tracingSamplingRatio,
+      parseRatio,
+    ),
   };
 
   // "" as well as unset means "generate one", as in the reference.
@@ -1213,10 +1337,20 @@ export function loadSettings(env: SettingsEnv, options: LoadSettingsOptions = {}
   // The tagged sink's rules are read only when that sink is in use, as in the reference.
   const taggedPushStatsMogrifiers =
     base.useTaggedPushStats && !base.disableStats ? readMogrifiers(r) : [];
-  const withMogrifiers = { ...base, tracingServiceInstanceId, taggedPushStatsMogrifiers };
-  const settings: Settings = { ...withMogrifiers, statsSink: deriveStatsSink(withMogrifiers) };
+  const withMogrifiers = {
+    ...base,
+    tracingServiceInstanceId,
+    taggedPushStatsMogrifiers,
+  };
+  const settings: Settings = {
+    ...withMogrifiers,
+    statsSink: deriveStatsSink(withMogrifiers),
+  };
 
   checkCombinations(r, settings);
   if (r.problems.length > 0) throw new SettingsError(r.problems);
-  return { settings: deepFreeze(settings), warnings: settingWarnings(settings, env) };
+  return {
+    settings: deepFreeze(settings),
+    warnings: settingWarnings(settings, env),
+  };
 }

@@ -44,7 +44,9 @@ export interface StatsManager {
 }
 
 /** Builds a {@link StatsManager} over a store (a new one by default). */
-export function createStatsManager(store: StatsStore = new StatsStore()): StatsManager {
+export function createStatsManager(
+  store: StatsStore = new StatsStore(),
+): StatsManager {
   const rateLimitStatsByKey = new Map<string, RateLimitStats>();
   const service: ServiceStats = {
     configLoadSuccess: store.counter(statNames.configLoadSuccess),
@@ -64,7 +66,9 @@ export function createStatsManager(store: StatsStore = new StatsStore()): StatsM
           totalHits: store.counter(prefix + statNames.totalHits),
           overLimit: store.counter(prefix + statNames.overLimit),
           nearLimit: store.counter(prefix + statNames.nearLimit),
-          overLimitWithLocalCache: store.counter(prefix + statNames.overLimitWithLocalCache),
+          overLimitWithLocalCache: store.counter(
+            prefix + statNames.overLimitWithLocalCache,
+          ),
           withinLimit: store.counter(prefix + statNames.withinLimit),
           shadowMode: store.counter(prefix + statNames.shadowMode),
         };
@@ -81,10 +85,14 @@ export function createStatsManager(store: StatsStore = new StatsStore()): StatsM
       return store.counter(`${statNames.shouldRateLimitErrorScope}.${errType}`);
     },
     serverTotalRequests(method) {
-      return store.counter(`${statNames.serverScope}.${method}.${statNames.totalRequests}`);
+      return store.counter(
+        `${statNames.serverScope}.${method}.${statNames.totalRequests}`,
+      );
     },
     serverResponseTime(method) {
-      return store.timer(`${statNames.serverScope}.${method}.${statNames.responseTime}`);
+      return store.timer(
+        `${statNames.serverScope}.${method}.${statNames.responseTime}`,
+      );
     },
   };
 }

@@ -27,13 +27,17 @@ function logfmtValue(value: unknown): string {
   let text: string;
   if (typeof value === "string") text = value;
   else if (value !== null && typeof value === "object" && "message" in value) {
-    text = String((value as { message: unknown }).message);
-  } else text = JSON.stringify(value) ?? String(value);
+    text = String(value.message);
+  } else if (value === undefined || typeof value === "function" || typeof value === "symbol") {
+    text = String(value);
+  } else text = JSON.stringify(value);
   return bareValue.test(text) ? text : JSON.stringify(text);
 }
 
 /** Turns pino's JSON lines into logfmt-style text lines. */
-function textDestination(out: { write(line: string): void }): DestinationStream {
+function textDestination(out: {
+  write(line: string): void;
+}): DestinationStream {
   return {
     write(line: string): void {
       let record: Record<string, unknown>;
@@ -45,7 +49,8 @@ function textDestination(out: { write(line: string): void }): DestinationStream 
       }
       const { time, level, msg, ...fields } = record;
       let text = `time=${logfmtValue(time)} level=${logfmtValue(level)} msg=${logfmtValue(msg ?? "")}`;
-      for (const [k, v] of Object.entries(fields)) text += ` ${k}=${logfmtValue(v)}`;
+      for (const [k, v] of Object.entries(fields))
+        text += ` ${k}=${logfmtValue(v)}`;
       out.write(text + "\n");
     },
   };
@@ -66,7 +71,7 @@ export function createLogger(options: LoggerOptions): Logger {
         timestamp: () => `,"@timestamp":"${new Date().toISOString()}"`,
         formatters: { level: (label) => ({ level: levelWord(label) }) },
       },
-      out as DestinationStream,
+      out,
     );
   }
   return pino(

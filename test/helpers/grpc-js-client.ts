@@ -19,7 +19,8 @@ export class GrpcJsRateLimitClient {
     return new Promise((resolve, reject) => {
       this.client.makeUnaryRequest(
         "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
-        (r: RateLimitRequest) => Buffer.from(toBinary(RateLimitRequestSchema, r)),
+        (r: RateLimitRequest) =>
+          Buffer.from(toBinary(RateLimitRequestSchema, r)),
         (b: Buffer) => fromBinary(RateLimitResponseSchema, b),
         request,
         (err, response) => {

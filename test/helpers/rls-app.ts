@@ -28,7 +28,8 @@ export async function startTestApp(
   const root = await mkdtemp(join(tmpdir(), "rls-app-"));
   const configDir = join(root, "config");
   await mkdir(configDir);
-  for (const [name, text] of Object.entries(files)) await writeFile(join(configDir, name), text);
+  for (const [name, text] of Object.entries(files))
+    await writeFile(join(configDir, name), text);
   const { settings } = loadSettings({
     BACKEND_TYPE: "memory",
     HOST: "127.0.0.1",

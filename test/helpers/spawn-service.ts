@@ -12,7 +12,8 @@ export function freePort(): Promise<number> {
     server.once("error", reject);
     server.listen(0, "127.0.0.1", () => {
       const address = server.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
+      const port =
+        typeof address === "object" && address !== null ? address.port : 0;
       server.close(() => {
         resolve(port);
       });
@@ -30,7 +31,11 @@ export interface Spawned {
 }
 
 /** Spawns a built entry point (`dist/...`) with the current Node and the given env. */
-export function spawnNode(script: string, args: readonly string[], env: Record<string, string>): Spawned {
+export function spawnNode(
+  script: string,
+  args: readonly string[],
+  env: Record<string, string>,
+): Spawned {
   const child = spawn(process.execPath, [join(repoRoot, script), ...args], {
     env: { PATH: process.env["PATH"] ?? "", ...env },
     stdio: ["ignore", "pipe", "pipe"],

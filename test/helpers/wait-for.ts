@@ -17,7 +17,9 @@ export async function waitFor<T>(
       last = err;
     }
     if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${description}${last instanceof Error ? `: ${last.message}` : ""}`);
+      throw new Error(
+        `timed out waiting for ${description}${last instanceof Error ? `: ${last.message}` : ""}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 50));
   }

@@ -1,11 +1,16 @@
 import { connect as http2Connect } from "node:http2";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import {
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+} from "@connectrpc/connect-node";
 import type { ServiceError } from "@grpc/grpc-js";
 import { status as grpcStatus } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  OverrideRateLimitUnit,
   Health,
   HealthCheckResponse_ServingStatus as Serving,
   RateLimitRequestSchema,
@@ -36,7 +41,9 @@ descriptors:
 function request(domain: string, ...descriptors: [string, string][][]) {
   return create(RateLimitRequestSchema, {
     domain,
-    descriptors: descriptors.map((entries) => ({ entries: entries.map(([key, value]) => ({ key, value })) })),
+    descriptors: descriptors.map((entries) => ({
+      entries: entries.map(([key, value]) => ({ key, value })),
+    })),
   });
 }
 
@@ -50,16 +57,23 @@ afterAll(async () => {
 
 describe("gRPC ShouldRateLimit (Connect client)", () => {
   it("counts down limitRemaining, then answers OVER_LIMIT", async () => {
-    const client = createClient(RateLimitService, createGrpcTransport({ baseUrl: `http://${t.addresses.grpc}` }));
+    const client = createClient(
+      RateLimitService,
+      createGrpcTransport({ baseUrl: `http://${t.addresses.grpc}` }),
+    );
     const remaining: number[] = [];
     for (let i = 0; i < 4; i++) {
-      const r = await client.shouldRateLimit(request("rl", [["category", "account"]]));
+      const r = await client.shouldRateLimit(
+        request("rl", [["category", "account"]]),
+      );
       expect(r.overallCode).toBe(RlCode.OK);
       expect(r.statuses[0]!.currentLimit?.unit).toBe(Unit.MINUTE);
       remaining.push(r.statuses[0]!.limitRemaining);
     }
     expect(remaining).toEqual([3, 2, 1, 0]);
-    const over = await client.shouldRateLimit(request("rl", [["category", "account"]]));
+    const over = await client.shouldRateLimit(
+      request("rl", [["category", "account"]]),
+    );
     expect(over.overallCode).toBe(RlCode.OVER_LIMIT);
     expect(over.statuses[0]!.code).toBe(RlCode.OVER_LIMIT);
     const reset = Number(over.statuses[0]!.durationUntilReset?.seconds);
@@ -68,30 +82,63 @@ describe("gRPC ShouldRateLimit (Connect client)", () => {
   });
 
   it("answers unlimited, unmatched and unknown-domain descriptors as the reference does", async () => {
-    const client = createClient(RateLimitService, createGrpcTransport({ baseUrl: `http://${t.addresses.grpc}` }));
+    const client = createClient(
+      RateLimitService,
+      createGrpcTransport({ baseUrl: `http://${t.addresses.grpc}` }),
+    );
     const r = await client.shouldRateLimit(
-      request("rl", [["foo", "x"], ["bay", "y"]], [["nope", "z"]], [["foo", "x"]]),
+      request(
+        "rl",
+        [
+          ["foo", "x"],
+          ["bay", "y"],
+        ],
+        [["nope", "z"]],
+        [["foo", "x"]],
+      ),
     );
     expect(r.overallCode).toBe(RlCode.OK);
-    expect(r.statuses.map((s) => [s.code, s.limitRemaining, s.currentLimit === undefined])).toEqual([
+    expect(
+      r.statuses.map((s) => [
+        s.code,
+        s.limitRemaining,
+        s.currentLimit === undefined,
+      ]),
+    ).toEqual([
       [RlCode.OK, 4294967295, true],
       [RlCode.OK, 0, true],
       [RlCode.OK, 0, true],
     ]);
-    const unknown = await client.shouldRateLimit(request("other", [["a", "b"]]));
+    const unknown = await client.shouldRateLimit(
+      request("other", [["a", "b"]]),
+    );
     expect(unknown.statuses[0]!.code).toBe(RlCode.OK);
   });
 
   it("maps invalid requests to INVALID_ARGUMENT naming the field, and keeps serving", async () => {
-    const client = createClient(RateLimitService, createGrpcTransport({ baseUrl: `http://${t.addresses.grpc}` }));
+    const client = createClient(
+      RateLimitService,
+      createGrpcTransport({ baseUrl: `http://${t.addresses.grpc}` }),
+    );
     const cases: [ReturnType<typeof request>, string][] = [
       [request("", [["a", "b"]]), "rate limit domain must not be empty"],
       [request("rl"), "rate limit descriptor list must not be empty"],
-      [request("rl", [["", "b"]]), "descriptors[0].entries[0].key must not be empty"],
+      [
+        request("rl", [["", "b"]]),
+        "descriptors[0].entries[0].key must not be empty",
+      ],
       [
         create(RateLimitRequestSchema, {
           domain: "rl",
-          descriptors: [{ entries: [{ key: "user", value: "u" }], limit: { requestsPerUnit: 5, unit: 0 } }],
+          descriptors: [
+            {
+              entries: [{ key: "user", value: "u" }],
+              limit: {
+                requestsPerUnit: 5,
+                unit: OverrideRateLimitUnit.UNKNOWN,
+              },
+            },
+          ],
         }),
         "descriptors[0].limit.unit",
       ],
@@ -104,17 +151,25 @@ describe("gRPC ShouldRateLimit (Connect client)", () => {
       expect(err?.code).toBe(Code.InvalidArgument);
       expect(err?.rawMessage).toContain(message);
     }
-    const ok = await client.shouldRateLimit(request("rl", [["user", "after-errors"]]));
+    const ok = await client.shouldRateLimit(
+      request("rl", [["user", "after-errors"]]),
+    );
     expect(ok.statuses[0]!.limitRemaining).toBe(1);
   });
 
   it("honours request-level and per-descriptor hits addends and overrides", async () => {
-    const client = createClient(RateLimitService, createGrpcTransport({ baseUrl: `http://${t.addresses.grpc}` }));
+    const client = createClient(
+      RateLimitService,
+      createGrpcTransport({ baseUrl: `http://${t.addresses.grpc}` }),
+    );
     const overridden = create(RateLimitRequestSchema, {
       domain: "rl",
       hitsAddend: 3,
       descriptors: [
-        { entries: [{ key: "user", value: "ov" }], limit: { requestsPerUnit: 10, unit: 2 } },
+        {
+          entries: [{ key: "user", value: "ov" }],
+          limit: { requestsPerUnit: 10, unit: OverrideRateLimitUnit.MINUTE },
+        },
         { entries: [{ key: "user", value: "zero" }], hitsAddend: 0n },
       ],
     });
@@ -130,10 +185,20 @@ describe("gRPC ShouldRateLimit (@grpc/grpc-js client)", () => {
   it("decides the same way through an independent client", async () => {
     const client = new GrpcJsRateLimitClient(t.addresses.grpc);
     try {
-      const first = await client.shouldRateLimit(request("rl", [["foo", "a"], ["bar", "bkthomps"]]));
+      const first = await client.shouldRateLimit(
+        request("rl", [
+          ["foo", "a"],
+          ["bar", "bkthomps"],
+        ]),
+      );
       expect(first.overallCode).toBe(RlCode.OK);
       expect(first.statuses[0]!.currentLimit?.name).toBe("bkthomps");
-      const second = await client.shouldRateLimit(request("rl", [["foo", "a"], ["bar", "bkthomps"]]));
+      const second = await client.shouldRateLimit(
+        request("rl", [
+          ["foo", "a"],
+          ["bar", "bkthomps"],
+        ]),
+      );
       expect(second.overallCode).toBe(RlCode.OVER_LIMIT);
     } finally {
       client.close();
@@ -144,12 +209,16 @@ describe("gRPC ShouldRateLimit (@grpc/grpc-js client)", () => {
     const client = new GrpcJsRateLimitClient(t.addresses.grpc);
     try {
       // Field 1 (domain) declared as a 100-byte string, but only 2 bytes follow.
-      const err = (await client.raw(new Uint8Array([0x0a, 100, 0x61, 0x62])).then(
-        () => undefined,
-        (e: unknown) => e,
-      )) as ServiceError | undefined;
+      const err = (await client
+        .raw(new Uint8Array([0x0a, 100, 0x61, 0x62]))
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        )) as ServiceError | undefined;
       expect(err?.code).toBe(grpcStatus.INVALID_ARGUMENT);
-      const ok = await client.shouldRateLimit(request("rl", [["user", "after-garbage"]]));
+      const ok = await client.shouldRateLimit(
+        request("rl", [["user", "after-garbage"]]),
+      );
       expect(ok.overallCode).toBe(RlCode.OK);
     } finally {
       client.close();
@@ -160,8 +229,14 @@ describe("gRPC ShouldRateLimit (@grpc/grpc-js client)", () => {
 describe("other protocols on the same router", () => {
   it("serves gRPC-web and Connect on the HTTP port", async () => {
     for (const transport of [
-      createGrpcWebTransport({ baseUrl: `http://${t.addresses.http}`, httpVersion: "1.1" }),
-      createConnectTransport({ baseUrl: `http://${t.addresses.http}`, httpVersion: "1.1" }),
+      createGrpcWebTransport({
+        baseUrl: `http://${t.addresses.http}`,
+        httpVersion: "1.1",
+      }),
+      createConnectTransport({
+        baseUrl: `http://${t.addresses.http}`,
+        httpVersion: "1.1",
+      }),
     ]) {
       const client = createClient(RateLimitService, transport);
       const r = await client.shouldRateLimit(request("rl", [["user", "web"]]));
@@ -175,7 +250,8 @@ describe("other protocols on the same router", () => {
       const status = await new Promise<number>((resolve, reject) => {
         const stream = session.request({
           ":method": "POST",
-          ":path": "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+          ":path":
+            "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
           "content-type": "text/plain",
         });
         stream.on("response", (headers) => {
@@ -193,8 +269,13 @@ describe("other protocols on the same router", () => {
 
 describe("gRPC health", () => {
   it("reports SERVING for the service and NOT_FOUND for unknown names", async () => {
-    const client = createClient(Health, createGrpcTransport({ baseUrl: `http://${t.addresses.grpc}` }));
-    expect((await client.check({ service: "ratelimit" })).status).toBe(Serving.SERVING);
+    const client = createClient(
+      Health,
+      createGrpcTransport({ baseUrl: `http://${t.addresses.grpc}` }),
+    );
+    expect((await client.check({ service: "ratelimit" })).status).toBe(
+      Serving.SERVING,
+    );
     expect((await client.check({ service: "" })).status).toBe(Serving.SERVING);
     const err = await client.check({ service: "nope" }).then(
       () => undefined,

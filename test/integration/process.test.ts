@@ -2,7 +2,12 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort, repoRoot, spawnNode, type Spawned } from "../helpers/spawn-service.js";
+import {
+  freePort,
+  repoRoot,
+  spawnNode,
+  type Spawned,
+} from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 // Drives the built service (dist/) as a real child process, as `make run` and bin/ratelimit do.
@@ -12,7 +17,11 @@ describe("the ratelimit process", () => {
   let env: Record<string, string>;
 
   beforeAll(async () => {
-    ports = { http: await freePort(), grpc: await freePort(), debug: await freePort() };
+    ports = {
+      http: await freePort(),
+      grpc: await freePort(),
+      debug: await freePort(),
+    };
     env = {
       BACKEND_TYPE: "memory",
       HOST: "127.0.0.1",
@@ -28,7 +37,11 @@ describe("the ratelimit process", () => {
       LOG_FORMAT: "json",
     };
     service = spawnNode("dist/src/main.js", [], env);
-    await waitFor(() => service.output().includes("listening for HTTP"), "the service to listen", 20_000);
+    await waitFor(
+      () => service.output().includes("listening for HTTP"),
+      "the service to listen",
+      20_000,
+    );
   });
 
   afterAll(async () => {
@@ -49,20 +62,43 @@ describe("the ratelimit process", () => {
       expect(typeof line["level"]).toBe("string");
     }
     const messages = lines.map((l) => String(l["@message"]));
-    expect(messages.some((m) => m.includes("rl.category_account") && m.includes("requests_per_unit=4"))).toBe(true);
+    expect(
+      messages.some(
+        (m) =>
+          m.includes("rl.category_account") &&
+          m.includes("requests_per_unit=4"),
+      ),
+    ).toBe(true);
     for (const what of ["debug", "gRPC", "HTTP"]) {
-      expect(messages.some((m) => m.startsWith(`listening for ${what}`))).toBe(true);
+      expect(messages.some((m) => m.startsWith(`listening for ${what}`))).toBe(
+        true,
+      );
     }
   });
 
   it("answers bin/ratelimit-client, counting down then OVER_LIMIT", async () => {
     const run = async (): Promise<string> => {
-      const client = spawnNode("dist/src/cli/client.js", ["-dial_string", `127.0.0.1:${ports.grpc}`, "-domain", "rl", "-descriptors", "client_id=cli,path=x", "-descriptors", "category=account"], {});
+      const client = spawnNode(
+        "dist/src/cli/client.js",
+        [
+          "-dial_string",
+          `127.0.0.1:${ports.grpc}`,
+          "-domain",
+          "rl",
+          "-descriptors",
+          "client_id=cli,path=x",
+          "-descriptors",
+          "category=account",
+        ],
+        {},
+      );
       expect(await client.exited).toBe(0);
       return client.output();
     };
     const first = await run();
-    expect(first).toContain("descriptor category=account: OK, limit 4 per MINUTE, 3 remaining");
+    expect(first).toContain(
+      "descriptor category=account: OK, limit 4 per MINUTE, 3 remaining",
+    );
     expect(first).toContain("overall: OK");
     for (let i = 0; i < 3; i++) await run();
     const over = await run();
@@ -82,10 +118,15 @@ describe("the ratelimit process", () => {
 
 describe("start-up errors", () => {
   it("reports every invalid setting at once and exits non-zero", async () => {
-    const p = spawnNode("dist/src/main.js", [], { PORT: "eighty", NEAR_LIMIT_RATIO: "2", LOG_LEVEL: "loud" });
+    const p = spawnNode("dist/src/main.js", [], {
+      PORT: "eighty",
+      NEAR_LIMIT_RATIO: "2",
+      LOG_LEVEL: "loud",
+    });
     const code = await p.exited;
     expect(code).not.toBe(0);
-    for (const name of ["PORT", "NEAR_LIMIT_RATIO", "LOG_LEVEL"]) expect(p.output()).toContain(name);
+    for (const name of ["PORT", "NEAR_LIMIT_RATIO", "LOG_LEVEL"])
+      expect(p.output()).toContain(name);
   });
 
   it("prints the settings table for --help", async () => {
@@ -100,19 +141,51 @@ describe("start-up errors", () => {
     try {
       const { mkdir, writeFile } = await import("node:fs/promises");
       await mkdir(join(dir, "config"));
-      await writeFile(join(dir, "config", "bad.yaml"), "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n");
+      await writeFile(
+        join(dir, "config", "bad.yaml"),
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n",
+      );
       const http = await freePort();
       const p = spawnNode("dist/src/main.js", [], {
-        BACKEND_TYPE: "memory", HOST: "127.0.0.1", PORT: String(http), GRPC_HOST: "127.0.0.1", GRPC_PORT: String(await freePort()),
-        DEBUG_HOST: "127.0.0.1", DEBUG_PORT: String(await freePort()), RUNTIME_ROOT: dir, RUNTIME_WATCH_ROOT: "false", LOG_LEVEL: "info",
+        BACKEND_TYPE: "memory",
+        HOST: "127.0.0.1",
+        PORT: String(http),
+        GRPC_HOST: "127.0.0.1",
+        GRPC_PORT: String(await freePort()),
+        DEBUG_HOST: "127.0.0.1",
+        DEBUG_PORT: String(await freePort()),
+        RUNTIME_ROOT: dir,
+        RUNTIME_WATCH_ROOT: "false",
+        LOG_LEVEL: "info",
       });
       try {
-        await waitFor(() => p.output().includes("listening for HTTP"), "the service to listen", 20_000);
-        expect(p.output()).toContain("bad.yaml: invalid rate limit unit 'fortnight'");
-        const res = await fetch(`http://127.0.0.1:${http}/json`, { method: "POST", body: '{"domain":"d","descriptors":[{"entries":[{"key":"a","value":"b"}]}]}' });
+        await waitFor(
+          () => p.output().includes("listening for HTTP"),
+          "the service to listen",
+          20_000,
+        );
+        expect(p.output()).toContain(
+          "bad.yaml: invalid rate limit unit 'fortnight'",
+        );
+        const res = await fetch(`http://127.0.0.1:${http}/json`, {
+          method: "POST",
+          body: '{"domain":"d","descriptors":[{"entries":[{"key":"a","value":"b"}]}]}',
+        });
         expect(res.status).toBe(503);
-        await writeFile(join(dir, "config", "bad.yaml"), "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1}\n");
-        await waitFor(async () => (await fetch(`http://127.0.0.1:${http}/json`, { method: "POST", body: '{"domain":"d","descriptors":[{"entries":[{"key":"a","value":"b"}]}]}' })).status === 200, "the fixed config to load");
+        await writeFile(
+          join(dir, "config", "bad.yaml"),
+          "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1}\n",
+        );
+        await waitFor(
+          async () =>
+            (
+              await fetch(`http://127.0.0.1:${http}/json`, {
+                method: "POST",
+                body: '{"domain":"d","descriptors":[{"entries":[{"key":"a","value":"b"}]}]}',
+              })
+            ).status === 200,
+          "the fixed config to load",
+        );
       } finally {
         p.child.kill("SIGTERM");
         await p.exited;

@@ -1,7 +1,10 @@
 import type { RateLimit } from "../../config/rate-limit-config.js";
 import type { BaseLimiter } from "../../limiter/base-limiter.js";
 import type { RateLimitCache } from "../../limiter/rate-limit-cache.js";
-import type { RateLimitDescriptor, RateLimitResponse_DescriptorStatus } from "../../proto.js";
+import type {
+  RateLimitDescriptor,
+  RateLimitResponse_DescriptorStatus,
+} from "../../proto.js";
 import type { Clock } from "../../util/clock.js";
 
 /** Options of {@link MemoryRateLimitCache}. */
@@ -38,7 +41,8 @@ export class MemoryRateLimitCache implements RateLimitCache {
   constructor(options: MemoryRateLimitCacheOptions) {
     this.base = options.baseLimiter;
     this.clock = options.clock;
-    this.stopIncrementWhenOverlimit = options.stopCacheKeyIncrementWhenOverlimit ?? false;
+    this.stopIncrementWhenOverlimit =
+      options.stopCacheKeyIncrementWhenOverlimit ?? false;
     this.sweepTimer = setInterval(() => {
       this.sweep(this.clock.nowSeconds());
     }, options.sweepIntervalMs ?? 1000);
@@ -57,7 +61,13 @@ export class MemoryRateLimitCache implements RateLimitCache {
     hitsAddends: readonly number[],
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     const now = this.base.nowSeconds();
-    const keys = this.base.generateCacheKeys(domain, descriptors, limits, hitsAddends, now);
+    const keys = this.base.generateCacheKeys(
+      domain,
+      descriptors,
+      limits,
+      hitsAddends,
+      now,
+    );
     const n = descriptors.length;
     // With STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: if any key would go over, only the keys
     // that would go over are incremented (upstream `fixed_cache_impl.go` semantics).
@@ -85,7 +95,8 @@ export class MemoryRateLimitCache implements RateLimitCache {
         continue;
       }
       const hits = hitsAddends[i]!;
-      const increment = onlyOver === undefined || onlyOver[i] === true ? hits : 0;
+      const increment =
+        onlyOver === undefined || onlyOver[i] === true ? hits : 0;
       const after = this.increment(k.key, increment, now, limit.unitSeconds);
       statuses[i] = this.base.descriptorStatus(limit, after, hits, now);
     }
@@ -110,7 +121,12 @@ export class MemoryRateLimitCache implements RateLimitCache {
     }
   }
 
-  private increment(key: string, hits: number, now: number, unitSeconds: number): number {
+  private increment(
+    key: string,
+    hits: number,
+    now: number,
+    unitSeconds: number,
+  ): number {
     const current = this.counters.get(key);
     if (current !== undefined) {
       const after = current + hits;

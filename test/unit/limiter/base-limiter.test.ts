@@ -23,32 +23,123 @@ function counts(stats: ReturnType<typeof createStatsManager>, key: string) {
 describe("createBaseLimiter descriptorStatus", () => {
   // Worked examples of behavior.md §4.7 (ratio 0.8), plus the edges of each branch.
   const cases = [
-    { limit: 8, hits: 2, after: 7, over: 0, near: 1, within: 2, code: Code.OK, remaining: 1 },
-    { limit: 20, hits: 3, after: 19, over: 0, near: 3, within: 3, code: Code.OK, remaining: 1 },
-    { limit: 20, hits: 3, after: 22, over: 2, near: 1, within: 0, code: Code.OVER_LIMIT, remaining: 0 },
-    { limit: 20, hits: 7, after: 22, over: 2, near: 4, within: 0, code: Code.OVER_LIMIT, remaining: 0 },
-    { limit: 10, hits: 3, after: 30, over: 3, near: 0, within: 0, code: Code.OVER_LIMIT, remaining: 0 },
-    { limit: 10, hits: 1, after: 5, over: 0, near: 0, within: 1, code: Code.OK, remaining: 5 },
-    { limit: 10, hits: 1, after: 10, over: 0, near: 1, within: 1, code: Code.OK, remaining: 0 },
-    { limit: 0, hits: 1, after: 1, over: 1, near: 0, within: 0, code: Code.OVER_LIMIT, remaining: 0 },
-    { limit: 5, hits: 0, after: 3, over: 0, near: 0, within: 0, code: Code.OK, remaining: 2 },
+    {
+      limit: 8,
+      hits: 2,
+      after: 7,
+      over: 0,
+      near: 1,
+      within: 2,
+      code: Code.OK,
+      remaining: 1,
+    },
+    {
+      limit: 20,
+      hits: 3,
+      after: 19,
+      over: 0,
+      near: 3,
+      within: 3,
+      code: Code.OK,
+      remaining: 1,
+    },
+    {
+      limit: 20,
+      hits: 3,
+      after: 22,
+      over: 2,
+      near: 1,
+      within: 0,
+      code: Code.OVER_LIMIT,
+      remaining: 0,
+    },
+    {
+      limit: 20,
+      hits: 7,
+      after: 22,
+      over: 2,
+      near: 4,
+      within: 0,
+      code: Code.OVER_LIMIT,
+      remaining: 0,
+    },
+    {
+      limit: 10,
+      hits: 3,
+      after: 30,
+      over: 3,
+      near: 0,
+      within: 0,
+      code: Code.OVER_LIMIT,
+      remaining: 0,
+    },
+    {
+      limit: 10,
+      hits: 1,
+      after: 5,
+      over: 0,
+      near: 0,
+      within: 1,
+      code: Code.OK,
+      remaining: 5,
+    },
+    {
+      limit: 10,
+      hits: 1,
+      after: 10,
+      over: 0,
+      near: 1,
+      within: 1,
+      code: Code.OK,
+      remaining: 0,
+    },
+    {
+      limit: 0,
+      hits: 1,
+      after: 1,
+      over: 1,
+      near: 0,
+      within: 0,
+      code: Code.OVER_LIMIT,
+      remaining: 0,
+    },
+    {
+      limit: 5,
+      hits: 0,
+      after: 3,
+      over: 0,
+      near: 0,
+      within: 0,
+      code: Code.OK,
+      remaining: 2,
+    },
   ];
   for (const c of cases) {
     it(`splits limit ${c.limit}, +${c.hits} → ${c.after} into over ${c.over}, near ${c.near}, within ${c.within}`, () => {
       const stats = createStatsManager();
-      const base = createBaseLimiter({ clock: new FakeClock(1000), nearLimitRatio: 0.8 });
+      const base = createBaseLimiter({
+        clock: new FakeClock(1000),
+        nearLimitRatio: 0.8,
+      });
       const limit = testRateLimit(stats, "d.k", c.limit);
       const status = base.descriptorStatus(limit, c.after, c.hits, 1000);
       expect(status.code).toBe(c.code);
       expect(status.limitRemaining).toBe(c.remaining);
-      expect(counts(stats, "d.k")).toEqual({ over: c.over, near: c.near, within: c.within, shadow: 0 });
+      expect(counts(stats, "d.k")).toEqual({
+        over: c.over,
+        near: c.near,
+        within: c.within,
+        shadow: 0,
+      });
     });
   }
 
   it("fills currentLimit with the rule's name and the reset as whole seconds", () => {
     const stats = createStatsManager();
     const base = createBaseLimiter({ clock: new FakeClock(0) });
-    const limit = testRateLimit(stats, "d.k", 10, Unit.MINUTE, { name: "named" });
+    const limit = testRateLimit(stats, "d.k", 10, Unit.MINUTE, {
+      name: "named",
+    });
     const status = base.descriptorStatus(limit, 1, 1, 2222);
     expect(status.currentLimit?.name).toBe("named");
     expect(status.currentLimit?.requestsPerUnit).toBe(10);
@@ -59,19 +150,29 @@ describe("createBaseLimiter descriptorStatus", () => {
   it("reports shadow-mode over-limit as OK with remaining 0 and counts shadow_mode", () => {
     const stats = createStatsManager();
     const base = createBaseLimiter({ clock: new FakeClock(0) });
-    const limit = testRateLimit(stats, "d.s", 2, Unit.MINUTE, { shadowMode: true });
+    const limit = testRateLimit(stats, "d.s", 2, Unit.MINUTE, {
+      shadowMode: true,
+    });
     const crossing = base.descriptorStatus(limit, 4, 3, 0);
     expect(crossing.code).toBe(Code.OK);
     expect(crossing.limitRemaining).toBe(0);
     expect(counts(stats, "d.s").shadow).toBe(2);
     base.descriptorStatus(limit, 6, 2, 0);
-    expect(counts(stats, "d.s")).toEqual({ over: 4, near: 1, within: 0, shadow: 4 });
+    expect(counts(stats, "d.s")).toEqual({
+      over: 4,
+      near: 1,
+      within: 0,
+      shadow: 4,
+    });
   });
 
   it("uses float32 for the near-limit threshold", () => {
     // In float32, 90 × 0.7 rounds to 63 (float64 gives 62.99…), so reaching 63 is not near.
     const stats = createStatsManager();
-    const base = createBaseLimiter({ clock: new FakeClock(0), nearLimitRatio: 0.7 });
+    const base = createBaseLimiter({
+      clock: new FakeClock(0),
+      nearLimitRatio: 0.7,
+    });
     base.descriptorStatus(testRateLimit(stats, "d.f", 90), 63, 1, 0);
     expect(counts(stats, "d.f").near).toBe(0);
     base.descriptorStatus(testRateLimit(stats, "d.f", 90), 64, 1, 0);
@@ -82,7 +183,10 @@ describe("createBaseLimiter descriptorStatus", () => {
 describe("createBaseLimiter generateCacheKeys", () => {
   it("builds upstream cache keys and counts total_hits", () => {
     const stats = createStatsManager();
-    const base = createBaseLimiter({ clock: new FakeClock(0), cacheKeyPrefix: "prefix:" });
+    const base = createBaseLimiter({
+      clock: new FakeClock(0),
+      cacheKeyPrefix: "prefix:",
+    });
     const descriptor = create(RateLimitDescriptorSchema, {
       entries: [
         { key: "key2", value: "value2" },
@@ -90,8 +194,17 @@ describe("createBaseLimiter generateCacheKeys", () => {
       ],
     });
     const limit = testRateLimit(stats, "d.k", 10, Unit.MINUTE);
-    const keys = base.generateCacheKeys("domain", [descriptor, descriptor], [limit, undefined], [3, 1], 1234);
-    expect(keys[0]).toEqual({ key: "prefix:domain_key2_value2_subkey2__1200", perSecond: false });
+    const keys = base.generateCacheKeys(
+      "domain",
+      [descriptor, descriptor],
+      [limit, undefined],
+      [3, 1],
+      1234,
+    );
+    expect(keys[0]).toEqual({
+      key: "prefix:domain_key2_value2_subkey2__1200",
+      perSecond: false,
+    });
     expect(keys[1]).toBeUndefined();
     expect(stats.rateLimitStats("d.k").totalHits.value()).toBe(3);
   });
@@ -108,8 +221,17 @@ describe("createBaseLimiter generateCacheKeys", () => {
     const limit = testRateLimit(stats, "d.files", 1, Unit.SECOND, {
       shareThresholdValues: ["files/*", undefined],
     });
-    const [key] = base.generateCacheKeys("domain", [descriptor], [limit], [1], 1234);
-    expect(key).toEqual({ key: "domain_files_files/*_method_GET_1234", perSecond: true });
+    const [key] = base.generateCacheKeys(
+      "domain",
+      [descriptor],
+      [limit],
+      [1],
+      1234,
+    );
+    expect(key).toEqual({
+      key: "domain_files_files/*_method_GET_1234",
+      perSecond: true,
+    });
   });
 
   it("adds jitter below the maximum to the expiration", () => {
@@ -120,7 +242,10 @@ describe("createBaseLimiter generateCacheKeys", () => {
     });
     const limit = testRateLimit(createStatsManager(), "d.k", 1, Unit.MINUTE);
     expect(base.expirationSeconds(limit)).toBe(60 + 299);
-    const noJitter = createBaseLimiter({ clock: new FakeClock(0), expirationJitterMaxSeconds: 0 });
+    const noJitter = createBaseLimiter({
+      clock: new FakeClock(0),
+      expirationJitterMaxSeconds: 0,
+    });
     expect(noJitter.expirationSeconds(limit)).toBe(60);
   });
 });

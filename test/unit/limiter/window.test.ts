@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { unitToSeconds } from "../../../src/config/units.js";
-import { secondsUntilReset, windowStartSeconds } from "../../../src/limiter/window.js";
+import {
+  secondsUntilReset,
+  windowStartSeconds,
+} from "../../../src/limiter/window.js";
 import { RateLimitResponse_RateLimit_Unit as Unit } from "../../../src/proto.js";
 import { hitsAddendFor } from "../../../src/limiter/hits-addend.js";
 import { create } from "@bufbuild/protobuf";
@@ -27,14 +30,25 @@ describe("window arithmetic", () => {
 
 describe("hitsAddendFor", () => {
   it("prefers the descriptor's value, even 0, else max(1, request value)", () => {
-    const plain = create(RateLimitDescriptorSchema, { entries: [{ key: "a", value: "b" }] });
-    const zero = create(RateLimitDescriptorSchema, { entries: [{ key: "a" }], hitsAddend: 0n });
-    const five = create(RateLimitDescriptorSchema, { entries: [{ key: "a" }], hitsAddend: 5n });
+    const plain = create(RateLimitDescriptorSchema, {
+      entries: [{ key: "a", value: "b" }],
+    });
+    const zero = create(RateLimitDescriptorSchema, {
+      entries: [{ key: "a" }],
+      hitsAddend: 0n,
+    });
+    const five = create(RateLimitDescriptorSchema, {
+      entries: [{ key: "a" }],
+      hitsAddend: 5n,
+    });
     expect(hitsAddendFor(plain, 0)).toBe(1);
     expect(hitsAddendFor(plain, 7)).toBe(7);
     expect(hitsAddendFor(zero, 7)).toBe(0);
     expect(hitsAddendFor(five, 7)).toBe(5);
-    const huge = create(RateLimitDescriptorSchema, { entries: [{ key: "a" }], hitsAddend: 2n ** 63n });
+    const huge = create(RateLimitDescriptorSchema, {
+      entries: [{ key: "a" }],
+      hitsAddend: 2n ** 63n,
+    });
     expect(hitsAddendFor(huge, 1)).toBe(Number.MAX_SAFE_INTEGER);
   });
 });

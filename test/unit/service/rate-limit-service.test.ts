@@ -6,6 +6,7 @@ import { ConfigError } from "../../../src/config/config-error.js";
 import { HealthChecker } from "../../../src/health/health.js";
 import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
 import {
+  OverrideRateLimitUnit,
   RateLimitRequestSchema,
   RateLimitResponse_Code as Code,
   RateLimitResponse_RateLimit_Unit as Unit,
@@ -51,7 +52,10 @@ function setup(extra: Partial<RateLimitServiceOptions> = {}, stop = false) {
     a: testRateLimit(stats, "d.a", 2),
     b: testRateLimit(stats, "d.b", 10, Unit.HOUR, { name: "b" }),
     c: testRateLimit(stats, "d.c", 5, Unit.MINUTE, { replaces: ["b"] }),
-    u: testRateLimit(stats, "d.u", 0, Unit.UNKNOWN, { unlimited: true, unitSeconds: 0 }),
+    u: testRateLimit(stats, "d.u", 0, Unit.UNKNOWN, {
+      unlimited: true,
+      unitSeconds: 0,
+    }),
     q: testRateLimit(stats, "d.q", 1, Unit.MINUTE, { quotaMode: true }),
   };
   service.applyConfigUpdate({
@@ -70,21 +74,33 @@ function setup(extra: Partial<RateLimitServiceOptions> = {}, stop = false) {
 describe("createRateLimitService shouldRateLimit", () => {
   it("rejects invalid requests with messages naming the field", async () => {
     const { service } = setup();
-    await expect(service.shouldRateLimit(request("", [[["a", "1"]]]))).rejects.toThrow(
-      new RequestError("rate limit domain must not be empty"),
-    );
+    await expect(
+      service.shouldRateLimit(request("", [[["a", "1"]]])),
+    ).rejects.toThrow(new RequestError("rate limit domain must not be empty"));
     await expect(service.shouldRateLimit(request("d", []))).rejects.toThrow(
       "rate limit descriptor list must not be empty",
     );
-    await expect(service.shouldRateLimit(request("d", [[["a", "1"]], []]))).rejects.toThrow(
-      "descriptors[1].entries must not be empty",
-    );
-    await expect(service.shouldRateLimit(request("d", [[["a", "1"], ["", "x"]]]))).rejects.toThrow(
-      "descriptors[0].entries[1].key must not be empty",
-    );
+    await expect(
+      service.shouldRateLimit(request("d", [[["a", "1"]], []])),
+    ).rejects.toThrow("descriptors[1].entries must not be empty");
+    await expect(
+      service.shouldRateLimit(
+        request("d", [
+          [
+            ["a", "1"],
+            ["", "x"],
+          ],
+        ]),
+      ),
+    ).rejects.toThrow("descriptors[0].entries[1].key must not be empty");
     const badOverride = create(RateLimitRequestSchema, {
       domain: "d",
-      descriptors: [{ entries: [{ key: "a", value: "1" }], limit: { requestsPerUnit: 1, unit: 0 } }],
+      descriptors: [
+        {
+          entries: [{ key: "a", value: "1" }],
+          limit: { requestsPerUnit: 1, unit: OverrideRateLimitUnit.UNKNOWN },
+        },
+      ],
     });
     await expect(service.shouldRateLimit(badOverride)).rejects.toThrow(
       "descriptors[0].limit.unit must be one of SECOND, MINUTE, HOUR, DAY, MONTH, YEAR (got UNKNOWN)",
@@ -94,19 +110,24 @@ describe("createRateLimitService shouldRateLimit", () => {
   it("refuses to decide before a config has loaded", async () => {
     const clock = new FakeClock(0);
     const service = createRateLimitService({
-      cache: new MemoryRateLimitCache({ baseLimiter: createBaseLimiter({ clock }), clock }),
+      cache: new MemoryRateLimitCache({
+        baseLimiter: createBaseLimiter({ clock }),
+        clock,
+      }),
       statsManager: createStatsManager(),
       clock,
       logger: pino({ level: "silent" }),
     });
-    await expect(service.shouldRateLimit(request("d", [[["a", "1"]]]))).rejects.toBeInstanceOf(
-      NotReadyError,
-    );
+    await expect(
+      service.shouldRateLimit(request("d", [[["a", "1"]]])),
+    ).rejects.toBeInstanceOf(NotReadyError);
   });
 
   it("counts down, then goes over limit, and ORs descriptors", async () => {
     const { service } = setup();
-    const first = await service.shouldRateLimit(request("d", [[["a", "1"]], [["x", "y"]]]));
+    const first = await service.shouldRateLimit(
+      request("d", [[["a", "1"]], [["x", "y"]]]),
+    );
     expect(first.overallCode).toBe(Code.OK);
     expect(first.statuses.map((s) => [s.code, s.limitRemaining])).toEqual([
       [Code.OK, 1],
@@ -114,7 +135,9 @@ describe("createRateLimitService shouldRateLimit", () => {
     ]);
     expect(first.statuses[1]!.currentLimit).toBeUndefined();
     await service.shouldRateLimit(request("d", [[["a", "1"]]]));
-    const third = await service.shouldRateLimit(request("d", [[["a", "1"]], [["x", "y"]]]));
+    const third = await service.shouldRateLimit(
+      request("d", [[["a", "1"]], [["x", "y"]]]),
+    );
     expect(third.overallCode).toBe(Code.OVER_LIMIT);
     expect(third.statuses[0]!.code).toBe(Code.OVER_LIMIT);
     expect(third.statuses[0]!.durationUntilReset?.seconds).toBe(58n);
@@ -122,7 +145,9 @@ describe("createRateLimitService shouldRateLimit", () => {
 
   it("answers unlimited descriptors with max uint32 and counts their hits", async () => {
     const { service, stats } = setup();
-    const response = await service.shouldRateLimit(request("d", [[["u", "1"]]], 3));
+    const response = await service.shouldRateLimit(
+      request("d", [[["u", "1"]]], 3),
+    );
     expect(response.statuses[0]!.code).toBe(Code.OK);
     expect(response.statuses[0]!.limitRemaining).toBe(4294967295);
     expect(response.statuses[0]!.currentLimit).toBeUndefined();
@@ -132,7 +157,9 @@ describe("createRateLimitService shouldRateLimit", () => {
 
   it("skips a replaced limit when the replacing one matches in the same request", async () => {
     const { service, stats } = setup();
-    const both = await service.shouldRateLimit(request("d", [[["b", "1"]], [["c", "1"]]]));
+    const both = await service.shouldRateLimit(
+      request("d", [[["b", "1"]], [["c", "1"]]]),
+    );
     expect(both.statuses[0]!.currentLimit).toBeUndefined();
     expect(both.statuses[1]!.limitRemaining).toBe(4);
     expect(stats.rateLimitStats("d.b").totalHits.value()).toBe(0);
@@ -143,7 +170,8 @@ describe("createRateLimitService shouldRateLimit", () => {
 
   it("flips only the overall code in global shadow mode and counts it", async () => {
     const { service, stats } = setup({ globalShadowMode: true });
-    for (let i = 0; i < 2; i++) await service.shouldRateLimit(request("d", [[["a", "1"]]]));
+    for (let i = 0; i < 2; i++)
+      await service.shouldRateLimit(request("d", [[["a", "1"]]]));
     const over = await service.shouldRateLimit(request("d", [[["a", "1"]]]));
     expect(over.overallCode).toBe(Code.OK);
     expect(over.statuses[0]!.code).toBe(Code.OVER_LIMIT);
@@ -152,9 +180,15 @@ describe("createRateLimitService shouldRateLimit", () => {
 
   it("adds rate-limit headers from the most constrained descriptor", async () => {
     const { service } = setup({
-      responseHeaders: { limit: "RateLimit-Limit", remaining: "RateLimit-Remaining", reset: "RateLimit-Reset" },
+      responseHeaders: {
+        limit: "RateLimit-Limit",
+        remaining: "RateLimit-Remaining",
+        reset: "RateLimit-Reset",
+      },
     });
-    const response = await service.shouldRateLimit(request("d", [[["b", "1"]], [["a", "1"]]]));
+    const response = await service.shouldRateLimit(
+      request("d", [[["b", "1"]], [["a", "1"]]]),
+    );
     expect(response.responseHeadersToAdd.map((h) => [h.key, h.value])).toEqual([
       ["RateLimit-Limit", "2"],
       ["RateLimit-Remaining", "1"],
@@ -167,20 +201,27 @@ describe("createRateLimitService shouldRateLimit", () => {
   it("makes quota descriptors over limit only when all of them are", async () => {
     const { service } = setup();
     await service.shouldRateLimit(request("d", [[["q", "1"]]]));
-    const over = await service.shouldRateLimit(request("d", [[["q", "1"]], [["a", "1"]]]));
+    const over = await service.shouldRateLimit(
+      request("d", [[["q", "1"]], [["a", "1"]]]),
+    );
     expect(over.statuses[0]!.code).toBe(Code.OVER_LIMIT);
     expect(over.overallCode).toBe(Code.OVER_LIMIT);
     const globalQuota = setup({ globalQuotaMode: true });
     await globalQuota.service.shouldRateLimit(request("d", [[["q", "1"]]]));
-    const mixed = await globalQuota.service.shouldRateLimit(request("d", [[["q", "1"]], [["a", "1"]]]));
+    const mixed = await globalQuota.service.shouldRateLimit(
+      request("d", [[["q", "1"]], [["a", "1"]]]),
+    );
     expect(mixed.overallCode).toBe(Code.OK);
   });
 
   it("increments only the keys that would go over with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", async () => {
     // behavior.md §4.8: key b (10/h) and key a (2/min) together; once a goes over, b stays.
     const { service } = setup({}, true);
-    for (let i = 0; i < 2; i++) await service.shouldRateLimit(request("d", [[["b", "1"]], [["a", "1"]]]));
-    const over = await service.shouldRateLimit(request("d", [[["b", "1"]], [["a", "1"]]]));
+    for (let i = 0; i < 2; i++)
+      await service.shouldRateLimit(request("d", [[["b", "1"]], [["a", "1"]]]));
+    const over = await service.shouldRateLimit(
+      request("d", [[["b", "1"]], [["a", "1"]]]),
+    );
     expect(over.statuses[1]!.code).toBe(Code.OVER_LIMIT);
     expect(over.statuses[0]!.limitRemaining).toBe(8);
     const again = await service.shouldRateLimit(request("d", [[["b", "1"]]]));
@@ -189,7 +230,8 @@ describe("createRateLimitService shouldRateLimit", () => {
 
   it("starts new counters in the next window", async () => {
     const { service, clock } = setup();
-    for (let i = 0; i < 3; i++) await service.shouldRateLimit(request("d", [[["a", "1"]]]));
+    for (let i = 0; i < 3; i++)
+      await service.shouldRateLimit(request("d", [[["a", "1"]]]));
     clock.seconds = 2280;
     const next = await service.shouldRateLimit(request("d", [[["a", "1"]]]));
     expect(next.overallCode).toBe(Code.OK);
@@ -200,10 +242,15 @@ describe("createRateLimitService shouldRateLimit", () => {
 describe("createRateLimitService applyConfigUpdate", () => {
   it("keeps the last good config on a failed update and counts both outcomes", async () => {
     const { service, stats } = setup();
-    service.applyConfigUpdate({ ok: false, error: new ConfigError("bad.yaml: invalid rate limit unit 'foo'") });
+    service.applyConfigUpdate({
+      ok: false,
+      error: new ConfigError("bad.yaml: invalid rate limit unit 'foo'"),
+    });
     expect(stats.service.configLoadSuccess.value()).toBe(1);
     expect(stats.service.configLoadError.value()).toBe(1);
-    const response = await service.shouldRateLimit(request("d", [[["a", "1"]]]));
+    const response = await service.shouldRateLimit(
+      request("d", [[["a", "1"]]]),
+    );
     expect(response.statuses[0]!.limitRemaining).toBe(1);
   });
 
@@ -213,7 +260,12 @@ describe("createRateLimitService applyConfigUpdate", () => {
     expect(health.isHealthy()).toBe(true);
     service.applyConfigUpdate({
       ok: true,
-      config: { getLimit: () => undefined, dump: () => "", domainCount: 0, domains: [] },
+      config: {
+        getLimit: () => undefined,
+        dump: () => "",
+        domainCount: 0,
+        domains: [],
+      },
     });
     expect(health.isHealthy()).toBe(false);
   });

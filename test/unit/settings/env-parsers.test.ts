@@ -46,7 +46,9 @@ describe("parseBool", () => {
     "rejects %j",
     (text) => {
       const err = parseError(() => parseBool(text));
-      expect(err.expected).toMatch(/^a boolean: 1, t, T, TRUE, true, True, 0, f/);
+      expect(err.expected).toMatch(
+        /^a boolean: 1, t, T, TRUE, true, True, 0, f/,
+      );
     },
   );
 });
@@ -101,13 +103,19 @@ describe("parseInteger", () => {
   });
 
   it("rejects values outside the field's range", () => {
-    const err = parseError(() => parseInteger("65536", { min: 0, max: 65_535 }));
-    expect(err.expected).toBe("an integer from 0 to 65535");
-    expect(err.message).toBe("out of range; expected an integer from 0 to 65535");
-    expect(parseError(() => parseInteger("-1", nonNegativeInteger)).expected).toBe(
-      "a non-negative integer",
+    const err = parseError(() =>
+      parseInteger("65536", { min: 0, max: 65_535 }),
     );
-    expect(parseError(() => parseInteger("9223372036854775808")).detail).toBe("out of range");
+    expect(err.expected).toBe("an integer from 0 to 65535");
+    expect(err.message).toBe(
+      "out of range; expected an integer from 0 to 65535",
+    );
+    expect(
+      parseError(() => parseInteger("-1", nonNegativeInteger)).expected,
+    ).toBe("a non-negative integer");
+    expect(parseError(() => parseInteger("9223372036854775808")).detail).toBe(
+      "out of range",
+    );
   });
 
   it("accepts the range bounds", () => {
@@ -166,16 +174,22 @@ describe("parseFloat", () => {
     "1e400",
     "one",
   ])("rejects %j", (text) => {
-    expect(parseError(() => parseFloat(text)).expected).toBe("a number such as 0.5, 1e-3 or 2");
+    expect(parseError(() => parseFloat(text)).expected).toBe(
+      "a number such as 0.5, 1e-3 or 2",
+    );
   });
 
   it("checks an optional range and requires a finite value then", () => {
-    expect(parseFloat("2.5", { min: 0, max: Number.POSITIVE_INFINITY })).toBe(2.5);
-    const err = parseError(() => parseFloat("-0.1", { min: 0, max: Number.POSITIVE_INFINITY }));
-    expect(err.expected).toBe("a number of at least 0");
-    expect(() => parseFloat("inf", { min: 0, max: Number.POSITIVE_INFINITY })).toThrow(
-      EnvParseError,
+    expect(parseFloat("2.5", { min: 0, max: Number.POSITIVE_INFINITY })).toBe(
+      2.5,
     );
+    const err = parseError(() =>
+      parseFloat("-0.1", { min: 0, max: Number.POSITIVE_INFINITY }),
+    );
+    expect(err.expected).toBe("a number of at least 0");
+    expect(() =>
+      parseFloat("inf", { min: 0, max: Number.POSITIVE_INFINITY }),
+    ).toThrow(EnvParseError);
   });
 });
 
@@ -191,7 +205,9 @@ describe("parseRatio", () => {
   });
 
   it.each(["1.01", "-0.1", "NaN", "inf", "", "80%"])("rejects %j", (text) => {
-    expect(parseError(() => parseRatio(text)).expected).toBe("a number from 0 to 1");
+    expect(parseError(() => parseRatio(text)).expected).toBe(
+      "a number from 0 to 1",
+    );
   });
 });
 
@@ -247,9 +263,28 @@ describe("parseDurationMs", () => {
     );
   });
 
+  it("checks the sign the field allows, naming it in the expectation", () => {
+    expect(parseDurationMs("0", "non-negative")).toBe(0);
+    expect(parseDurationMs("1s", "positive")).toBe(1000);
+    const negative = parseError(() => parseDurationMs("-1s", "non-negative"));
+    expect(negative.detail).toBe("negative");
+    expect(negative.expected).toMatch(/^a non-negative duration such as 300ms/);
+    const zero = parseError(() => parseDurationMs("0", "positive"));
+    expect(zero.detail).toBe("not positive");
+    expect(zero.expected).toMatch(/^a positive duration such as 300ms/);
+    expect(
+      parseError(() => parseDurationMs("10", "positive")).expected,
+    ).toMatch(/^a positive duration/);
+  });
+
   it("accepts the most negative Go duration but not its positive twin", () => {
-    expect(parseDurationMs("-9223372036854775808ns")).toBeCloseTo(-9_223_372_036_854.775, 0);
-    expect(() => parseDurationMs("9223372036854775808ns")).toThrow(EnvParseError);
+    expect(parseDurationMs("-9223372036854775808ns")).toBeCloseTo(
+      -9_223_372_036_854.775,
+      0,
+    );
+    expect(() => parseDurationMs("9223372036854775808ns")).toThrow(
+      EnvParseError,
+    );
   });
 });
 
@@ -307,7 +342,9 @@ describe("parseMap", () => {
   ])("rejects %j naming the bad item", (text, item) => {
     const err = parseError(() => parseMap(text));
     expect(err.detail).toBe(`invalid map item: ${item}`);
-    expect(err.expected).toBe('comma-separated key:value pairs, each with exactly one ":"');
+    expect(err.expected).toBe(
+      'comma-separated key:value pairs, each with exactly one ":"',
+    );
   });
 
   it("stores a __proto__ key as data", () => {

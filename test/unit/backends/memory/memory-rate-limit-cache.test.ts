@@ -18,11 +18,18 @@ function descriptor(value: string) {
 describe("MemoryRateLimitCache", () => {
   it("counts exactly, including hits addends and zero", async () => {
     const clock = new FakeClock(100);
-    const cache = new MemoryRateLimitCache({ baseLimiter: createBaseLimiter({ clock }), clock });
+    const cache = new MemoryRateLimitCache({
+      baseLimiter: createBaseLimiter({ clock }),
+      clock,
+    });
     const limit = testRateLimit(createStatsManager(), "d.k", 5);
     const d = descriptor("v");
-    expect((await cache.doLimit("d", [d], [limit], [3]))[0]!.limitRemaining).toBe(2);
-    expect((await cache.doLimit("d", [d], [limit], [0]))[0]!.limitRemaining).toBe(2);
+    expect(
+      (await cache.doLimit("d", [d], [limit], [3]))[0]!.limitRemaining,
+    ).toBe(2);
+    expect(
+      (await cache.doLimit("d", [d], [limit], [0]))[0]!.limitRemaining,
+    ).toBe(2);
     const over = await cache.doLimit("d", [d], [limit], [3]);
     expect(over[0]!.code).toBe(Code.OVER_LIMIT);
     await cache.close();
@@ -30,8 +37,16 @@ describe("MemoryRateLimitCache", () => {
 
   it("answers descriptors without a limit with OK and no counter", async () => {
     const clock = new FakeClock(100);
-    const cache = new MemoryRateLimitCache({ baseLimiter: createBaseLimiter({ clock }), clock });
-    const [status] = await cache.doLimit("d", [descriptor("v")], [undefined], [1]);
+    const cache = new MemoryRateLimitCache({
+      baseLimiter: createBaseLimiter({ clock }),
+      clock,
+    });
+    const [status] = await cache.doLimit(
+      "d",
+      [descriptor("v")],
+      [undefined],
+      [1],
+    );
     expect(status!.code).toBe(Code.OK);
     expect(status!.currentLimit).toBeUndefined();
     expect(cache.size).toBe(0);
@@ -40,7 +55,10 @@ describe("MemoryRateLimitCache", () => {
 
   it("sweeps counters whose window has ended and keeps live ones", async () => {
     const clock = new FakeClock(100);
-    const cache = new MemoryRateLimitCache({ baseLimiter: createBaseLimiter({ clock }), clock });
+    const cache = new MemoryRateLimitCache({
+      baseLimiter: createBaseLimiter({ clock }),
+      clock,
+    });
     const stats = createStatsManager();
     const perMinute = testRateLimit(stats, "d.m", 5, Unit.MINUTE);
     const perHour = testRateLimit(stats, "d.h", 5, Unit.HOUR);
