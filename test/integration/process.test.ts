@@ -62,12 +62,12 @@ describe("the ratelimit process", () => {
       expect(typeof line["level"]).toBe("string");
     }
     const messages = lines.map((l) => String(l["@message"]));
+    const limits = lines.map((l) => String(l["limit"] ?? ""));
+    expect(limits).toContain(
+      "rl.category_account: unit=MINUTE requests_per_unit=4, shadow_mode: false, quota_mode: false",
+    );
     expect(
-      messages.some(
-        (m) =>
-          m.includes("rl.category_account") &&
-          m.includes("requests_per_unit=4"),
-      ),
+      lines.some((l) => l["@message"] === "loaded domain" && l["domain"] === "rl"),
     ).toBe(true);
     for (const what of ["debug", "gRPC", "HTTP"]) {
       expect(messages.some((m) => m.startsWith(`listening for ${what}`))).toBe(
