@@ -20,7 +20,10 @@ run: export GRPC_PORT ?= 8081
 run: export DEBUG_PORT ?= 6070
 run: export LOG_LEVEL ?= info
 
-.PHONY: help deps system-deps generate build run test check-proto typecheck lint unit integration bench clean
+docs: build ## regenerate docs/settings.md from the settings table
+	node dist/src/main.js --help-markdown > docs/settings.md
+
+.PHONY: docs format-check help deps system-deps generate build run test check-proto typecheck lint unit integration bench clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -52,13 +55,16 @@ typecheck: deps ## tsc --noEmit over src, gen, test
 lint: deps ## ESLint (type-aware), no warnings allowed
 	eslint --max-warnings=0 .
 
+format-check: deps ## Prettier check (src, test, docs)
+	prettier --check .
+
 unit: deps ## unit and component tests only
 	vitest run --project unit
 
 integration: deps system-deps build ## integration tests only (real servers)
 	vitest run --project integration
 
-test: deps system-deps check-proto typecheck lint build ## everything CI runs
+test: deps system-deps check-proto typecheck lint format-check build ## everything CI runs
 	vitest run
 
 clean: ## remove build output

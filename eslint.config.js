@@ -19,13 +19,25 @@ function boundary(files, groups, message) {
 }
 
 export default defineConfig(
-  { ignores: ["gen/**", "dist/**", "coverage/**", "proto/**", "node_modules/**", ".tools/**"] },
+  {
+    ignores: [
+      "gen/**",
+      "dist/**",
+      "coverage/**",
+      "proto/**",
+      "node_modules/**",
+      ".tools/**",
+    ],
+  },
   js.configs.recommended,
   tseslint.configs.strictTypeChecked,
   tseslint.configs.stylisticTypeChecked,
   {
     languageOptions: {
-      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+      parserOptions: {
+        projectService: true,
+        tsconfigRootDir: import.meta.dirname,
+      },
     },
     plugins: { n },
     rules: {
@@ -33,8 +45,14 @@ export default defineConfig(
       "@typescript-eslint/no-misused-promises": "error",
       "@typescript-eslint/switch-exhaustiveness-check": "error",
       "@typescript-eslint/consistent-type-imports": "error",
-      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_" }],
-      "@typescript-eslint/restrict-template-expressions": ["error", { allowNumber: true }],
+      "@typescript-eslint/no-unused-vars": [
+        "error",
+        { argsIgnorePattern: "^_" },
+      ],
+      "@typescript-eslint/restrict-template-expressions": [
+        "error",
+        { allowNumber: true },
+      ],
       "no-console": "error",
       "no-restricted-syntax": [
         "error",
@@ -46,7 +64,11 @@ export default defineConfig(
       "n/no-process-exit": "error",
       "no-restricted-properties": [
         "error",
-        { object: "process", property: "env", message: "read settings in src/main.ts only" },
+        {
+          object: "process",
+          property: "env",
+          message: "read settings in src/main.ts only",
+        },
       ],
     },
   },
@@ -61,7 +83,12 @@ export default defineConfig(
   {
     // The decision path indexes parallel arrays of known length (descriptors, limits, hits
     // addends, statuses) in plain for-loops; with noUncheckedIndexedAccess that needs `!`.
-    files: ["src/limiter/**", "src/backends/**", "src/service/**", "src/config/**"],
+    files: [
+      "src/limiter/**",
+      "src/backends/**",
+      "src/service/**",
+      "src/config/**",
+    ],
     rules: { "@typescript-eslint/no-non-null-assertion": "off" },
   },
   {
@@ -73,15 +100,112 @@ export default defineConfig(
   },
   boundary(
     ["src/util/**"],
-    ["**/proto*", "**/settings/**", "**/config/**", "**/limiter/**", "**/backends/**", "**/service/**", "**/server/**", "**/provider/**", "**/stats/**", "**/health/**", "**/telemetry/**", "**/app*"],
+    [
+      "**/proto*",
+      "**/settings/**",
+      "**/config/**",
+      "**/limiter/**",
+      "**/backends/**",
+      "**/service/**",
+      "**/server/**",
+      "**/provider/**",
+      "**/stats/**",
+      "**/health/**",
+      "**/telemetry/**",
+      "**/app*",
+    ],
     "util/ imports nothing from src/",
   ),
-  boundary(["src/health/**", "src/stats/**", "src/settings/**"], ["**/proto*", "**/config/**", "**/limiter/**", "**/backends/**", "**/service/**", "**/server/**", "**/provider/**", "**/app*", "../../gen/**"], "health/, stats/, settings/ may import util/ only"),
-  boundary(["src/config/**"], ["**/limiter/**", "**/backends/**", "**/service/**", "**/server/**", "**/provider/**", "**/settings/**", "**/app*", "../../gen/**"], "config/ may import proto, stats, util"),
-  boundary(["src/limiter/**"], ["**/backends/**", "**/service/**", "**/server/**", "**/provider/**", "**/settings/**", "**/app*", "../../gen/**"], "limiter/ may import proto, config, stats, util"),
-  boundary(["src/backends/**"], ["**/service/**", "**/server/**", "**/provider/**", "**/settings/**", "**/app*", "../../../gen/**"], "backends never import service/server/provider/settings"),
-  boundary(["src/provider/**"], ["**/limiter/**", "**/backends/**", "**/service/**", "**/server/**", "**/settings/**", "**/app*", "../../gen/**", "../../../gen/**"], "provider/ may import proto, config, stats, health, util"),
-  boundary(["src/service/**"], ["**/backends/**", "**/provider/**", "**/server/**", "**/settings/**", "**/app*", "../../gen/**"], "service/ never imports backends/provider/server/settings"),
-  boundary(["src/server/**"], ["**/backends/**", "**/provider/**", "**/settings/**", "**/app*", "../../gen/**"], "server/ never imports backends/provider/settings"),
+  boundary(
+    ["src/health/**", "src/stats/**", "src/settings/**"],
+    [
+      "**/proto*",
+      "**/config/**",
+      "**/limiter/**",
+      "**/backends/**",
+      "**/service/**",
+      "**/server/**",
+      "**/provider/**",
+      "**/app*",
+      "../../gen/**",
+    ],
+    "health/, stats/, settings/ may import util/ only",
+  ),
+  boundary(
+    ["src/config/**"],
+    [
+      "**/limiter/**",
+      "**/backends/**",
+      "**/service/**",
+      "**/server/**",
+      "**/provider/**",
+      "**/settings/**",
+      "**/app*",
+      "../../gen/**",
+    ],
+    "config/ may import proto, stats, util",
+  ),
+  boundary(
+    ["src/limiter/**"],
+    [
+      "**/backends/**",
+      "**/service/**",
+      "**/server/**",
+      "**/provider/**",
+      "**/settings/**",
+      "**/app*",
+      "../../gen/**",
+    ],
+    "limiter/ may import proto, config, stats, util",
+  ),
+  boundary(
+    ["src/backends/**"],
+    [
+      "**/service/**",
+      "**/server/**",
+      "**/provider/**",
+      "**/settings/**",
+      "**/app*",
+      "../../../gen/**",
+    ],
+    "backends never import service/server/provider/settings",
+  ),
+  boundary(
+    ["src/provider/**"],
+    [
+      "**/limiter/**",
+      "**/backends/**",
+      "**/service/**",
+      "**/server/**",
+      "**/settings/**",
+      "**/app*",
+      "../../gen/**",
+      "../../../gen/**",
+    ],
+    "provider/ may import proto, config, stats, health, util",
+  ),
+  boundary(
+    ["src/service/**"],
+    [
+      "**/backends/**",
+      "**/provider/**",
+      "**/server/**",
+      "**/settings/**",
+      "**/app*",
+      "../../gen/**",
+    ],
+    "service/ never imports backends/provider/server/settings",
+  ),
+  boundary(
+    ["src/server/**"],
+    [
+      "**/backends/**",
+      "**/provider/**",
+      "**/settings/**",
+      "**/app*",
+      "../../gen/**",
+    ],
+    "server/ never imports backends/provider/settings",
+  ),
   prettier,
 );

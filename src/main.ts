@@ -1,5 +1,6 @@
 import { createApp, type App } from "./app.js";
 import { SettingsError } from "./settings/settings-error.js";
+import { settingsMarkdown } from "./settings/settings-markdown.js";
 import { settingsTable } from "./settings/settings-table.js";
 import { loadSettings } from "./settings/settings.js";
 import { createLogger } from "./telemetry/logger.js";
@@ -28,6 +29,10 @@ function usage(): string {
 }
 
 const args = process.argv.slice(2);
+if (args.includes("--help-markdown")) {
+  process.stdout.write(settingsMarkdown());
+  process.exit(0);
+}
 if (args.includes("--help") || args.includes("-h") || args.includes("-help")) {
   process.stdout.write(usage());
   process.exit(0);

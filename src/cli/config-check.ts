@@ -3,10 +3,19 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { loadConfig, type ConfigFile } from "../config/load-config.js";
 import { createStatsManager } from "../stats/stats-manager.js";
-import { FlagError, flagUsage, parseGoFlags, type FlagSpec } from "./go-flags.js";
+import {
+  FlagError,
+  flagUsage,
+  parseGoFlags,
+  type FlagSpec,
+} from "./go-flags.js";
 
 const flags = {
-  config_dir: { kind: "string", default: "", help: "path to directory containing rate limit configs" },
+  config_dir: {
+    kind: "string",
+    default: "",
+    help: "path to directory containing rate limit configs",
+  },
   merge_domain_configs: {
     kind: "bool",
     help: "whether to merge configurations, referencing the same domain",
@@ -54,7 +63,8 @@ export function runConfigCheck(
     return 0;
   }
   const dir = parsed.values.get("config_dir") ?? "";
-  const mergeDomainConfig = parsed.values.get("merge_domain_configs") === "true";
+  const mergeDomainConfig =
+    parsed.values.get("merge_domain_configs") === "true";
 
   out("checking rate limit configs...");
   out(`loading config directory: ${dir}`);
@@ -77,7 +87,10 @@ export function runConfigCheck(
     }
   }
   try {
-    loadConfig(files, { statsManager: createStatsManager(), mergeDomainConfig });
+    loadConfig(files, {
+      statsManager: createStatsManager(),
+      mergeDomainConfig,
+    });
   } catch (e) {
     // Any failure, including one that is not a ConfigError, means the configs are not usable.
     out(`error loading rate limit configs: ${messageOf(e)}`);

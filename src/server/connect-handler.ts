@@ -1,6 +1,11 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import { Code, ConnectError, createConnectRouter, type ConnectRouter } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  createConnectRouter,
+  type ConnectRouter,
+} from "@connectrpc/connect";
 import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
 import {
   compressionBrotli,
@@ -32,7 +37,9 @@ export type NodeHandler = (
  * INVALID_ARGUMENT (the caller sent bad bytes) rather than Connect's INTERNAL. Unknown paths
  * get 404.
  */
-export function createConnectHandler(options: ConnectHandlerOptions): NodeHandler {
+export function createConnectHandler(
+  options: ConnectHandlerOptions,
+): NodeHandler {
   const router = createConnectRouter({
     readMaxBytes: options.readMaxBytes ?? 4 * 1024 * 1024,
     acceptCompression: [compressionGzip, compressionBrotli],
@@ -47,15 +54,26 @@ export function createConnectHandler(options: ConnectHandlerOptions): NodeHandle
       res.end();
       return;
     }
-    const universalRequest = universalRequestFromNodeRequest(req, res, undefined, undefined);
+    const universalRequest = universalRequestFromNodeRequest(
+      req,
+      res,
+      undefined,
+      undefined,
+    );
     handler(universalRequest)
       .then((universalResponse) =>
-        universalResponseToNodeResponse(remapDecodeErrors(universalResponse), res),
+        universalResponseToNodeResponse(
+          remapDecodeErrors(universalResponse),
+          res,
+        ),
       )
       .catch((reason: unknown) => {
         // The client went away (cancel, reset): nothing to answer, nothing wrong.
         if (ConnectError.from(reason).code === Code.Aborted) return;
-        logger.error({ err: reason, procedure: handler.requestPath }, "rpc handler failed");
+        logger.error(
+          { err: reason, procedure: handler.requestPath },
+          "rpc handler failed",
+        );
       });
   };
 }
@@ -68,11 +86,17 @@ const decodeErrorPrefix = encodeURIComponent("parse binary").toLowerCase();
 
 function remapStatus(headers: Headers | undefined): void {
   if (headers?.get("grpc-status") !== String(Code.Internal)) return;
-  if (headers.get("grpc-message")?.toLowerCase().startsWith(decodeErrorPrefix) !== true) return;
+  if (
+    headers.get("grpc-message")?.toLowerCase().startsWith(decodeErrorPrefix) !==
+    true
+  )
+    return;
   headers.set("grpc-status", String(Code.InvalidArgument));
 }
 
-function remapDecodeErrors(response: UniversalServerResponse): UniversalServerResponse {
+function remapDecodeErrors(
+  response: UniversalServerResponse,
+): UniversalServerResponse {
   const body = response.body;
   if (body === undefined) {
     remapStatus(response.header);

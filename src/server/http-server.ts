@@ -33,7 +33,10 @@ export interface HttpServerOptions {
 export function startHttpServer(
   options: HttpServerOptions,
 ): Promise<Listening> {
-  const connect = createConnectHandler({ routes: options.routes, logger: options.logger });
+  const connect = createConnectHandler({
+    routes: options.routes,
+    logger: options.logger,
+  });
   const { health, jsonHandler } = options;
   const server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?", 1)[0];

@@ -28,7 +28,11 @@ function logfmtValue(value: unknown): string {
   if (typeof value === "string") text = value;
   else if (value !== null && typeof value === "object" && "message" in value) {
     text = String(value.message);
-  } else if (value === undefined || typeof value === "function" || typeof value === "symbol") {
+  } else if (
+    value === undefined ||
+    typeof value === "function" ||
+    typeof value === "symbol"
+  ) {
     text = String(value);
   } else text = JSON.stringify(value);
   return bareValue.test(text) ? text : JSON.stringify(text);

@@ -67,7 +67,9 @@ describe("the ratelimit process", () => {
       "rl.category_account: unit=MINUTE requests_per_unit=4, shadow_mode: false, quota_mode: false",
     );
     expect(
-      lines.some((l) => l["@message"] === "loaded domain" && l["domain"] === "rl"),
+      lines.some(
+        (l) => l["@message"] === "loaded domain" && l["domain"] === "rl",
+      ),
     ).toBe(true);
     for (const what of ["debug", "gRPC", "HTTP"]) {
       expect(messages.some((m) => m.startsWith(`listening for ${what}`))).toBe(

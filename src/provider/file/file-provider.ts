@@ -2,11 +2,18 @@ import { dirname, join, resolve, sep } from "node:path";
 import { watch, type FSWatcher } from "chokidar";
 import type { Logger } from "pino";
 import { ConfigError } from "../../config/config-error.js";
-import type { ConfigUpdate, ConfigUpdateListener } from "../../config/config-update.js";
+import type {
+  ConfigUpdate,
+  ConfigUpdateListener,
+} from "../../config/config-update.js";
 import type { ConfigFile } from "../../config/load-config.js";
 import type { ConfigProvider } from "../config-provider.js";
 import { loadRuntimeFiles } from "./load-runtime-files.js";
-import { createReloadDebouncer, type ReloadDebouncer, type ScheduleTimer } from "./reload-debouncer.js";
+import {
+  createReloadDebouncer,
+  type ReloadDebouncer,
+  type ScheduleTimer,
+} from "./reload-debouncer.js";
 
 /** Options of {@link createFileProvider}. Paths may be relative to the working directory. */
 export interface FileProviderOptions {
@@ -75,7 +82,9 @@ const defaultDebounceMs = 100;
  * directory is an empty file set, not a crash, and the watch picks the directory up when it
  * appears.
  */
-export function createFileProvider(options: FileProviderOptions): ConfigProvider {
+export function createFileProvider(
+  options: FileProviderOptions,
+): ConfigProvider {
   return new FileProvider(options);
 }
 
@@ -172,7 +181,11 @@ export class FileProvider implements ConfigProvider {
     // through them while the path is missing) and, in directory mode, its direct children are
     // of interest. Everything below is ignored so nothing is watched recursively.
     const ignored = (path: string): boolean =>
-      !(path === watchPath || isAncestor(path, watchPath) || (!watchRoot && dirname(path) === watchPath));
+      !(
+        path === watchPath ||
+        isAncestor(path, watchPath) ||
+        (!watchRoot && dirname(path) === watchPath)
+      );
     let watcher: FSWatcher;
     try {
       watcher = watch(watchPath, {
@@ -182,7 +195,10 @@ export class FileProvider implements ConfigProvider {
         followSymlinks: !watchRoot,
       });
     } catch (err) {
-      this.logger.error({ err, path: watchPath }, "cannot watch config path, reloads are disabled");
+      this.logger.error(
+        { err, path: watchPath },
+        "cannot watch config path, reloads are disabled",
+      );
       return;
     }
     this.watcher = watcher;
@@ -202,7 +218,10 @@ export class FileProvider implements ConfigProvider {
       // polling backend has no native events: there a chmod alone does not reload.
       watcher.on("raw", (event, _name, details) => {
         if (event === "change" && isWatchedPath(details, watchPath)) {
-          this.logger.debug({ event: "raw change", path: watchPath }, "config change detected");
+          this.logger.debug(
+            { event: "raw change", path: watchPath },
+            "config change detected",
+          );
           this.debouncer.trigger();
         }
       });
@@ -216,11 +235,18 @@ export class FileProvider implements ConfigProvider {
     this.abortStart = undefined;
   }
 
-  private isReloadEvent(event: string, path: string, watchPath: string): boolean {
+  private isReloadEvent(
+    event: string,
+    path: string,
+    watchPath: string,
+  ): boolean {
     if (this.options.watchRoot) {
       // Same rule as goruntime's symlink refresher: the root itself was created or replaced.
       // Its removal keeps the current config; it reloads when the root comes back.
-      return path === watchPath && (event === "add" || event === "addDir" || event === "change");
+      return (
+        path === watchPath &&
+        (event === "add" || event === "addDir" || event === "change")
+      );
     }
     // Directory mode: any entry directly in the directory (write, create, chmod, remove), or the
     // directory itself appearing or disappearing (the reference would have crashed instead).
@@ -236,9 +262,15 @@ export class FileProvider implements ConfigProvider {
       ignoreDotFiles: this.options.ignoreDotFiles,
       logger: this.logger,
     });
-    const files = layout.keyPrefix === "" ? all : all.filter((f) => f.name.startsWith(layout.keyPrefix));
+    const files =
+      layout.keyPrefix === ""
+        ? all
+        : all.filter((f) => f.name.startsWith(layout.keyPrefix));
     if (this.closing !== undefined) return;
-    this.logger.info({ dir: layout.readDir, fileCount: files.length }, "loading config files");
+    this.logger.info(
+      { dir: layout.readDir, fileCount: files.length },
+      "loading config files",
+    );
     this.deliver(this.loadSafely(files));
   }
 
@@ -249,7 +281,12 @@ export class FileProvider implements ConfigProvider {
       if (err instanceof ConfigError) return { ok: false, error: err };
       this.logger.error({ err }, "unexpected error loading config");
       const message = err instanceof Error ? err.message : String(err);
-      return { ok: false, error: new ConfigError(`unexpected error loading config: ${message}`, { cause: err }) };
+      return {
+        ok: false,
+        error: new ConfigError(`unexpected error loading config: ${message}`, {
+          cause: err,
+        }),
+      };
     }
   }
 
@@ -274,18 +311,31 @@ function resolveLayout(options: FileProviderOptions): Layout | undefined {
   if (options.watchRoot) {
     if (runtimeRoot === "" || runtimeSubdirectory === "") return undefined;
     const watchPath = resolve(runtimeRoot);
-    return { readDir: join(watchPath, runtimeSubdirectory), keyPrefix: `${runtimeAppDirectory}.`, watchPath };
+    return {
+      readDir: join(watchPath, runtimeSubdirectory),
+      keyPrefix: `${runtimeAppDirectory}.`,
+      watchPath,
+    };
   }
   // Directory mode hands goruntime `join(root, subdirectory)` as its root and the app directory
   // as its subdirectory.
-  if ((runtimeRoot === "" && runtimeSubdirectory === "") || runtimeAppDirectory === "") return undefined;
+  if (
+    (runtimeRoot === "" && runtimeSubdirectory === "") ||
+    runtimeAppDirectory === ""
+  )
+    return undefined;
   const dir = resolve(runtimeRoot, runtimeSubdirectory, runtimeAppDirectory);
   return { readDir: dir, keyPrefix: "", watchPath: dir };
 }
 
 /** Whether raw-event details name `path` as the watched directory (`{ watchedPath }`). */
 function isWatchedPath(details: unknown, path: string): boolean {
-  return typeof details === "object" && details !== null && "watchedPath" in details && details.watchedPath === path;
+  return (
+    typeof details === "object" &&
+    details !== null &&
+    "watchedPath" in details &&
+    details.watchedPath === path
+  );
 }
 
 function isAncestor(path: string, of: string): boolean {

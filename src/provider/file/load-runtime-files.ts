@@ -26,7 +26,9 @@ export interface LoadRuntimeFilesOptions {
  *
  * @returns the files sorted by name (the reference's order is random)
  */
-export async function loadRuntimeFiles(options: LoadRuntimeFilesOptions): Promise<ConfigFile[]> {
+export async function loadRuntimeFiles(
+  options: LoadRuntimeFilesOptions,
+): Promise<ConfigFile[]> {
   const { dir, logger } = options;
   let realDir: string;
   try {
@@ -36,7 +38,8 @@ export async function loadRuntimeFiles(options: LoadRuntimeFilesOptions): Promis
       return [];
     }
   } catch (err) {
-    if (errorCode(err) === "ENOENT") logger.warn({ dir }, "config directory does not exist");
+    if (errorCode(err) === "ENOENT")
+      logger.warn({ dir }, "config directory does not exist");
     else logger.warn({ dir, err }, "cannot open config directory");
     return [];
   }
@@ -69,12 +72,18 @@ async function walk(
     }
     if (!entry.isFile() && !entry.isSymbolicLink()) {
       // FIFOs, sockets and devices: reading a FIFO would block the reload forever.
-      logger.warn({ file: path }, "skipping config entry that is not a regular file");
+      logger.warn(
+        { file: path },
+        "skipping config entry that is not a regular file",
+      );
       continue;
     }
     try {
       if (entry.isSymbolicLink() && !(await stat(path)).isFile()) {
-        logger.warn({ file: path }, "skipping symlink that does not point to a regular file");
+        logger.warn(
+          { file: path },
+          "skipping symlink that does not point to a regular file",
+        );
         continue;
       }
       files.push({ name: key, text: await readFile(path, "utf8") });
@@ -85,6 +94,7 @@ async function walk(
 }
 
 function errorCode(err: unknown): string | undefined {
-  if (err instanceof Error && "code" in err && typeof err.code === "string") return err.code;
+  if (err instanceof Error && "code" in err && typeof err.code === "string")
+    return err.code;
   return undefined;
 }

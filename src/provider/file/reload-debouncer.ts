@@ -3,7 +3,10 @@
  * cancels it. The default uses an unref'd `setTimeout`, so a pending reload never keeps the
  * process alive on its own.
  */
-export type ScheduleTimer = (callback: () => void, delayMs: number) => () => void;
+export type ScheduleTimer = (
+  callback: () => void,
+  delayMs: number,
+) => () => void;
 
 /** Options of {@link createReloadDebouncer}. */
 export interface ReloadDebouncerOptions {
@@ -50,7 +53,9 @@ const defaultSchedule: ScheduleTimer = (callback, delayMs) => {
 };
 
 /** Creates a {@link ReloadDebouncer}. */
-export function createReloadDebouncer(options: ReloadDebouncerOptions): ReloadDebouncer {
+export function createReloadDebouncer(
+  options: ReloadDebouncerOptions,
+): ReloadDebouncer {
   const schedule = options.schedule ?? defaultSchedule;
   let cancelTimer: (() => void) | undefined;
   let running: Promise<void> | undefined;

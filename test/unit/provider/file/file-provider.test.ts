@@ -6,7 +6,10 @@ import type { ConfigUpdate } from "../../../../src/config/config-update.js";
 import type { ConfigFile } from "../../../../src/config/load-config.js";
 import type { RateLimitConfig } from "../../../../src/config/rate-limit-config.js";
 import type { ConfigProvider } from "../../../../src/provider/config-provider.js";
-import { createFileProvider, type FileProviderOptions } from "../../../../src/provider/file/file-provider.js";
+import {
+  createFileProvider,
+  type FileProviderOptions,
+} from "../../../../src/provider/file/file-provider.js";
 import { waitFor } from "../../../helpers/wait-for.js";
 import {
   captureLogger,
@@ -36,7 +39,10 @@ interface Harness {
   readonly updates: ConfigUpdate[];
   readonly logs: LogLine[];
   /** Waits until the latest load satisfies `check` (and returns it). */
-  waitForLoad(check: (files: string[]) => boolean, description: string): Promise<string[]>;
+  waitForLoad(
+    check: (files: string[]) => boolean,
+    description: string,
+  ): Promise<string[]>;
 }
 
 describe("createFileProvider", { timeout: 30_000 }, () => {
@@ -53,7 +59,10 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
 
   function harness(
     options: Partial<FileProviderOptions>,
-    load: (files: readonly ConfigFile[]) => ConfigUpdate = () => ({ ok: true, config: emptyConfig }),
+    load: (files: readonly ConfigFile[]) => ConfigUpdate = () => ({
+      ok: true,
+      config: emptyConfig,
+    }),
   ): Harness {
     const loads: string[][] = [];
     const updates: ConfigUpdate[] = [];
@@ -89,7 +98,11 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
 
   describe("directory mode", () => {
     it("delivers the initial update with every file before start resolves", async () => {
-      await writeTree(dir, { "config/b.yaml": "b", "config/a.txt": "a", "config/sub/x.yaml": "x" });
+      await writeTree(dir, {
+        "config/b.yaml": "b",
+        "config/a.txt": "a",
+        "config/sub/x.yaml": "x",
+      });
       const h = harness({});
       await h.provider.start();
       expect(h.loads).toEqual([["a.txt=a", "b.yaml=b", "sub.x.yaml=x"]]);
@@ -105,7 +118,10 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
     });
 
     it("reads the directory below the runtime subdirectory", async () => {
-      await writeTree(dir, { "ratelimit/config/a.yaml": "a", "config/other.yaml": "o" });
+      await writeTree(dir, {
+        "ratelimit/config/a.yaml": "a",
+        "config/other.yaml": "o",
+      });
       const h = harness({ runtimeSubdirectory: "ratelimit" });
       await h.provider.start();
       expect(h.loads).toEqual([["a.yaml=a"]]);
@@ -117,7 +133,10 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
       await h.provider.start();
 
       await writeFile(join(dir, "config/a.yaml"), "a2");
-      await h.waitForLoad((f) => f.includes("a.yaml=a2") && f.includes("b.yaml=b"), "reload after edit");
+      await h.waitForLoad(
+        (f) => f.includes("a.yaml=a2") && f.includes("b.yaml=b"),
+        "reload after edit",
+      );
 
       await writeFile(join(dir, "config/c.yaml"), "c");
       await h.waitForLoad((f) => f.includes("c.yaml=c"), "reload after create");
@@ -127,7 +146,10 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
       await waitFor(() => h.loads.length > before, "reload after chmod");
 
       await rm(join(dir, "config/a.yaml"));
-      await h.waitForLoad((f) => f.join() === "b.yaml=b,c.yaml=c", "reload after remove");
+      await h.waitForLoad(
+        (f) => f.join() === "b.yaml=b,c.yaml=c",
+        "reload after remove",
+      );
     });
 
     it("reloads when a file is renamed into the directory", async () => {
@@ -135,7 +157,10 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
       const h = harness({});
       await h.provider.start();
       await rename(join(dir, "staging/n.yaml"), join(dir, "config/n.yaml"));
-      await h.waitForLoad((f) => f.includes("n.yaml=n"), "reload after rename into the directory");
+      await h.waitForLoad(
+        (f) => f.includes("n.yaml=n"),
+        "reload after rename into the directory",
+      );
     });
 
     it("does not reload for edits inside nested directories, but reads them on the next reload", async () => {
@@ -146,7 +171,10 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
       await settle(debounceMs);
       expect(h.loads).toHaveLength(1);
       await writeFile(join(dir, "config/a.yaml"), "a2");
-      const files = await h.waitForLoad((f) => f.includes("a.yaml=a2"), "reload after top-level edit");
+      const files = await h.waitForLoad(
+        (f) => f.includes("a.yaml=a2"),
+        "reload after top-level edit",
+      );
       expect(files).toContain("sub.x.yaml=x2");
     });
 
@@ -162,11 +190,17 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
       await writeTree(config, { "..v2/a.yaml": "a2" });
       await swapSymlink("..v2", join(config, "..data"));
       await rm(join(config, "..v1"), { recursive: true });
-      await h.waitForLoad((f) => f.join() === "a.yaml=a2", "reload after the ..data swap");
+      await h.waitForLoad(
+        (f) => f.join() === "a.yaml=a2",
+        "reload after the ..data swap",
+      );
     });
 
     it("loads dotfiles unless told to ignore them", async () => {
-      await writeTree(dir, { "config/.hidden.yaml": "h", "config/a.yaml": "a" });
+      await writeTree(dir, {
+        "config/.hidden.yaml": "h",
+        "config/a.yaml": "a",
+      });
       const all = harness({});
       await all.provider.start();
       expect(all.loads).toEqual([[".hidden.yaml=h", "a.yaml=a"]]);
@@ -181,10 +215,17 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
       expect(h.loads).toEqual([[]]);
       expect(h.updates).toHaveLength(1);
       expect(h.logs).toContainEqual(
-        expect.objectContaining({ level: warnLevel, msg: "config directory does not exist", dir: join(dir, "rl/config") }),
+        expect.objectContaining({
+          level: warnLevel,
+          msg: "config directory does not exist",
+          dir: join(dir, "rl/config"),
+        }),
       );
       await writeTree(dir, { "rl/config/a.yaml": "a" });
-      await h.waitForLoad((f) => f.join() === "a.yaml=a", "reload once the directory exists");
+      await h.waitForLoad(
+        (f) => f.join() === "a.yaml=a",
+        "reload once the directory exists",
+      );
     });
 
     it("keeps watching after the directory is removed and created again", async () => {
@@ -192,11 +233,20 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
       const h = harness({});
       await h.provider.start();
       await rm(join(dir, "config"), { recursive: true });
-      await h.waitForLoad((f) => f.length === 0, "reload after the directory is removed");
+      await h.waitForLoad(
+        (f) => f.length === 0,
+        "reload after the directory is removed",
+      );
       await writeTree(dir, { "config/b.yaml": "b" });
-      await h.waitForLoad((f) => f.join() === "b.yaml=b", "reload after the directory is back");
+      await h.waitForLoad(
+        (f) => f.join() === "b.yaml=b",
+        "reload after the directory is back",
+      );
       await writeFile(join(dir, "config/b.yaml"), "b2");
-      await h.waitForLoad((f) => f.join() === "b.yaml=b2", "reload after an edit in the new directory");
+      await h.waitForLoad(
+        (f) => f.join() === "b.yaml=b2",
+        "reload after an edit in the new directory",
+      );
     });
 
     it("coalesces a burst of changes into few reloads and reads the final state", async () => {
@@ -204,8 +254,15 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
       const h = harness({ debounceMs: 300 });
       await h.provider.start();
       const burst = 20;
-      for (let i = 0; i < burst; i++) await writeFile(join(dir, `config/f${String(i).padStart(2, "0")}.yaml`), "x");
-      await h.waitForLoad((f) => f.length === burst, "reload with every file of the burst");
+      for (let i = 0; i < burst; i++)
+        await writeFile(
+          join(dir, `config/f${String(i).padStart(2, "0")}.yaml`),
+          "x",
+        );
+      await h.waitForLoad(
+        (f) => f.length === burst,
+        "reload with every file of the burst",
+      );
       await settle(300);
       // Initial load plus, normally, one reload; a slow machine may split the burst once or twice.
       expect(h.loads.length).toBeLessThanOrEqual(4);
@@ -217,13 +274,23 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
     const root = (): string => join(dir, "current");
 
     /** Writes a version of the runtime tree under `dir/<name>/`. */
-    async function version(name: string, files: Record<string, string>): Promise<string> {
+    async function version(
+      name: string,
+      files: Record<string, string>,
+    ): Promise<string> {
       await writeTree(join(dir, name), files);
       return join(dir, name);
     }
 
-    function watchRootHarness(options: Partial<FileProviderOptions> = {}): Harness {
-      return harness({ runtimeRoot: root(), runtimeSubdirectory: "ratelimit", watchRoot: true, ...options });
+    function watchRootHarness(
+      options: Partial<FileProviderOptions> = {},
+    ): Harness {
+      return harness({
+        runtimeRoot: root(),
+        runtimeSubdirectory: "ratelimit",
+        watchRoot: true,
+        ...options,
+      });
     }
 
     it("loads only the keys under the app directory prefix", async () => {
@@ -239,20 +306,40 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
       );
       const h = watchRootHarness();
       await h.provider.start();
-      expect(h.loads).toEqual([["config.a.yaml=a", "config.sub.b.yaml=b", "config.yaml=quirk"]]);
+      expect(h.loads).toEqual([
+        ["config.a.yaml=a", "config.sub.b.yaml=b", "config.yaml=quirk"],
+      ]);
     });
 
     it("reloads when the root symlink is swapped", async () => {
-      await symlink(await version("v1", { "ratelimit/config/a.yaml": "a1" }), root());
+      await symlink(
+        await version("v1", { "ratelimit/config/a.yaml": "a1" }),
+        root(),
+      );
       const h = watchRootHarness();
       await h.provider.start();
       expect(h.loads).toEqual([["config.a.yaml=a1"]]);
 
-      await swapSymlink(await version("v2", { "ratelimit/config/a.yaml": "a2", "ratelimit/config/b.yaml": "b" }), root());
-      await h.waitForLoad((f) => f.join() === "config.a.yaml=a2,config.b.yaml=b", "reload after the first swap");
+      await swapSymlink(
+        await version("v2", {
+          "ratelimit/config/a.yaml": "a2",
+          "ratelimit/config/b.yaml": "b",
+        }),
+        root(),
+      );
+      await h.waitForLoad(
+        (f) => f.join() === "config.a.yaml=a2,config.b.yaml=b",
+        "reload after the first swap",
+      );
 
-      await swapSymlink(await version("v3", { "ratelimit/config/c.yaml": "c" }), root());
-      await h.waitForLoad((f) => f.join() === "config.c.yaml=c", "reload after the second swap");
+      await swapSymlink(
+        await version("v3", { "ratelimit/config/c.yaml": "c" }),
+        root(),
+      );
+      await h.waitForLoad(
+        (f) => f.join() === "config.c.yaml=c",
+        "reload after the second swap",
+      );
     });
 
     it("ignores in-place edits below the root", async () => {
@@ -265,8 +352,14 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
       await settle(debounceMs);
       expect(h.loads).toHaveLength(1);
 
-      await swapSymlink(await version("v2", { "ratelimit/config/a.yaml": "a3" }), root());
-      await h.waitForLoad((f) => f.join() === "config.a.yaml=a3", "reload after the swap");
+      await swapSymlink(
+        await version("v2", { "ratelimit/config/a.yaml": "a3" }),
+        root(),
+      );
+      await h.waitForLoad(
+        (f) => f.join() === "config.a.yaml=a3",
+        "reload after the swap",
+      );
       expect(h.loads).toHaveLength(2);
     });
 
@@ -274,18 +367,39 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
       const h = watchRootHarness();
       await h.provider.start();
       expect(h.loads).toEqual([[]]);
-      expect(h.logs).toContainEqual(expect.objectContaining({ level: warnLevel, msg: "config directory does not exist" }));
-      await symlink(await version("v1", { "ratelimit/config/a.yaml": "a" }), root());
-      await h.waitForLoad((f) => f.join() === "config.a.yaml=a", "reload once the root exists");
+      expect(h.logs).toContainEqual(
+        expect.objectContaining({
+          level: warnLevel,
+          msg: "config directory does not exist",
+        }),
+      );
+      await symlink(
+        await version("v1", { "ratelimit/config/a.yaml": "a" }),
+        root(),
+      );
+      await h.waitForLoad(
+        (f) => f.join() === "config.a.yaml=a",
+        "reload once the root exists",
+      );
     });
 
     it("recovers when the parent of the root is created later", async () => {
-      const h = harness({ runtimeRoot: join(dir, "runtime/current"), runtimeSubdirectory: "ratelimit", watchRoot: true });
+      const h = harness({
+        runtimeRoot: join(dir, "runtime/current"),
+        runtimeSubdirectory: "ratelimit",
+        watchRoot: true,
+      });
       await h.provider.start();
       expect(h.loads).toEqual([[]]);
       await mkdir(join(dir, "runtime"));
-      await symlink(await version("v1", { "ratelimit/config/a.yaml": "a" }), join(dir, "runtime/current"));
-      await h.waitForLoad((f) => f.join() === "config.a.yaml=a", "reload once the root exists");
+      await symlink(
+        await version("v1", { "ratelimit/config/a.yaml": "a" }),
+        join(dir, "runtime/current"),
+      );
+      await h.waitForLoad(
+        (f) => f.join() === "config.a.yaml=a",
+        "reload once the root exists",
+      );
     });
 
     it("delivers one empty update and watches nothing without a runtime subdirectory", async () => {
@@ -293,7 +407,12 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
       const h = watchRootHarness({ runtimeSubdirectory: "" });
       await h.provider.start();
       expect(h.loads).toEqual([[]]);
-      expect(h.logs).toContainEqual(expect.objectContaining({ level: warnLevel, msg: "no runtime configuration, loading an empty config once" }));
+      expect(h.logs).toContainEqual(
+        expect.objectContaining({
+          level: warnLevel,
+          msg: "no runtime configuration, loading an empty config once",
+        }),
+      );
       await swapSymlink(await version("v2", { "config/b.yaml": "b" }), root());
       await settle(debounceMs);
       expect(h.loads).toHaveLength(1);
@@ -326,7 +445,9 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
       expect(update?.ok).toBe(false);
       if (update?.ok === false) {
         expect(update.error).toBeInstanceOf(ConfigError);
-        expect(update.error.message).toBe("unexpected error loading config: oops");
+        expect(update.error.message).toBe(
+          "unexpected error loading config: oops",
+        );
       }
     });
 
@@ -341,7 +462,9 @@ describe("createFileProvider", { timeout: 30_000 }, () => {
       await h.provider.start();
       expect(h.updates).toHaveLength(1);
       expect(seen).toHaveLength(1);
-      expect(h.logs).toContainEqual(expect.objectContaining({ msg: "config update listener failed" }));
+      expect(h.logs).toContainEqual(
+        expect.objectContaining({ msg: "config update listener failed" }),
+      );
 
       unsubscribe();
       await writeFile(join(dir, "config/a.yaml"), "a2");

@@ -1,4 +1,11 @@
-import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from "node:fs/promises";
+import {
+  mkdir,
+  mkdtemp,
+  rename,
+  rm,
+  symlink,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { pino, type Logger } from "pino";
@@ -38,7 +45,10 @@ export function removeTempDir(dir: string): Promise<void> {
 }
 
 /** Writes files given by relative path (`sub/x.yaml`), creating directories as needed. */
-export async function writeTree(dir: string, files: Readonly<Record<string, string>>): Promise<void> {
+export async function writeTree(
+  dir: string,
+  files: Readonly<Record<string, string>>,
+): Promise<void> {
   for (const [path, text] of Object.entries(files)) {
     const full = join(dir, path);
     await mkdir(dirname(full), { recursive: true });

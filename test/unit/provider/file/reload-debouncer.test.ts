@@ -1,8 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { createReloadDebouncer, type ScheduleTimer } from "../../../../src/provider/file/reload-debouncer.js";
+import {
+  createReloadDebouncer,
+  type ScheduleTimer,
+} from "../../../../src/provider/file/reload-debouncer.js";
 
 /** A manual timer source: timers fire only when the test calls `fire()`. */
-function fakeTimers(): { schedule: ScheduleTimer; pending: () => number; fire: () => void } {
+function fakeTimers(): {
+  schedule: ScheduleTimer;
+  pending: () => number;
+  fire: () => void;
+} {
   const timers = new Set<() => void>();
   return {
     schedule(callback) {
@@ -21,7 +28,11 @@ function fakeTimers(): { schedule: ScheduleTimer; pending: () => number; fire: (
 }
 
 /** A run whose completion the test controls. */
-function controlledRun(): { run: () => Promise<void>; count: () => number; finish: () => void } {
+function controlledRun(): {
+  run: () => Promise<void>;
+  count: () => number;
+  finish: () => void;
+} {
   let count = 0;
   let finishCurrent: (() => void) | undefined;
   return {
@@ -68,7 +79,12 @@ describe("createReloadDebouncer", () => {
   it("runs once more after the run in progress when triggered during it", async () => {
     const timers = fakeTimers();
     const run = controlledRun();
-    const debouncer = createReloadDebouncer({ delayMs: 100, run: run.run, onError: () => undefined, schedule: timers.schedule });
+    const debouncer = createReloadDebouncer({
+      delayMs: 100,
+      run: run.run,
+      onError: () => undefined,
+      schedule: timers.schedule,
+    });
     debouncer.trigger();
     timers.fire();
     await flush();
@@ -90,7 +106,12 @@ describe("createReloadDebouncer", () => {
   it("never runs two reloads at a time", async () => {
     const timers = fakeTimers();
     const run = controlledRun();
-    const debouncer = createReloadDebouncer({ delayMs: 100, run: run.run, onError: () => undefined, schedule: timers.schedule });
+    const debouncer = createReloadDebouncer({
+      delayMs: 100,
+      run: run.run,
+      onError: () => undefined,
+      schedule: timers.schedule,
+    });
     const first = debouncer.runNow();
     await flush();
     const second = debouncer.runNow();
@@ -130,7 +151,9 @@ describe("createReloadDebouncer", () => {
       delayMs: 100,
       run: () => {
         runs++;
-        return runs === 1 ? Promise.reject(new Error("boom")) : Promise.resolve();
+        return runs === 1
+          ? Promise.reject(new Error("boom"))
+          : Promise.resolve();
       },
       onError: (err) => errors.push(err),
       schedule: timers.schedule,
@@ -147,7 +170,12 @@ describe("createReloadDebouncer", () => {
   it("cancels the timer on close, waits for the run in progress and ignores later triggers", async () => {
     const timers = fakeTimers();
     const run = controlledRun();
-    const debouncer = createReloadDebouncer({ delayMs: 100, run: run.run, onError: () => undefined, schedule: timers.schedule });
+    const debouncer = createReloadDebouncer({
+      delayMs: 100,
+      run: run.run,
+      onError: () => undefined,
+      schedule: timers.schedule,
+    });
     void debouncer.runNow();
     await flush();
     debouncer.trigger();
