@@ -57,7 +57,11 @@ describe("runConfigCheck", () => {
     );
     const { code, lines } = check(["-config_dir", dir]);
     expect(code).toBe(1);
-    expect(lines.at(-1)).toMatch(new RegExp(`^error loading rate limit configs: ${escape(join(dir, "bad.yaml"))}: `));
+    expect(lines.at(-1)).toMatch(
+      new RegExp(
+        `^error loading rate limit configs: ${escape(join(dir, "bad.yaml"))}: `,
+      ),
+    );
     expect(lines.at(-1)).toContain("fortnight");
   });
 
@@ -65,14 +69,20 @@ describe("runConfigCheck", () => {
     await writeFile(join(dir, "broken.yaml"), "domain: [unclosed\n");
     const { code, lines } = check(["-config_dir", dir]);
     expect(code).toBe(1);
-    expect(lines.at(-1)).toMatch(new RegExp(`^error loading rate limit configs: ${escape(join(dir, "broken.yaml"))}: `));
+    expect(lines.at(-1)).toMatch(
+      new RegExp(
+        `^error loading rate limit configs: ${escape(join(dir, "broken.yaml"))}: `,
+      ),
+    );
   });
 
   it("reports an unknown key as a config error", async () => {
     await writeFile(join(dir, "a.yaml"), `${domainYaml("one")}colour: blue\n`);
     const { code, lines } = check(["-config_dir", dir]);
     expect(code).toBe(1);
-    expect(lines.at(-1)).toMatch(/^error loading rate limit configs: .*a\.yaml: /);
+    expect(lines.at(-1)).toMatch(
+      /^error loading rate limit configs: .*a\.yaml: /,
+    );
   });
 
   it("parses every entry whatever its extension", async () => {
@@ -89,7 +99,9 @@ describe("runConfigCheck", () => {
     await writeFile(join(dir, "b.yaml"), domainYaml("same", "k2"));
     const separate = check(["-config_dir", dir]);
     expect(separate.code).toBe(1);
-    expect(separate.lines.at(-1)).toMatch(/^error loading rate limit configs: /);
+    expect(separate.lines.at(-1)).toMatch(
+      /^error loading rate limit configs: /,
+    );
     const merged = check(["-config_dir", dir, "-merge_domain_configs"]);
     expect(merged.lines.at(-1)).toBe("all rate limit configs ok");
     expect(merged.code).toBe(0);
@@ -99,8 +111,13 @@ describe("runConfigCheck", () => {
     const missing = join(dir, "missing");
     const { code, lines } = check(["-config_dir", missing]);
     expect(code).toBe(1);
-    expect(lines.slice(0, 2)).toEqual(["checking rate limit configs...", `loading config directory: ${missing}`]);
-    expect(lines.at(-1)).toMatch(new RegExp(`^error opening directory ${escape(missing)}: `));
+    expect(lines.slice(0, 2)).toEqual([
+      "checking rate limit configs...",
+      `loading config directory: ${missing}`,
+    ]);
+    expect(lines.at(-1)).toMatch(
+      new RegExp(`^error opening directory ${escape(missing)}: `),
+    );
   });
 
   it("fails on an entry that cannot be read, such as a subdirectory", async () => {
@@ -109,7 +126,9 @@ describe("runConfigCheck", () => {
     const { code, lines } = check(["-config_dir", dir]);
     expect(code).toBe(1);
     expect(lines.at(-2)).toBe(`opening config file: ${dir}/sub`);
-    expect(lines.at(-1)).toMatch(new RegExp(`^error reading file ${escape(join(dir, "sub"))}: `));
+    expect(lines.at(-1)).toMatch(
+      new RegExp(`^error reading file ${escape(join(dir, "sub"))}: `),
+    );
   });
 
   it("prints usage for -h and fails with exit code 2 on an unknown flag", () => {
@@ -119,7 +138,11 @@ describe("runConfigCheck", () => {
     expect(help.lines.join("\n")).toContain("-merge_domain_configs");
 
     const errors: string[] = [];
-    const code = runConfigCheck(["-nope"], () => undefined, (line) => errors.push(line));
+    const code = runConfigCheck(
+      ["-nope"],
+      () => undefined,
+      (line) => errors.push(line),
+    );
     expect(code).toBe(2);
     expect(errors[0]).toBe("flag provided but not defined: -nope");
   });

@@ -1,4 +1,11 @@
-import { mkdtemp, rename, rm, symlink, writeFile, mkdir } from "node:fs/promises";
+import {
+  mkdir,
+  mkdtemp,
+  rename,
+  rm,
+  symlink,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { pino } from "pino";
@@ -7,7 +14,10 @@ import { ConfigError } from "../../src/config/config-error.js";
 import type { ConfigUpdate } from "../../src/config/config-update.js";
 import { loadConfig, type ConfigFile } from "../../src/config/load-config.js";
 import type { ConfigProvider } from "../../src/provider/config-provider.js";
-import { createFileProvider, type FileProviderOptions } from "../../src/provider/file/file-provider.js";
+import {
+  createFileProvider,
+  type FileProviderOptions,
+} from "../../src/provider/file/file-provider.js";
 import { createStatsManager } from "../../src/stats/stats-manager.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -17,14 +27,20 @@ const domainYaml = (domain: string): string =>
 /** The same load closure the app builds: real loadConfig, ConfigError → failed update. */
 function realLoad(files: readonly ConfigFile[]): ConfigUpdate {
   try {
-    return { ok: true, config: loadConfig(files, { statsManager: createStatsManager() }) };
+    return {
+      ok: true,
+      config: loadConfig(files, { statsManager: createStatsManager() }),
+    };
   } catch (err) {
     if (err instanceof ConfigError) return { ok: false, error: err };
     throw err;
   }
 }
 
-async function writeTree(dir: string, files: Record<string, string>): Promise<void> {
+async function writeTree(
+  dir: string,
+  files: Record<string, string>,
+): Promise<void> {
   for (const [path, text] of Object.entries(files)) {
     await mkdir(dirname(join(dir, path)), { recursive: true });
     await writeFile(join(dir, path), text);
@@ -37,7 +53,9 @@ async function swapSymlink(target: string, link: string): Promise<void> {
   await rename(`${link}.tmp`, link);
 }
 
-const domainsOf = (update: ConfigUpdate | undefined): readonly string[] | undefined =>
+const domainsOf = (
+  update: ConfigUpdate | undefined,
+): readonly string[] | undefined =>
   update?.ok === true ? update.config.domains : undefined;
 
 describe("file provider with the real config loader", () => {
@@ -71,7 +89,9 @@ describe("file provider with the real config loader", () => {
   }
 
   it("loads a new config after an atomic symlink swap and reports a bad one", async () => {
-    await writeTree(join(base, "v1"), { "ratelimit/config/one.yaml": domainYaml("one") });
+    await writeTree(join(base, "v1"), {
+      "ratelimit/config/one.yaml": domainYaml("one"),
+    });
     await symlink(join(base, "v1"), join(base, "current"));
     await start({});
     expect(domainsOf(updates[0])).toEqual(["one"]);
@@ -81,9 +101,17 @@ describe("file provider with the real config loader", () => {
       "ratelimit/config/nested/two.yaml": domainYaml("two"),
     });
     await swapSymlink(join(base, "v2"), join(base, "current"));
-    await waitFor(() => domainsOf(updates.at(-1))?.join() === "one,two", "config of v2");
+    await waitFor(
+      () => domainsOf(updates.at(-1))?.join() === "one,two",
+      "config of v2",
+    );
 
-    await writeTree(join(base, "v3"), { "ratelimit/config/bad.yaml": "domain: x\nrate_limit: 3\n" });
+    await writeTree(join(base, "v3"), {
+      "ratelimit/config/bad.yaml": domainYaml("x").replace(
+        "unit: minute",
+        "unit: fortnight",
+      ),
+    });
     await swapSymlink(join(base, "v3"), join(base, "current"));
     const failed = await waitFor(() => {
       const last = updates.at(-1);
@@ -96,9 +124,16 @@ describe("file provider with the real config loader", () => {
   it("reloads in directory mode after an in-place edit", async () => {
     const configDir = join(base, "runtime", "config");
     await writeTree(configDir, { "a.yaml": domainYaml("one") });
-    await start({ runtimeRoot: join(base, "runtime"), runtimeSubdirectory: "", watchRoot: false });
+    await start({
+      runtimeRoot: join(base, "runtime"),
+      runtimeSubdirectory: "",
+      watchRoot: false,
+    });
     expect(domainsOf(updates[0])).toEqual(["one"]);
     await writeFile(join(configDir, "a.yaml"), domainYaml("renamed"));
-    await waitFor(() => domainsOf(updates.at(-1))?.join() === "renamed", "config after the edit");
+    await waitFor(
+      () => domainsOf(updates.at(-1))?.join() === "renamed",
+      "config after the edit",
+    );
   });
 });

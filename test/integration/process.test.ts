@@ -62,7 +62,7 @@ describe("the ratelimit process", () => {
       expect(typeof line["level"]).toBe("string");
     }
     const messages = lines.map((l) => String(l["@message"]));
-    const limits = lines.map((l) => String(l["limit"] ?? ""));
+    const limits = lines.map((l) => l["limit"]);
     expect(limits).toContain(
       "rl.category_account: unit=MINUTE requests_per_unit=4, shadow_mode: false, quota_mode: false",
     );

@@ -216,8 +216,10 @@ export class FileProvider implements ConfigProvider {
       // looks like; the reference reloads on Chmod, so take the native event of the watched
       // directory as well (duplicates of real writes are coalesced by the debounce). The
       // polling backend has no native events: there a chmod alone does not reload.
-      watcher.on("raw", (event, _name, details) => {
-        if (event === "change" && isWatchedPath(details, watchPath)) {
+      watcher.on("raw", (event, name, details) => {
+        // A name with a separator comes from a recursive native watch: not a direct child.
+        const direct = name === null || !/[\\/]/.test(name);
+        if (event === "change" && direct && isWatchedPath(details, watchPath)) {
           this.logger.debug(
             { event: "raw change", path: watchPath },
             "config change detected",
