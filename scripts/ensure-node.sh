@@ -24,7 +24,9 @@ if ! command -v npm >/dev/null 2>&1; then
 fi
 echo "ensure-node: system Node is missing or older than 22.12; installing Node 24 into .tools/node" >&2
 mkdir -p "$local_dir"
-(cd "$local_dir" && npm install --no-save --no-audit --no-fund --loglevel=error node@24 >&2)
+# A package.json of its own, so npm installs here and not into the project found further up.
+[ -f "$local_dir/package.json" ] || echo '{ "name": "project-node", "private": true }' > "$local_dir/package.json"
+(cd "$local_dir" && npm install --no-audit --no-fund --loglevel=error node@24 >&2)
 if ! node_ok "$local_bin/node"; then
   echo "ensure-node: Node 24 install failed (see above)" >&2; exit 1
 fi
