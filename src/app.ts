@@ -5,6 +5,7 @@ import type { ConfigUpdate } from "./config/config-update.js";
 import { loadConfig, type ConfigFile } from "./config/load-config.js";
 import { HealthChecker, type HealthComponent } from "./health/health.js";
 import { createBaseLimiter } from "./limiter/base-limiter.js";
+import { createLocalCache } from "./limiter/local-cache.js";
 import type { RateLimitCache } from "./limiter/rate-limit-cache.js";
 import type { ConfigProvider } from "./provider/config-provider.js";
 import { createFileProvider } from "./provider/file/file-provider.js";
@@ -83,8 +84,17 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     components.push({ name: "config", healthy: false });
   const health = new HealthChecker(components);
 
+  const localCache =
+    settings.localCacheSizeBytes > 0
+      ? createLocalCache({
+          maxBytes: settings.localCacheSizeBytes,
+          clock,
+          statsStore: statsManager.store,
+        })
+      : undefined;
   const baseLimiter = createBaseLimiter({
     clock,
+    ...(localCache !== undefined ? { localCache } : {}),
     nearLimitRatio: settings.nearLimitRatio,
     cacheKeyPrefix: settings.cacheKeyPrefix,
     expirationJitterMaxSeconds: settings.expirationJitterMaxSeconds,

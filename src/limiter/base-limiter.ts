@@ -10,6 +10,7 @@ import {
 } from "../proto.js";
 import type { Clock } from "../util/clock.js";
 import { cacheKeyString, isPerSecond, type CacheKey } from "./cache-key.js";
+import type { LocalCache } from "./local-cache.js";
 import { secondsUntilReset } from "./window.js";
 
 /** Options of {@link createBaseLimiter}. */
@@ -30,6 +31,11 @@ export interface BaseLimiterOptions {
   readonly expirationJitterMaxSeconds?: number;
   /** Random source in [0, 1). @defaultValue Math.random */
   readonly random?: () => number;
+  /**
+   * Local over-limit cache (`LOCAL_CACHE_SIZE_IN_BYTES` > 0); keys found over limit are
+   * remembered until their window ends. @defaultValue none
+   */
+  readonly localCache?: LocalCache;
 }
 
 /**
@@ -53,16 +59,32 @@ export interface BaseLimiter {
     hitsAddends: readonly number[],
     nowSeconds: number,
   ): (CacheKey | undefined)[];
+  /**
+   * Whether a cache key is known over limit in the local cache (always false without one);
+   * such a key needs no backend round trip (upstream `IsOverLimitWithLocalCache`).
+   */
+  isOverLimitWithLocalCache(cacheKey: string): boolean;
+  /**
+   * Status of a descriptor answered from the local cache: OVER_LIMIT (OK in shadow mode),
+   * counting all hits as over limit and as `over_limit_with_local_cache`.
+   */
+  localCacheStatus(
+    limit: RateLimit,
+    hitsAddend: number,
+    nowSeconds: number,
+  ): RateLimitResponse_DescriptorStatus;
   /** Returns the expiration of a new counter: window length plus random jitter, in seconds. */
   expirationSeconds(limit: RateLimit): number;
   /**
    * Decides one descriptor from its counter after the increment and updates its stats
    * (upstream `GetResponseDescriptorStatus`; stat split of behavior.md §4.7).
    *
+   * @param cacheKey - the descriptor's cache key; entered in the local cache when over limit
    * @param limitAfterIncrease - counter value after adding `hitsAddend`
    * @param hitsAddend - hits this request added (or would have added)
    */
   descriptorStatus(
+    cacheKey: string,
     limit: RateLimit,
     limitAfterIncrease: number,
     hitsAddend: number,
@@ -79,6 +101,7 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
   const prefix = options.cacheKeyPrefix ?? "";
   const jitterMax = options.expirationJitterMaxSeconds ?? 300;
   const random = options.random ?? Math.random;
+  const localCache = options.localCache;
 
   function status(
     code: Code,
@@ -128,13 +151,28 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
       return keys;
     },
 
+    isOverLimitWithLocalCache(cacheKey) {
+      return localCache !== undefined && localCache.has(cacheKey);
+    },
+
+    localCacheStatus(limit, hits, nowSeconds) {
+      const stats = limit.stats;
+      stats.overLimit.add(hits);
+      stats.overLimitWithLocalCache.add(hits);
+      if (limit.shadowMode) {
+        stats.shadowMode.add(hits);
+        return status(Code.OK, limit, 0, nowSeconds);
+      }
+      return status(Code.OVER_LIMIT, limit, 0, nowSeconds);
+    },
+
     expirationSeconds(limit) {
       return jitterMax > 0
         ? limit.unitSeconds + Math.floor(random() * jitterMax)
         : limit.unitSeconds;
     },
 
-    descriptorStatus(limit, after, hits, nowSeconds) {
+    descriptorStatus(cacheKey, limit, after, hits, nowSeconds) {
       const limitValue = limit.requestsPerUnit;
       // Thresholds as upstream computes them: the near-limit threshold is
       // floor(float32(limit) * float32(ratio)), so it is done in float32 here too.
@@ -148,6 +186,9 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
       let result: RateLimitResponse_DescriptorStatus;
       if (after > limitValue) {
         result = status(Code.OVER_LIMIT, limit, 0, nowSeconds);
+        // Remembered for the whole unit (not just the rest of the window), as upstream does;
+        // harmless because the key embeds its window start.
+        localCache?.add(cacheKey, limit.unitSeconds);
         if (before >= limitValue) {
           // Every hit of this request is over the limit.
           stats.overLimit.add(hits);

@@ -38,11 +38,6 @@ export const notImplementedSettings: readonly NotImplementedSetting[] =
         "BACKEND_TYPE=mc: the memcached-protocol backend is not implemented in this build; set BACKEND_TYPE=memory",
     },
     {
-      variable: "LOCAL_CACHE_SIZE_IN_BYTES",
-      feature: "the local over-limit cache",
-      isInUse: (settings) => settings.localCacheSizeBytes > 0,
-    },
-    {
       variable: "CONFIG_TYPE",
       feature: "loading configuration from an xDS server (GRPC_XDS_SOTW)",
       isInUse: (settings) => settings.configType === "GRPC_XDS_SOTW",
@@ -108,11 +103,6 @@ export const notImplementedSettings: readonly NotImplementedSetting[] =
       variable: "STATS_FLUSH_INTERVAL",
       feature: "exporting statistics",
       isInUse: (_settings, env) => isSet(env, "STATS_FLUSH_INTERVAL"),
-    },
-    {
-      variable: "QUOTA_MODE",
-      feature: "global quota mode",
-      isInUse: (settings) => settings.quotaMode,
     },
     {
       variable: "RESPONSE_DYNAMIC_METADATA",

@@ -71,8 +71,19 @@ export class MemoryRateLimitCache implements RateLimitCache {
     const n = descriptors.length;
     // With STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: if any key would go over, only the keys
     // that would go over are incremented (upstream `fixed_cache_impl.go` semantics).
+    // Keys the local cache knows to be over limit skip the counters entirely.
+    let cached: boolean[] | undefined;
+    for (let i = 0; i < n; i++) {
+      const k = keys[i];
+      if (k !== undefined && this.base.isOverLimitWithLocalCache(k.key)) {
+        (cached ??= new Array<boolean>(n).fill(false))[i] = true;
+      }
+    }
     let onlyOver: boolean[] | undefined;
-    if (this.stopIncrementWhenOverlimit) {
+    if (cached !== undefined && this.stopIncrementWhenOverlimit) {
+      // A local-cache hit freezes every other counter of the request (behavior.md §4.8 step 1).
+      onlyOver = new Array<boolean>(n).fill(false);
+    } else if (this.stopIncrementWhenOverlimit) {
       const wouldExceed = new Array<boolean>(n).fill(false);
       let any = false;
       for (let i = 0; i < n; i++) {
@@ -95,10 +106,14 @@ export class MemoryRateLimitCache implements RateLimitCache {
         continue;
       }
       const hits = hitsAddends[i]!;
+      if (cached?.[i] === true) {
+        statuses[i] = this.base.localCacheStatus(limit, hits, now);
+        continue;
+      }
       const increment =
         onlyOver === undefined || onlyOver[i] === true ? hits : 0;
       const after = this.increment(k.key, increment, now, limit.unitSeconds);
-      statuses[i] = this.base.descriptorStatus(limit, after, hits, now);
+      statuses[i] = this.base.descriptorStatus(k.key, limit, after, hits, now);
     }
     return Promise.resolve(statuses);
   }

@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { createLocalCache } from "../../../src/limiter/local-cache.js";
 import {
   RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
@@ -122,7 +123,7 @@ describe("createBaseLimiter descriptorStatus", () => {
         nearLimitRatio: 0.8,
       });
       const limit = testRateLimit(stats, "d.k", c.limit);
-      const status = base.descriptorStatus(limit, c.after, c.hits, 1000);
+      const status = base.descriptorStatus("key", limit, c.after, c.hits, 1000);
       expect(status.code).toBe(c.code);
       expect(status.limitRemaining).toBe(c.remaining);
       expect(counts(stats, "d.k")).toEqual({
@@ -140,7 +141,7 @@ describe("createBaseLimiter descriptorStatus", () => {
     const limit = testRateLimit(stats, "d.k", 10, Unit.MINUTE, {
       name: "named",
     });
-    const status = base.descriptorStatus(limit, 1, 1, 2222);
+    const status = base.descriptorStatus("key", limit, 1, 1, 2222);
     expect(status.currentLimit?.name).toBe("named");
     expect(status.currentLimit?.requestsPerUnit).toBe(10);
     expect(status.currentLimit?.unit).toBe(Unit.MINUTE);
@@ -153,11 +154,11 @@ describe("createBaseLimiter descriptorStatus", () => {
     const limit = testRateLimit(stats, "d.s", 2, Unit.MINUTE, {
       shadowMode: true,
     });
-    const crossing = base.descriptorStatus(limit, 4, 3, 0);
+    const crossing = base.descriptorStatus("key", limit, 4, 3, 0);
     expect(crossing.code).toBe(Code.OK);
     expect(crossing.limitRemaining).toBe(0);
     expect(counts(stats, "d.s").shadow).toBe(2);
-    base.descriptorStatus(limit, 6, 2, 0);
+    base.descriptorStatus("key", limit, 6, 2, 0);
     expect(counts(stats, "d.s")).toEqual({
       over: 4,
       near: 1,
@@ -173,9 +174,9 @@ describe("createBaseLimiter descriptorStatus", () => {
       clock: new FakeClock(0),
       nearLimitRatio: 0.7,
     });
-    base.descriptorStatus(testRateLimit(stats, "d.f", 90), 63, 1, 0);
+    base.descriptorStatus("key", testRateLimit(stats, "d.f", 90), 63, 1, 0);
     expect(counts(stats, "d.f").near).toBe(0);
-    base.descriptorStatus(testRateLimit(stats, "d.f", 90), 64, 1, 0);
+    base.descriptorStatus("key", testRateLimit(stats, "d.f", 90), 64, 1, 0);
     expect(counts(stats, "d.f").near).toBe(1);
   });
 });
@@ -247,5 +248,53 @@ describe("createBaseLimiter generateCacheKeys", () => {
       expirationJitterMaxSeconds: 0,
     });
     expect(noJitter.expirationSeconds(limit)).toBe(60);
+  });
+});
+
+describe("createBaseLimiter with a local cache", () => {
+  it("remembers over-limit keys for the unit and answers them without counters", () => {
+    const clock = new FakeClock(1000);
+    const stats = createStatsManager();
+    const localCache = createLocalCache({
+      maxBytes: 1 << 20,
+      clock,
+      statsStore: stats.store,
+    });
+    const base = createBaseLimiter({ clock, localCache });
+    const limit = testRateLimit(stats, "d.k", 1, Unit.MINUTE);
+    expect(base.isOverLimitWithLocalCache("d_k_v_960")).toBe(false);
+    base.descriptorStatus("d_k_v_960", limit, 2, 1, 1000);
+    expect(base.isOverLimitWithLocalCache("d_k_v_960")).toBe(true);
+    const status = base.localCacheStatus(limit, 3, 1000);
+    expect(status.code).toBe(Code.OVER_LIMIT);
+    expect(stats.rateLimitStats("d.k").overLimitWithLocalCache.value()).toBe(3);
+    expect(stats.rateLimitStats("d.k").overLimit.value()).toBe(4);
+    expect(stats.store.gauge("ratelimit.localcache.hitCount").value()).toBe(1);
+    clock.seconds = 1061;
+    expect(base.isOverLimitWithLocalCache("d_k_v_960")).toBe(false);
+  });
+
+  it("stays within its byte budget by dropping the least recently used keys", () => {
+    const clock = new FakeClock(0);
+    const localCache = createLocalCache({ maxBytes: 10_000, clock });
+    for (let i = 0; i < 10_000; i++)
+      localCache.add(`domain_key_value${i}_0`, 60);
+    expect(localCache.size).toBeGreaterThan(10);
+    expect(localCache.size).toBeLessThan(100);
+    expect(localCache.has("domain_key_value9999_0")).toBe(true);
+    expect(localCache.has("domain_key_value0_0")).toBe(false);
+  });
+
+  it("reports shadow-mode local-cache hits as OK", () => {
+    const clock = new FakeClock(0);
+    const stats = createStatsManager();
+    const base = createBaseLimiter({ clock });
+    const status = base.localCacheStatus(
+      testRateLimit(stats, "d.s", 1, Unit.MINUTE, { shadowMode: true }),
+      2,
+      0,
+    );
+    expect(status.code).toBe(Code.OK);
+    expect(stats.rateLimitStats("d.s").shadowMode.value()).toBe(2);
   });
 });

@@ -32,11 +32,6 @@ describe("settingWarnings", () => {
 
   it.each([
     [
-      { LOCAL_CACHE_SIZE_IN_BYTES: "1024" },
-      "LOCAL_CACHE_SIZE_IN_BYTES",
-      "the local over-limit cache",
-    ],
-    [
       { CONFIG_TYPE: "GRPC_XDS_SOTW" },
       "CONFIG_TYPE",
       "loading configuration from an xDS server (GRPC_XDS_SOTW)",
@@ -78,7 +73,6 @@ describe("settingWarnings", () => {
       "STATS_FLUSH_INTERVAL",
       "exporting statistics",
     ],
-    [{ QUOTA_MODE: "true" }, "QUOTA_MODE", "global quota mode"],
     [
       { RESPONSE_DYNAMIC_METADATA: "true" },
       "RESPONSE_DYNAMIC_METADATA",
@@ -149,11 +143,11 @@ describe("settingWarnings", () => {
     expect(
       warningsFor({
         ...memory,
-        QUOTA_MODE: "true",
+        RESPONSE_DYNAMIC_METADATA: "true",
         TRACING_ENABLED: "true",
-        LOCAL_CACHE_SIZE_IN_BYTES: "1",
+        GRPC_UDS: "/run/rl.sock",
       }).map((warning) => warning.split(" ")[0]),
-    ).toEqual(["LOCAL_CACHE_SIZE_IN_BYTES", "TRACING_ENABLED", "QUOTA_MODE"]);
+    ).toEqual(["GRPC_UDS", "TRACING_ENABLED", "RESPONSE_DYNAMIC_METADATA"]);
   });
 
   it("keeps one frozen table naming real variables", () => {
