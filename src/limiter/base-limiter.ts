@@ -152,7 +152,7 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
     },
 
     isOverLimitWithLocalCache(cacheKey) {
-      return localCache !== undefined && localCache.has(cacheKey);
+      return localCache?.has(cacheKey) === true;
     },
 
     localCacheStatus(limit, hits, nowSeconds) {
