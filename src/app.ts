@@ -1,8 +1,14 @@
 import type { Logger } from "pino";
+import type { AppContext } from "./app-context.js";
+import { createKvCache } from "./app-kv.js";
+import { createMcCache } from "./app-mc.js";
+import { startStatsSinks, type StatsSinks } from "./app-stats.js";
+import { createXdsProvider } from "./app-xds.js";
 import { MemoryRateLimitCache } from "./backends/memory/memory-rate-limit-cache.js";
 import { ConfigError } from "./config/config-error.js";
 import type { ConfigUpdate } from "./config/config-update.js";
-import { loadConfig, type ConfigFile } from "./config/load-config.js";
+import { loadConfig, loadConfigFromRoots } from "./config/load-config.js";
+import type { RateLimitConfig } from "./config/rate-limit-config.js";
 import { HealthChecker, type HealthComponent } from "./health/health.js";
 import { createBaseLimiter } from "./limiter/base-limiter.js";
 import { createLocalCache } from "./limiter/local-cache.js";
@@ -19,7 +25,6 @@ import {
   createRateLimitService,
   type RateLimitService,
 } from "./service/rate-limit-service.js";
-import { SettingsError } from "./settings/settings-error.js";
 import type { Settings } from "./settings/settings.js";
 import {
   createStatsManager,
@@ -74,7 +79,6 @@ export interface AppDependencies {
 export function createApp(settings: Settings, deps: AppDependencies): App {
   const { logger } = deps;
   const clock = deps.clock ?? systemClock;
-  unsupported(settings);
 
   const statsManager = createStatsManager();
   const components: { name: HealthComponent; healthy: boolean }[] = [
@@ -99,12 +103,24 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     cacheKeyPrefix: settings.cacheKeyPrefix,
     expirationJitterMaxSeconds: settings.expirationJitterMaxSeconds,
   });
-  const cache: RateLimitCache = new MemoryRateLimitCache({
-    baseLimiter,
+  const context: AppContext = {
+    logger,
     clock,
-    stopCacheKeyIncrementWhenOverlimit:
-      settings.stopCacheKeyIncrementWhenOverlimit,
-  });
+    health,
+    statsManager,
+    baseLimiter,
+  };
+  const cache: RateLimitCache =
+    settings.backendType === "kv"
+      ? createKvCache(settings, context)
+      : settings.backendType === "mc"
+        ? createMcCache(settings, context)
+        : new MemoryRateLimitCache({
+            baseLimiter,
+            clock,
+            stopCacheKeyIncrementWhenOverlimit:
+              settings.stopCacheKeyIncrementWhenOverlimit,
+          });
   const service = createRateLimitService({
     cache,
     statsManager,
@@ -124,36 +140,42 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
       : {}),
   });
 
-  const load = (files: readonly ConfigFile[]): ConfigUpdate => {
+  // Both providers deliver all-or-nothing loads; a bug while loading must not kill a serving
+  // process, so anything but a ConfigError is reported as a failed load too.
+  const guarded = (build: () => RateLimitConfig): ConfigUpdate => {
     try {
-      return {
-        ok: true,
-        config: loadConfig(files, {
-          statsManager,
-          mergeDomainConfig: settings.mergeDomainConfig,
-        }),
-      };
+      return { ok: true, config: build() };
     } catch (err) {
       if (err instanceof ConfigError) return { ok: false, error: err };
-      // A bug in loading must not kill a serving process: report it as a failed load.
       return {
         ok: false,
         error: new ConfigError(
           `unexpected error loading config: ${String(err)}`,
-          { cause: err },
+          {
+            cause: err,
+          },
         ),
       };
     }
   };
-  const provider: ConfigProvider = createFileProvider({
-    runtimeRoot: settings.runtimeRoot,
-    runtimeSubdirectory: settings.runtimeSubdirectory,
-    runtimeAppDirectory: settings.runtimeAppDirectory,
-    ignoreDotFiles: settings.runtimeIgnoreDotFiles,
-    watchRoot: settings.runtimeWatchRoot,
-    load,
-    logger: logger.child({ component: "file-provider" }),
-  });
+  const loadOptions = {
+    statsManager,
+    mergeDomainConfig: settings.mergeDomainConfig,
+  };
+  const provider: ConfigProvider =
+    settings.configType === "GRPC_XDS_SOTW"
+      ? createXdsProvider(settings, context, (roots) =>
+          guarded(() => loadConfigFromRoots(roots, loadOptions)),
+        )
+      : createFileProvider({
+          runtimeRoot: settings.runtimeRoot,
+          runtimeSubdirectory: settings.runtimeSubdirectory,
+          runtimeAppDirectory: settings.runtimeAppDirectory,
+          ignoreDotFiles: settings.runtimeIgnoreDotFiles,
+          watchRoot: settings.runtimeWatchRoot,
+          load: (files) => guarded(() => loadConfig(files, loadOptions)),
+          logger: logger.child({ component: "file-provider" }),
+        });
   const configLogger = logger.child({ component: "config" });
   provider.subscribe((update) => {
     service.applyConfigUpdate(update);
@@ -172,6 +194,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     logger: logger.child({ component: "grpc" }),
   });
   let listeners: Listening[] = [];
+  let sinks: StatsSinks | undefined;
   let closing: Promise<void> | undefined;
 
   return {
@@ -180,6 +203,8 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     service,
 
     async start() {
+      sinks = await startStatsSinks(settings, context);
+      if (cache.start !== undefined) await cache.start();
       if (!settings.forceStartWithoutInitialConfig)
         logger.info("waiting for the initial rate limit config");
       const started = provider.start();
@@ -243,24 +268,9 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
         await Promise.all(open.map((l) => l.close(graceMs)));
         await provider.close();
         await cache.close();
+        await sinks?.close();
       })();
       return closing;
     },
   };
-}
-
-/** Refuses settings that select a feature this build does not have yet. */
-function unsupported(settings: Settings): void {
-  const problems: string[] = [];
-  if (settings.backendType !== "memory") {
-    problems.push(
-      `BACKEND_TYPE=${settings.backendType}: the ${settings.backendType === "kv" ? "key-value store" : "memcached-protocol"} backend is not implemented in this build yet; set BACKEND_TYPE=memory`,
-    );
-  }
-  if (settings.configType !== "FILE") {
-    problems.push(
-      `CONFIG_TYPE=${settings.configType}: configuration from a management server is not implemented in this build yet; use CONFIG_TYPE=FILE`,
-    );
-  }
-  if (problems.length > 0) throw new SettingsError(problems);
 }

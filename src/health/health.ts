@@ -21,6 +21,18 @@ export class HealthChecker {
     this.healthy = this.compute();
   }
 
+  /**
+   * Adds a component (or resets an existing one) with its initial state; a backend registers
+   * its own component when it is created.
+   */
+  register(name: HealthComponent, healthy: boolean): void {
+    this.states.set(name, healthy);
+    const overall = this.compute();
+    if (overall === this.healthy) return;
+    this.healthy = overall;
+    for (const listener of this.listeners) listener(overall);
+  }
+
   /** Marks a registered component healthy; unknown components are ignored. */
   ok(name: HealthComponent): void {
     this.set(name, true);

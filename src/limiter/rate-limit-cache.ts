@@ -27,6 +27,11 @@ export interface RateLimitCache {
     limits: readonly (RateLimit | undefined)[],
     hitsAddends: readonly number[],
   ): Promise<RateLimitResponse_DescriptorStatus[]>;
+  /**
+   * Connects and waits until the backend answers, retrying as the backend's options say;
+   * the service opens its listeners only after it resolves. Absent for in-process backends.
+   */
+  start?(): Promise<void>;
   /** Waits for pending background writes (none for synchronous backends). */
   flush(): Promise<void>;
   /** Flushes and releases connections and timers; idempotent. */

@@ -1,0 +1,18 @@
+import type { Logger } from "pino";
+import type { HealthChecker } from "./health/health.js";
+import type { BaseLimiter } from "./limiter/base-limiter.js";
+import type { StatsManager } from "./stats/stats-manager.js";
+import type { Clock } from "./util/clock.js";
+
+/**
+ * What `app.ts` hands to the per-feature factories (`app-kv.ts`, `app-mc.ts`, `app-xds.ts`,
+ * `app-stats.ts`), which map {@link Settings} to one module's options.
+ */
+export interface AppContext {
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly health: HealthChecker;
+  readonly statsManager: StatsManager;
+  /** Shared fixed-window logic (with the local cache when enabled). */
+  readonly baseLimiter: BaseLimiter;
+}

@@ -1,0 +1,18 @@
+import type { AppContext } from "./app-context.js";
+import type { RateLimitCache } from "./limiter/rate-limit-cache.js";
+import { SettingsError } from "./settings/settings-error.js";
+import type { Settings } from "./settings/settings.js";
+
+/**
+ * Builds the key-value store backend (`BACKEND_TYPE=kv`) from settings.
+ *
+ * @throws {@link SettingsError} while the backend is not built
+ */
+export function createKvCache(
+  settings: Settings,
+  _context: AppContext,
+): RateLimitCache {
+  throw new SettingsError([
+    `BACKEND_TYPE=${settings.backendType}: the key-value store backend is not implemented in this build yet; set BACKEND_TYPE=memory`,
+  ]);
+}
