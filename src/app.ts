@@ -235,6 +235,23 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
         logger: logger.child({ component: "grpc" }),
         host: settings.grpcHost,
         port: settings.grpcPort,
+        udsPath: settings.grpcUds,
+        maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
+        maxConnectionAgeGraceMs: settings.grpcMaxConnectionAgeGraceMs,
+        ...(settings.grpcServerUseTls
+          ? {
+              tls: {
+                certFile: settings.grpcServerTlsCert,
+                keyFile: settings.grpcServerTlsKey,
+                ...(settings.grpcClientTlsCacert !== ""
+                  ? {
+                      clientCaFile: settings.grpcClientTlsCacert,
+                      clientSan: settings.grpcClientTlsSan,
+                    }
+                  : {}),
+              },
+            }
+          : {}),
       });
       listeners.push(grpc);
       logger.warn(

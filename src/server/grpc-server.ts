@@ -1,36 +1,175 @@
-import { createServer } from "node:http2";
+import {
+  createSecureServer,
+  createServer,
+  type Http2SecureServer,
+  type Http2Server,
+  type Http2Session,
+} from "node:http2";
+import type { TLSSocket } from "node:tls";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { createConnectHandler } from "./connect-handler.js";
 import { listen, type Listening } from "./listen.js";
+import { loadTlsCredentials, type TlsCredentials } from "./tls-credentials.js";
+
+/** TLS settings of the gRPC listener. */
+export interface GrpcTlsOptions {
+  /** Certificate chain file (`GRPC_SERVER_TLS_CERT`); watched and reloaded. */
+  readonly certFile: string;
+  /** Private key file (`GRPC_SERVER_TLS_KEY`); watched and reloaded. */
+  readonly keyFile: string;
+  /** Require client certificates signed by this CA (`GRPC_CLIENT_TLS_CACERT`). */
+  readonly clientCaFile?: string;
+  /** Also require this DNS SAN in the client certificate (`GRPC_CLIENT_TLS_SAN`). */
+  readonly clientSan?: string;
+}
 
 /** Options of {@link startGrpcServer}. */
 export interface GrpcServerOptions {
   /** Route registration (see `createRoutes`). */
   readonly routes: (router: ConnectRouter) => void;
   readonly logger: Logger;
-  /** Bind host (`GRPC_HOST`). */
+  /** Bind host (`GRPC_HOST`); ignored when `udsPath` is set. */
   readonly host: string;
-  /** Bind port (`GRPC_PORT`); 0 picks a free one. */
+  /** Bind port (`GRPC_PORT`); 0 picks a free one; ignored when `udsPath` is set. */
   readonly port: number;
+  /** Serve on this unix socket instead of host:port (`GRPC_UDS`). @defaultValue none */
+  readonly udsPath?: string;
+  /** Serve TLS (`GRPC_SERVER_USE_TLS`). @defaultValue cleartext HTTP/2 */
+  readonly tls?: GrpcTlsOptions;
+  /**
+   * Age after which a connection is sent GOAWAY, in ms, with ±10 % random jitter per
+   * connection (`GRPC_MAX_CONNECTION_AGE`); 0 disables. @defaultValue 0
+   */
+  readonly maxConnectionAgeMs?: number;
+  /**
+   * Time after the GOAWAY before the connection is closed even with calls in flight, in ms
+   * (`GRPC_MAX_CONNECTION_AGE_GRACE`). @defaultValue 0
+   */
+  readonly maxConnectionAgeGraceMs?: number;
   /** Largest accepted request message, in bytes. @defaultValue 4 MiB (gRPC's default) */
   readonly readMaxBytes?: number;
+  /** Random source in [0, 1) for the age jitter. @defaultValue Math.random */
+  readonly random?: () => number;
 }
 
 /**
- * Starts the cleartext HTTP/2 (h2c) gRPC server: the Connect router answers gRPC, and also
- * gRPC-web and Connect over HTTP/2.
+ * Starts the gRPC server (HTTP/2, cleartext or TLS, on TCP or a unix socket). The Connect
+ * router answers gRPC, and also gRPC-web and Connect over HTTP/2. With TLS the certificate
+ * files are watched and a rotated pair serves new handshakes without a restart; open
+ * connections keep theirs.
  *
- * @throws the listen error when the address cannot be bound
+ * @throws the listen error when the address cannot be bound, or the TLS file error when the
+ *   initial certificate or key cannot be loaded
  */
-export function startGrpcServer(
+export async function startGrpcServer(
   options: GrpcServerOptions,
 ): Promise<Listening> {
+  const { logger } = options;
   const handler = createConnectHandler({
     routes: options.routes,
-    logger: options.logger,
+    logger,
     readMaxBytes: options.readMaxBytes ?? 4 * 1024 * 1024,
   });
-  const server = createServer(handler);
-  return listen(server, options.host, options.port);
+  let server: Http2Server | Http2SecureServer;
+  let credentials: TlsCredentials | undefined;
+  const tls = options.tls;
+  if (tls !== undefined) {
+    credentials = loadTlsCredentials({
+      certFile: tls.certFile,
+      keyFile: tls.keyFile,
+      ...(tls.clientCaFile !== undefined
+        ? { clientCaFile: tls.clientCaFile }
+        : {}),
+      logger,
+    });
+    const mutual = tls.clientCaFile !== undefined;
+    const secure = createSecureServer(
+      {
+        ...credentials.current(),
+        requestCert: mutual,
+        rejectUnauthorized: mutual,
+        allowHTTP1: false,
+      },
+      handler,
+    );
+    credentials.onReload((context) => {
+      secure.setSecureContext(context);
+    });
+    if (mutual && tls.clientSan !== undefined && tls.clientSan !== "") {
+      const wanted = tls.clientSan;
+      secure.on("secureConnection", (socket: TLSSocket) => {
+        if (!hasDnsSan(socket, wanted)) {
+          logger.warn(
+            { san: wanted },
+            "client certificate lacks the required DNS SAN; closing",
+          );
+          socket.destroy();
+        }
+      });
+    }
+    server = secure;
+  } else {
+    server = createServer(handler);
+  }
+  const ageMs = options.maxConnectionAgeMs ?? 0;
+  if (ageMs > 0) {
+    const graceMs = options.maxConnectionAgeGraceMs ?? 0;
+    const random = options.random ?? Math.random;
+    server.on("session", (session: Http2Session) => {
+      limitSessionAge(session, ageMs * (0.9 + 0.2 * random()), graceMs);
+    });
+  }
+  const target =
+    options.udsPath !== undefined && options.udsPath !== ""
+      ? { path: options.udsPath }
+      : { host: options.host, port: options.port };
+  let listening: Listening;
+  try {
+    listening = await listen(server, target);
+  } catch (err) {
+    await credentials?.close();
+    throw err;
+  }
+  return {
+    address: listening.address,
+    port: listening.port,
+    async close(graceMs) {
+      await listening.close(graceMs);
+      await credentials?.close();
+    },
+  };
+}
+
+/** Whether the peer certificate carries `DNS:<name>` among its subject alternative names. */
+function hasDnsSan(socket: TLSSocket, name: string): boolean {
+  const san = socket.getPeerCertificate().subjectaltname;
+  if (san === undefined) return false;
+  return san.split(",").some((part) => part.trim() === `DNS:${name}`);
+}
+
+/**
+ * Sends GOAWAY after `ageMs` (in-flight calls continue, new ones go to a new connection),
+ * then destroys the connection `graceMs` later if calls are still open; same as grpc-go's
+ * MaxConnectionAge / MaxConnectionAgeGrace.
+ */
+function limitSessionAge(
+  session: Http2Session,
+  ageMs: number,
+  graceMs: number,
+): void {
+  let graceTimer: NodeJS.Timeout | undefined;
+  const ageTimer = setTimeout(() => {
+    if (session.closed || session.destroyed) return;
+    session.close();
+    graceTimer = setTimeout(() => {
+      if (!session.destroyed) session.destroy();
+    }, graceMs);
+    graceTimer.unref();
+  }, ageMs);
+  ageTimer.unref();
+  session.once("close", () => {
+    clearTimeout(ageTimer);
+    clearTimeout(graceTimer);
+  });
 }

@@ -59,5 +59,5 @@ export function startHttpServer(
     }
     connect(req, res);
   });
-  return listen(server, options.host, options.port);
+  return listen(server, { host: options.host, port: options.port });
 }

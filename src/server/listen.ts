@@ -1,35 +1,49 @@
+import { lstat, unlink } from "node:fs/promises";
 import type { Server as HttpServer } from "node:http";
-import type { Http2Server, Http2Session } from "node:http2";
+import type { Http2SecureServer, Http2Server, Http2Session } from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
 
 /** A bound listener with its actual address and a graceful close. */
 export interface Listening {
-  /** `host:port` actually bound (port resolved when 0 was asked for). */
+  /** `host:port` actually bound (port resolved when 0 was asked for), or `unix:<path>`. */
   readonly address: string;
-  /** Port actually bound. */
+  /** Port actually bound; 0 for a unix socket. */
   readonly port: number;
   /**
    * Stops accepting, lets in-flight requests finish for up to `graceMs`, then destroys what
-   * is left; idempotent.
+   * is left (and removes a unix socket file); idempotent.
    */
   close(graceMs?: number): Promise<void>;
 }
+
+/** Where to listen: a TCP host and port, or a unix socket path. */
+export type ListenTarget =
+  { readonly host: string; readonly port: number } | { readonly path: string };
 
 /** Joins a host and port as `host:port`, or `[v6]:port` for IPv6 hosts. */
 export function joinHostPort(host: string, port: number): string {
   return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
+/** Removes a leftover unix socket file (never a regular file or directory). */
+async function removeStaleSocket(path: string): Promise<void> {
+  try {
+    if ((await lstat(path)).isSocket()) await unlink(path);
+  } catch {
+    // Nothing there (or not ours to remove): listen reports any real problem.
+  }
+}
+
 /**
- * Listens on `host:port` and tracks connections (HTTP/1.1 sockets or HTTP/2 sessions) so
- * close can drain them.
+ * Listens on a TCP address or a unix socket and tracks connections (HTTP/1.1 sockets or
+ * HTTP/2 sessions) so close can drain them. A stale unix socket file left by a crashed
+ * process is removed first.
  *
- * @throws the listen error (e.g. EADDRINUSE) when the port cannot be bound
+ * @throws the listen error (e.g. EADDRINUSE) when the address cannot be bound
  */
 export async function listen(
-  server: HttpServer | Http2Server,
-  host: string,
-  port: number,
+  server: HttpServer | Http2Server | Http2SecureServer,
+  target: ListenTarget,
 ): Promise<Listening> {
   const sockets = new Set<Socket>();
   const sessions = new Set<Http2Session>();
@@ -37,25 +51,39 @@ export async function listen(
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
   });
+  server.on("secureConnection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
   server.on("session", (session: Http2Session) => {
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
   });
+  if ("path" in target) await removeStaleSocket(target.path);
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error): void => {
       reject(err);
     };
     server.once("error", onError);
-    server.listen({ host, port }, () => {
+    const done = (): void => {
       server.off("error", onError);
       resolve();
-    });
+    };
+    if ("path" in target) server.listen({ path: target.path }, done);
+    else server.listen({ host: target.host, port: target.port }, done);
   });
-  const bound = server.address() as AddressInfo;
+  let address: string;
+  let port = 0;
+  if ("path" in target) {
+    address = `unix:${target.path}`;
+  } else {
+    port = (server.address() as AddressInfo).port;
+    address = joinHostPort(target.host, port);
+  }
   let closing: Promise<void> | undefined;
   return {
-    address: joinHostPort(host, bound.port),
-    port: bound.port,
+    address,
+    port,
     close(graceMs = 5000) {
       closing ??= new Promise<void>((resolve) => {
         server.close(() => {
@@ -69,6 +97,8 @@ export async function listen(
           for (const socket of sockets) socket.destroy();
         }, graceMs);
         timer.unref();
+      }).then(async () => {
+        if ("path" in target) await removeStaleSocket(target.path);
       });
       return closing;
     },

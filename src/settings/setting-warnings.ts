@@ -43,36 +43,6 @@ export const notImplementedSettings: readonly NotImplementedSetting[] =
       isInUse: (settings) => settings.configType === "GRPC_XDS_SOTW",
     },
     {
-      variable: "GRPC_SERVER_USE_TLS",
-      feature: "TLS on the gRPC listener",
-      isInUse: (settings) => settings.grpcServerUseTls,
-    },
-    {
-      variable: "GRPC_CLIENT_TLS_CACERT",
-      feature: "mutual TLS on the gRPC listener",
-      isInUse: (settings) => settings.grpcClientTlsCacert !== "",
-    },
-    {
-      variable: "GRPC_CLIENT_TLS_SAN",
-      feature: "mutual TLS on the gRPC listener",
-      isInUse: (settings) => settings.grpcClientTlsSan !== "",
-    },
-    {
-      variable: "GRPC_UDS",
-      feature: "a gRPC listener on a unix socket",
-      isInUse: (settings) => settings.grpcUds !== "",
-    },
-    {
-      variable: "GRPC_MAX_CONNECTION_AGE",
-      feature: "a maximum gRPC connection age",
-      isInUse: (_settings, env) => isSet(env, "GRPC_MAX_CONNECTION_AGE"),
-    },
-    {
-      variable: "GRPC_MAX_CONNECTION_AGE_GRACE",
-      feature: "a maximum gRPC connection age",
-      isInUse: (_settings, env) => isSet(env, "GRPC_MAX_CONNECTION_AGE_GRACE"),
-    },
-    {
       variable: "TRACING_ENABLED",
       feature: "tracing",
       isInUse: (settings) => settings.tracingEnabled,

@@ -36,30 +36,6 @@ describe("settingWarnings", () => {
       "CONFIG_TYPE",
       "loading configuration from an xDS server (GRPC_XDS_SOTW)",
     ],
-    [
-      {
-        GRPC_SERVER_USE_TLS: "true",
-        GRPC_SERVER_TLS_CERT: "/c",
-        GRPC_SERVER_TLS_KEY: "/k",
-      },
-      "GRPC_SERVER_USE_TLS",
-      "TLS on the gRPC listener",
-    ],
-    [
-      { GRPC_UDS: "/run/rl.sock" },
-      "GRPC_UDS",
-      "a gRPC listener on a unix socket",
-    ],
-    [
-      { GRPC_MAX_CONNECTION_AGE: "24h" },
-      "GRPC_MAX_CONNECTION_AGE",
-      "a maximum gRPC connection age",
-    ],
-    [
-      { GRPC_MAX_CONNECTION_AGE_GRACE: "1h" },
-      "GRPC_MAX_CONNECTION_AGE_GRACE",
-      "a maximum gRPC connection age",
-    ],
     [{ TRACING_ENABLED: "true" }, "TRACING_ENABLED", "tracing"],
     [{ USE_PUSHSTATS: "true" }, "USE_PUSHSTATS", "the push-based metrics sink"],
     [
@@ -81,23 +57,6 @@ describe("settingWarnings", () => {
   ])("warns for %j", (env, variable, feature) => {
     expect(warningsFor({ ...memory, ...env })).toEqual([
       `${variable} has no effect yet: ${feature} is not implemented in this build`,
-    ]);
-  });
-
-  it("warns for each mutual TLS setting", () => {
-    expect(
-      warningsFor({
-        ...memory,
-        GRPC_SERVER_USE_TLS: "true",
-        GRPC_SERVER_TLS_CERT: "/c",
-        GRPC_SERVER_TLS_KEY: "/k",
-        GRPC_CLIENT_TLS_CACERT: "/ca",
-        GRPC_CLIENT_TLS_SAN: "proxy",
-      }),
-    ).toEqual([
-      "GRPC_SERVER_USE_TLS has no effect yet: TLS on the gRPC listener is not implemented in this build",
-      "GRPC_CLIENT_TLS_CACERT has no effect yet: mutual TLS on the gRPC listener is not implemented in this build",
-      "GRPC_CLIENT_TLS_SAN has no effect yet: mutual TLS on the gRPC listener is not implemented in this build",
     ]);
   });
 
@@ -145,9 +104,9 @@ describe("settingWarnings", () => {
         ...memory,
         RESPONSE_DYNAMIC_METADATA: "true",
         TRACING_ENABLED: "true",
-        GRPC_UDS: "/run/rl.sock",
+        EXTRA_TAGS: "env:prod",
       }).map((warning) => warning.split(" ")[0]),
-    ).toEqual(["GRPC_UDS", "TRACING_ENABLED", "RESPONSE_DYNAMIC_METADATA"]);
+    ).toEqual(["TRACING_ENABLED", "EXTRA_TAGS", "RESPONSE_DYNAMIC_METADATA"]);
   });
 
   it("keeps one frozen table naming real variables", () => {
