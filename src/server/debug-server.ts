@@ -50,5 +50,5 @@ export function startDebugServer(
     }
     res.end(paths.map(([p, help]) => `${p}: ${help}\n`).join(""));
   });
-  return listen(server, options.host, options.port);
+  return listen(server, { host: options.host, port: options.port });
 }
