@@ -21,6 +21,7 @@ import { startHttpServer } from "./server/http-server.js";
 import { createJsonHandler } from "./server/json-handler.js";
 import type { Listening } from "./server/listen.js";
 import { createRoutes } from "./server/routes.js";
+import { createShouldRateLimitHandler } from "./server/should-rate-limit-handler.js";
 import {
   createRateLimitService,
   type RateLimitService,
@@ -63,6 +64,11 @@ export interface AppDependencies {
   readonly logger: Logger;
   /** @defaultValue the system clock */
   readonly clock?: Clock;
+  /**
+   * Serve unary gRPC ShouldRateLimit on the HTTP/2 fast path (see `installGrpcFastPath`);
+   * tests turn it off to compare with the Connect path. @defaultValue true
+   */
+  readonly grpcFastPath?: boolean;
 }
 
 /**
@@ -187,12 +193,12 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     }
   });
 
-  const routes = createRoutes({
+  const shouldRateLimit = createShouldRateLimitHandler({
     service,
-    health,
     statsManager,
     logger: logger.child({ component: "grpc" }),
   });
+  const routes = createRoutes({ shouldRateLimit, health, statsManager });
   let listeners: Listening[] = [];
   let sinks: StatsSinks | undefined;
   let closing: Promise<void> | undefined;
@@ -236,6 +242,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
         host: settings.grpcHost,
         port: settings.grpcPort,
         udsPath: settings.grpcUds,
+        ...(deps.grpcFastPath !== false ? { fastPath: shouldRateLimit } : {}),
         maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
         maxConnectionAgeGraceMs: settings.grpcMaxConnectionAgeGraceMs,
         ...(settings.grpcServerUseTls

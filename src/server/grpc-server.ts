@@ -9,7 +9,9 @@ import type { TLSSocket } from "node:tls";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { createConnectHandler } from "./connect-handler.js";
+import { installGrpcFastPath } from "./grpc-fast-path.js";
 import { listen, type Listening } from "./listen.js";
+import type { ShouldRateLimitHandler } from "./should-rate-limit-handler.js";
 import { loadTlsCredentials, type TlsCredentials } from "./tls-credentials.js";
 
 /** TLS settings of the gRPC listener. */
@@ -51,6 +53,11 @@ export interface GrpcServerOptions {
   readonly readMaxBytes?: number;
   /** Random source in [0, 1) for the age jitter. @defaultValue Math.random */
   readonly random?: () => number;
+  /**
+   * Serve unary gRPC ShouldRateLimit directly on the HTTP/2 stream with this handler, in
+   * front of the Connect router (see `installGrpcFastPath`). @defaultValue off
+   */
+  readonly fastPath?: ShouldRateLimitHandler;
 }
 
 /**
@@ -111,6 +118,13 @@ export async function startGrpcServer(
     server = secure;
   } else {
     server = createServer(handler);
+  }
+  if (options.fastPath !== undefined) {
+    installGrpcFastPath(server, {
+      handler: options.fastPath,
+      readMaxBytes: options.readMaxBytes ?? 4 * 1024 * 1024,
+      logger,
+    });
   }
   const ageMs = options.maxConnectionAgeMs ?? 0;
   if (ageMs > 0) {

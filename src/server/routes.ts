@@ -1,6 +1,5 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
-import type { Logger } from "pino";
 import type { HealthChecker } from "../health/health.js";
 import {
   Health,
@@ -10,16 +9,15 @@ import {
   RateLimitService,
   type HealthCheckResponse,
 } from "../proto.js";
-import { toConnectError } from "../service/errors.js";
-import type { RateLimitService as Service } from "../service/rate-limit-service.js";
 import type { StatsManager } from "../stats/stats-manager.js";
+import type { ShouldRateLimitHandler } from "./should-rate-limit-handler.js";
 
 /** Options of {@link createRoutes}. */
 export interface RoutesOptions {
-  readonly service: Service;
+  /** The shared ShouldRateLimit entry point (see `createShouldRateLimitHandler`). */
+  readonly shouldRateLimit: ShouldRateLimitHandler;
   readonly health: HealthChecker;
   readonly statsManager: StatsManager;
-  readonly logger: Logger;
 }
 
 /** Name under which the gRPC health service reports the rate-limit service. */
@@ -33,9 +31,7 @@ export const healthServiceName = "ratelimit";
 export function createRoutes(
   options: RoutesOptions,
 ): (router: ConnectRouter) => void {
-  const { service, health, statsManager, logger } = options;
-  const totalRequests = statsManager.serverTotalRequests("ShouldRateLimit");
-  const responseTime = statsManager.serverResponseTime("ShouldRateLimit");
+  const { shouldRateLimit, health, statsManager } = options;
   const checkRequests = statsManager.serverTotalRequests("Check");
 
   function statusOf(name: string): ServingStatus | undefined {
@@ -50,19 +46,7 @@ export function createRoutes(
   }
 
   return (router) => {
-    router.service(RateLimitService, {
-      async shouldRateLimit(request) {
-        const startMs = performance.now();
-        totalRequests.add(1);
-        try {
-          return await service.shouldRateLimit(request);
-        } catch (err) {
-          throw toConnectError(err, statsManager, logger);
-        } finally {
-          responseTime.recordMs(performance.now() - startMs);
-        }
-      },
-    });
+    router.service(RateLimitService, { shouldRateLimit });
     router.service(Health, {
       check(request) {
         checkRequests.add(1);

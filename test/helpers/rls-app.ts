@@ -24,6 +24,7 @@ export async function startTestApp(
   files: Record<string, string>,
   env: Record<string, string> = {},
   logger: Logger = pino({ level: "silent" }),
+  deps: { grpcFastPath?: boolean } = {},
 ): Promise<TestApp> {
   const root = await mkdtemp(join(tmpdir(), "rls-app-"));
   const configDir = join(root, "config");
@@ -45,7 +46,7 @@ export async function startTestApp(
     USE_PUSHSTATS: "false",
     ...env,
   });
-  const app = createApp(settings, { logger });
+  const app = createApp(settings, { logger, ...deps });
   const addresses = await app.start();
   return {
     app,
