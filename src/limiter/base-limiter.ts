@@ -1,10 +1,7 @@
-import { create } from "@bufbuild/protobuf";
-import { DurationSchema } from "@bufbuild/protobuf/wkt";
+import type { Duration } from "@bufbuild/protobuf/wkt";
 import type { RateLimit } from "../config/rate-limit-config.js";
 import {
   RateLimitResponse_Code as Code,
-  RateLimitResponse_DescriptorStatusSchema,
-  RateLimitResponse_RateLimitSchema,
   type RateLimitDescriptor,
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
@@ -103,24 +100,31 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
   const random = options.random ?? Math.random;
   const localCache = options.localCache;
 
+  // Statuses are built as complete message literals (every field set, as `create()` would
+  // leave them) rather than through `create()`, which walks the schema on every call: this is
+  // the hot path. The reset durations are shared, read-only objects, one per value.
   function status(
     code: Code,
     limit: RateLimit,
     limitRemaining: number,
     nowSeconds: number,
   ): RateLimitResponse_DescriptorStatus {
-    return create(RateLimitResponse_DescriptorStatusSchema, {
+    return {
+      $typeName:
+        "envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus",
       code,
-      currentLimit: create(RateLimitResponse_RateLimitSchema, {
+      currentLimit: {
+        $typeName: "envoy.service.ratelimit.v3.RateLimitResponse.RateLimit",
         name: limit.name,
         requestsPerUnit: limit.requestsPerUnit,
         unit: limit.unit,
-      }),
+      },
       limitRemaining,
-      durationUntilReset: create(DurationSchema, {
-        seconds: BigInt(secondsUntilReset(nowSeconds, limit.unitSeconds)),
-      }),
-    });
+      durationUntilReset: resetDuration(
+        secondsUntilReset(nowSeconds, limit.unitSeconds),
+      ),
+      quota: undefined,
+    };
   }
 
   return {
@@ -218,9 +222,41 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
     },
 
     okWithoutLimit() {
-      return create(RateLimitResponse_DescriptorStatusSchema, {
+      return {
+        $typeName:
+          "envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus",
         code: Code.OK,
-      });
+        currentLimit: undefined,
+        limitRemaining: 0,
+        durationUntilReset: undefined,
+        quota: undefined,
+      };
     },
   };
+}
+
+// Shared Duration messages for resets up to one day (MINUTE windows use 60 of them);
+// longer resets are built per call.
+const cachedResets: (Duration | undefined)[] = [];
+const maxCachedResetSeconds = 86400;
+
+/** Returns a read-only Duration of `seconds` whole seconds (shared for small values). */
+function resetDuration(seconds: number): Duration {
+  if (seconds > maxCachedResetSeconds) {
+    return {
+      $typeName: "google.protobuf.Duration",
+      seconds: BigInt(seconds),
+      nanos: 0,
+    };
+  }
+  let duration = cachedResets[seconds];
+  if (duration === undefined) {
+    duration = Object.freeze({
+      $typeName: "google.protobuf.Duration" as const,
+      seconds: BigInt(seconds),
+      nanos: 0,
+    });
+    cachedResets[seconds] = duration;
+  }
+  return duration;
 }

@@ -1,4 +1,3 @@
-import { create } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
 import type { ConfigUpdate } from "../config/config-update.js";
 import type {
@@ -10,7 +9,6 @@ import { hitsAddendFor } from "../limiter/hits-addend.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
 import {
   OverrideRateLimitUnit,
-  RateLimitResponseSchema,
   RateLimitResponse_Code as Code,
   type RateLimitRequest,
   type RateLimitResponse,
@@ -68,6 +66,8 @@ export interface RateLimitService {
 }
 
 const maxUint32 = 4294967295;
+/** Shared empty `raw_body` (never written to). */
+const emptyBytes = new Uint8Array(0);
 
 /**
  * Creates the decision service.
@@ -207,10 +207,17 @@ export function createRateLimitService(
         anyOver || (quotaCount > 0 && quotaOver === quotaCount)
           ? Code.OVER_LIMIT
           : Code.OK;
-      const response = create(RateLimitResponseSchema, {
+      // A complete message literal: `create()` walks the schema on every call.
+      const response: RateLimitResponse = {
+        $typeName: "envoy.service.ratelimit.v3.RateLimitResponse",
         overallCode,
         statuses,
-      });
+        responseHeadersToAdd: [],
+        requestHeadersToAdd: [],
+        rawBody: emptyBytes,
+        dynamicMetadata: undefined,
+        quota: undefined,
+      };
       if (headerNames !== undefined) {
         const headers = rateLimitHeaders(
           headerNames,
