@@ -15,4 +15,9 @@ export interface AppContext {
   readonly statsManager: StatsManager;
   /** Shared fixed-window logic (with the local cache when enabled). */
   readonly baseLimiter: BaseLimiter;
+  /**
+   * Index of this worker process when `WORKERS` > 1, else 0. Listeners that must not be shared
+   * between processes (debug, pull stats) open in worker 0 only.
+   */
+  readonly workerIndex: number;
 }

@@ -37,6 +37,7 @@ import { systemClock, type Clock } from "./util/clock.js";
 export interface AppAddresses {
   readonly grpc: string;
   readonly http: string;
+  /** Empty in workers other than the first (they open no debug listener). */
   readonly debug: string;
 }
 
@@ -69,6 +70,12 @@ export interface AppDependencies {
    * tests turn it off to compare with the Connect path. @defaultValue true
    */
   readonly grpcFastPath?: boolean;
+  /**
+   * Index of this worker process (`WORKERS` > 1); only worker 0 opens the debug listener
+   * (and the pull-stats listener), so their ports are not shared between processes.
+   * @defaultValue 0
+   */
+  readonly workerIndex?: number;
 }
 
 /**
@@ -110,6 +117,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     expirationJitterMaxSeconds: settings.expirationJitterMaxSeconds,
   });
   const context: AppContext = {
+    workerIndex: deps.workerIndex ?? 0,
     logger,
     clock,
     health,
@@ -225,17 +233,21 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
           logger.error({ err }, "config provider failed to start");
         });
       }
-      const debug = await startDebugServer({
-        currentConfig: () => service.currentConfig(),
-        statsStore: statsManager.store,
-        host: settings.debugHost,
-        port: settings.debugPort,
-      });
-      listeners.push(debug);
-      logger.warn(
-        { address: debug.address },
-        `listening for debug on '${debug.address}'`,
-      );
+      let debugAddress = "";
+      if ((deps.workerIndex ?? 0) === 0) {
+        const debug = await startDebugServer({
+          currentConfig: () => service.currentConfig(),
+          statsStore: statsManager.store,
+          host: settings.debugHost,
+          port: settings.debugPort,
+        });
+        listeners.push(debug);
+        debugAddress = debug.address;
+        logger.warn(
+          { address: debug.address },
+          `listening for debug on '${debug.address}'`,
+        );
+      }
       const grpc = await startGrpcServer({
         routes,
         logger: logger.child({ component: "grpc" }),
@@ -282,7 +294,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
         { address: http.address },
         `listening for HTTP on '${http.address}'`,
       );
-      return { grpc: grpc.address, http: http.address, debug: debug.address };
+      return { grpc: grpc.address, http: http.address, debug: debugAddress };
     },
 
     close(graceMs = 10_000) {

@@ -1,3 +1,4 @@
+import cluster from "node:cluster";
 import { createApp, type App } from "./app.js";
 import { SettingsError } from "./settings/settings-error.js";
 import { settingsMarkdown } from "./settings/settings-markdown.js";
@@ -63,34 +64,88 @@ process.on("unhandledRejection", (err) => {
   process.exit(1);
 });
 
-let app: App;
-try {
-  app = createApp(settings, { logger });
-  await app.start();
-} catch (err) {
-  logger.fatal({ err }, err instanceof Error ? err.message : String(err));
-  process.exit(1);
+if (settings.workers > 1 && cluster.isPrimary) {
+  superviseWorkers(settings.workers);
+} else {
+  await runService(Number(process.env["RATELIMIT_WORKER_INDEX"] ?? "0"));
 }
 
-let stopping = false;
-function shutdown(signal: NodeJS.Signals): void {
-  if (stopping) return;
-  stopping = true;
-  logger.warn({ signal }, "received signal, draining");
-  app.health.fail("sigterm");
-  app.close().then(
-    () => {
-      logger.warn("stopped");
-      process.exit(0);
-    },
-    (err: unknown) => {
-      logger.error({ err }, "error while stopping");
-      process.exit(1);
-    },
-  );
+/** Runs the service in this process (the only one, or one worker of several). */
+async function runService(workerIndex: number): Promise<void> {
+  let app: App;
+  try {
+    app = createApp(settings, { logger, workerIndex });
+    await app.start();
+  } catch (err) {
+    logger.fatal({ err }, err instanceof Error ? err.message : String(err));
+    process.exit(1);
+  }
+
+  let stopping = false;
+  const shutdown = (signal: NodeJS.Signals): void => {
+    if (stopping) return;
+    stopping = true;
+    logger.warn({ signal }, "received signal, draining");
+    app.health.fail("sigterm");
+    app.close().then(
+      () => {
+        logger.warn("stopped");
+        process.exit(0);
+      },
+      (err: unknown) => {
+        logger.error({ err }, "error while stopping");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", shutdown);
+  process.on("SIGINT", shutdown);
+  process.on("SIGHUP", () => {
+    logger.info("SIGHUP ignored (config reloads on file changes)");
+  });
 }
-process.on("SIGTERM", shutdown);
-process.on("SIGINT", shutdown);
-process.on("SIGHUP", () => {
-  logger.info("SIGHUP ignored (config reloads on file changes)");
-});
+
+/**
+ * The primary of `WORKERS` > 1: forks the workers (they share the listening ports through
+ * node:cluster), restarts one that dies unexpectedly, and on SIGTERM/SIGINT forwards the signal
+ * and exits 0 once every worker has drained.
+ */
+function superviseWorkers(count: number): void {
+  let stopping = false;
+  const fork = (index: number): void => {
+    const worker = cluster.fork({ RATELIMIT_WORKER_INDEX: String(index) });
+    worker.on("exit", (code, signal) => {
+      if (stopping) return;
+      logger.error(
+        { worker: index, code, signal },
+        "worker exited unexpectedly; restarting it",
+      );
+      setTimeout(() => {
+        fork(index);
+      }, 1000).unref();
+    });
+  };
+  for (let i = 0; i < count; i++) fork(i);
+  logger.warn({ workers: count }, `started ${count} worker processes`);
+
+  const shutdown = (signal: NodeJS.Signals): void => {
+    if (stopping) return;
+    stopping = true;
+    logger.warn({ signal }, "received signal, stopping workers");
+    const workers = Object.values(cluster.workers ?? {});
+    let left = workers.length;
+    if (left === 0) process.exit(0);
+    for (const worker of workers) {
+      worker?.once("exit", () => {
+        left--;
+        if (left === 0) process.exit(0);
+      });
+      worker?.process.kill(signal);
+    }
+  };
+  process.on("SIGTERM", shutdown);
+  process.on("SIGINT", shutdown);
+  process.on("SIGHUP", () => {
+    logger.info("SIGHUP ignored (config reloads on file changes)");
+  });
+}

@@ -290,6 +290,12 @@ export const settingsTable: readonly SettingsTableRow[] = Object.freeze(
     ),
     row(
       "rate limiting",
+      "WORKERS",
+      d.workers,
+      "Worker processes sharing the listening ports (uses every core); above 1 needs BACKEND_TYPE kv or mc.",
+    ),
+    row(
+      "rate limiting",
       "LOCAL_CACHE_SIZE_IN_BYTES",
       d.localCacheSizeBytes,
       "Size of the local over-limit cache in bytes; 0 disables it.",

@@ -206,6 +206,11 @@ export interface Settings {
    * disables the jitter (`EXPIRATION_JITTER_MAX_SECONDS`). @defaultValue 300
    */
   readonly expirationJitterMaxSeconds: number;
+  /**
+   * Number of worker processes sharing the listening ports (`WORKERS`), 1–64; above 1 needs a
+   * shared backend (kv or mc). @defaultValue 1
+   */
+  readonly workers: number;
   /** Size of the local over-limit cache in bytes; 0 disables it (`LOCAL_CACHE_SIZE_IN_BYTES`). @defaultValue 0 */
   readonly localCacheSizeBytes: number;
   /**
@@ -446,6 +451,7 @@ export const settingsDefaults: Readonly<Omit<Settings, "statsSink">> =
     backendType: "kv", // kv | mc | memory
     cacheKeyPrefix: "", // text
     expirationJitterMaxSeconds: 300, // seconds
+    workers: 1, // processes
     localCacheSizeBytes: 0, // bytes; 0 = disabled
     nearLimitRatio: 0.8, // ratio 0..1
     stopCacheKeyIncrementWhenOverlimit: false, // flag
@@ -863,6 +869,16 @@ const srvName = /^_(.+?)\._(.+?)\.(.+)$/;
 
 /** Combination checks: each runs only when the variables it involves parsed cleanly. */
 function checkCombinations(reader: EnvReader, settings: Settings): void {
+  // Workers each keep their own in-process counters: only a shared backend counts right.
+  if (
+    settings.workers > 1 &&
+    settings.backendType === "memory" &&
+    reader.allValid("WORKERS", "BACKEND_TYPE")
+  ) {
+    reader.problem(
+      `WORKERS=${settings.workers} with BACKEND_TYPE=memory: the memory backend keeps counters in one process; use WORKERS=1 or a shared backend (kv or mc)`,
+    );
+  }
   // Statistics sinks: at most one, unless statistics are disabled (behavior.md §10.1).
   const sinkSwitches = [
     ["USE_TAGGED_PUSHSTATS", settings.useTaggedPushStats],
@@ -1110,6 +1126,7 @@ export function loadSettings(
       d.expirationJitterMaxSeconds,
       anyInteger,
     ),
+    workers: r.integer("WORKERS", d.workers, { min: 1, max: 64 }),
     localCacheSizeBytes: r.integer(
       "LOCAL_CACHE_SIZE_IN_BYTES",
       d.localCacheSizeBytes,

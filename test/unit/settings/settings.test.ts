@@ -747,3 +747,24 @@ describe("loadSettings result", () => {
     expect(load({}).settings.port).toBe(8080);
   });
 });
+
+describe("WORKERS", () => {
+  it("defaults to one process and accepts up to 64 with a shared backend", () => {
+    expect(loadSettings({ BACKEND_TYPE: "memory" }).settings.workers).toBe(1);
+    expect(
+      loadSettings({ BACKEND_TYPE: "kv", WORKERS: "2" }).settings.workers,
+    ).toBe(2);
+    expect(() => loadSettings({ BACKEND_TYPE: "kv", WORKERS: "65" })).toThrow(
+      "WORKERS",
+    );
+    expect(() => loadSettings({ BACKEND_TYPE: "kv", WORKERS: "0" })).toThrow(
+      "WORKERS",
+    );
+  });
+
+  it("refuses several workers on the in-process memory backend", () => {
+    expect(() =>
+      loadSettings({ BACKEND_TYPE: "memory", WORKERS: "2" }),
+    ).toThrow("WORKERS=2 with BACKEND_TYPE=memory");
+  });
+});
