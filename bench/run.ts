@@ -354,7 +354,7 @@ async function main(): Promise<void> {
         "-c",
         "4",
         "-m",
-        "8",
+        "1",
         "--rps",
         "500",
         "-D",
