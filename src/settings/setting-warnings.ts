@@ -38,11 +38,6 @@ export const notImplementedSettings: readonly NotImplementedSetting[] =
         "BACKEND_TYPE=mc: the memcached-protocol backend is not implemented in this build; set BACKEND_TYPE=memory",
     },
     {
-      variable: "CONFIG_TYPE",
-      feature: "loading configuration from an xDS server (GRPC_XDS_SOTW)",
-      isInUse: (settings) => settings.configType === "GRPC_XDS_SOTW",
-    },
-    {
       variable: "TRACING_ENABLED",
       feature: "tracing",
       isInUse: (settings) => settings.tracingEnabled,

@@ -243,7 +243,7 @@ export const settingsTable: readonly SettingsTableRow[] = Object.freeze(
       "xds",
       "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
       duration(d.xdsClientBackoffInitialIntervalMs),
-      "First wait before reconnecting to the xDS server.",
+      "First wait before reconnecting to the xDS server; must be greater than 0.",
     ),
     row(
       "xds",
@@ -255,7 +255,7 @@ export const settingsTable: readonly SettingsTableRow[] = Object.freeze(
       "xds",
       "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
       d.xdsClientBackoffRandomFactor,
-      "Growth factor of the reconnect wait (below 1 the wait stays at the initial interval).",
+      "Jitter spread of the reconnect wait, 0 to 1; the wait itself doubles from the initial interval up to the maximum (see docs/xds.md).",
     ),
     row(
       "xds",

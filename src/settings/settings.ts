@@ -184,8 +184,10 @@ export interface Settings {
   /** Largest reconnect wait in milliseconds (`XDS_CLIENT_BACKOFF_MAX_INTERVAL`, Go duration). @defaultValue 60_000 (60s) */
   readonly xdsClientBackoffMaxIntervalMs: number;
   /**
-   * Growth factor of the reconnect wait, a number ≥ 0; below 1 the wait stays at the initial
-   * interval, as in the reference (`XDS_CLIENT_BACKOFF_RANDOM_FACTOR`). @defaultValue 0.5
+   * Jitter spread of the xDS reconnect wait as a ratio, ≥ 0 (above 1 acts as 1); the wait itself
+   * doubles from the initial interval up to the maximum. The reference used this value as the
+   * growth factor, a constant wait with the default (behavior.md "Where we deliberately differ"
+   * item 5) (`XDS_CLIENT_BACKOFF_RANDOM_FACTOR`). @defaultValue 0.5
    */
   readonly xdsClientBackoffRandomFactor: number;
   /** Randomise each reconnect wait (`XDS_CLIENT_BACKOFF_JITTER`). @defaultValue true */

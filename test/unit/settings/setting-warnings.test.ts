@@ -31,11 +31,6 @@ describe("settingWarnings", () => {
   });
 
   it.each([
-    [
-      { CONFIG_TYPE: "GRPC_XDS_SOTW" },
-      "CONFIG_TYPE",
-      "loading configuration from an xDS server (GRPC_XDS_SOTW)",
-    ],
     [{ TRACING_ENABLED: "true" }, "TRACING_ENABLED", "tracing"],
     [{ USE_PUSHSTATS: "true" }, "USE_PUSHSTATS", "the push-based metrics sink"],
     [
