@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { BackendError } from "../limiter/backend-error.js";
+import { CacheKeyError } from "../limiter/cache-key-error.js";
 import type { StatsManager } from "../stats/stats-manager.js";
 
 /**
@@ -35,7 +36,7 @@ export function errorStatType(err: unknown): string {
  * The one boundary mapping from internal errors to Connect (gRPC) codes; also counts the error
  * in `ratelimit.service.call.should_rate_limit.<errType>`:
  * - {@link ConnectError} stays as it is (already mapped, e.g. by Connect's own decoding);
- * - {@link RequestError} → INVALID_ARGUMENT: the caller must fix the request;
+ * - {@link RequestError} and `CacheKeyError` → INVALID_ARGUMENT: the caller must fix the request;
  * - {@link NotReadyError} and {@link BackendError} → UNAVAILABLE: retrying later may work, and
  *   Envoy treats it as a failure of the service (fail open / closed per its own setting);
  * - anything else is a bug → INTERNAL, logged with its stack.
@@ -47,7 +48,9 @@ export function toConnectError(
 ): ConnectError {
   stats.shouldRateLimitError(errorStatType(err)).add(1);
   if (err instanceof ConnectError) return err;
-  if (err instanceof RequestError)
+  // A descriptor that cannot form a valid cache key for the backend (memcached: too long,
+  // whitespace) is the caller's input too.
+  if (err instanceof RequestError || err instanceof CacheKeyError)
     return new ConnectError(err.message, Code.InvalidArgument);
   if (err instanceof NotReadyError)
     return new ConnectError(err.message, Code.Unavailable);

@@ -31,18 +31,6 @@ export const notImplementedSettings: readonly NotImplementedSetting[] =
         "BACKEND_TYPE=kv (the default when unset or empty): the key-value store backend is not implemented in this build; set BACKEND_TYPE=memory",
     },
     {
-      variable: "BACKEND_TYPE",
-      feature: "the memcached-protocol backend",
-      isInUse: (settings) => settings.backendType === "mc",
-      warning: () =>
-        "BACKEND_TYPE=mc: the memcached-protocol backend is not implemented in this build; set BACKEND_TYPE=memory",
-    },
-    {
-      variable: "TRACING_ENABLED",
-      feature: "tracing",
-      isInUse: (settings) => settings.tracingEnabled,
-    },
-    {
       variable: "USE_PUSHSTATS",
       feature: "the push-based metrics sink",
       // On by default; only an explicit USE_PUSHSTATS=true asks for it.

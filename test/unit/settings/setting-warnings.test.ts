@@ -22,16 +22,7 @@ describe("settingWarnings", () => {
     expect(warningsFor(memory)).toEqual([]);
   });
 
-  it("warns about the memcached-protocol backend", () => {
-    expect(
-      warningsFor({ BACKEND_TYPE: "mc", MC_HOST_PORT: "h:11211" }),
-    ).toEqual([
-      "BACKEND_TYPE=mc: the memcached-protocol backend is not implemented in this build; set BACKEND_TYPE=memory",
-    ]);
-  });
-
   it.each([
-    [{ TRACING_ENABLED: "true" }, "TRACING_ENABLED", "tracing"],
     [{ USE_PUSHSTATS: "true" }, "USE_PUSHSTATS", "the push-based metrics sink"],
     [
       { USE_PUSHSTATS: "false", USE_PULLSTATS: "true" },
@@ -98,10 +89,9 @@ describe("settingWarnings", () => {
       warningsFor({
         ...memory,
         RESPONSE_DYNAMIC_METADATA: "true",
-        TRACING_ENABLED: "true",
         EXTRA_TAGS: "env:prod",
       }).map((warning) => warning.split(" ")[0]),
-    ).toEqual(["TRACING_ENABLED", "EXTRA_TAGS", "RESPONSE_DYNAMIC_METADATA"]);
+    ).toEqual(["EXTRA_TAGS", "RESPONSE_DYNAMIC_METADATA"]);
   });
 
   it("keeps one frozen table naming real variables", () => {

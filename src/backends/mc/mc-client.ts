@@ -1,0 +1,477 @@
+import type { Logger } from "pino";
+import { crc32 } from "node:zlib";
+import { BackendError } from "../../limiter/backend-error.js";
+import type { Counter, StatsStore } from "../../stats/stats-store.js";
+import { McConnection, type McIncrement } from "./mc-connection.js";
+import {
+  nodesFromSrv,
+  type McNodeAddress,
+  type ResolvedMcBackendOptions,
+} from "./mc-options.js";
+
+/**
+ * Returns the index of the node that holds `cacheKey` in an ordered list of `nodeCount`
+ * nodes: the CRC-32 (IEEE) checksum of the key's UTF-8 bytes modulo the node count, 0 for a
+ * single node. Same function as upstream's client (gomemcache `ServerList.PickServer`), so
+ * every instance, in either implementation, given the same ordered list picks the same node.
+ * Changing the number of nodes moves most keys to another node (see {@link movedKeysRatio}).
+ *
+ * @param nodeCount - number of nodes, ≥ 1
+ */
+export function nodeIndexForKey(cacheKey: string, nodeCount: number): number {
+  return nodeCount <= 1 ? 0 : crc32(cacheKey) % nodeCount;
+}
+
+/**
+ * Returns the share of keys (0–1) that {@link nodeIndexForKey} places on a different node after
+ * the ordered list changes from `before` to `after`, assuming uniformly spread checksums; 1
+ * when either list is empty.
+ */
+export function movedKeysRatio(
+  before: readonly string[],
+  after: readonly string[],
+): number {
+  if (before.length === 0 || after.length === 0) return 1;
+  // Residues modulo lcm(before, after) repeat the whole mapping pattern.
+  const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+  const period =
+    (before.length * after.length) / gcd(before.length, after.length);
+  let moved = 0;
+  for (let r = 0; r < period; r++) {
+    if (before[r % before.length] !== after[r % after.length]) moved++;
+  }
+  return moved / period;
+}
+
+/** Counters of the backend's memcached operations (upstream scope `ratelimit.memcache`). */
+export interface McStats {
+  /** `ratelimit.mc.multiget.__code=success`: multi-gets every node answered. */
+  readonly multigetSuccess: Counter;
+  /** `ratelimit.mc.multiget.__code=error`: multi-gets some node failed (those keys read 0). */
+  readonly multigetError: Counter;
+  /** `ratelimit.mc.increment.__code=success`: counter increments (or creations) applied. */
+  readonly incrementSuccess: Counter;
+  /** `ratelimit.mc.increment.__code=error`: counter increments that failed. */
+  readonly incrementError: Counter;
+  /** `ratelimit.mc.keys_requested`: keys asked for in multi-gets. */
+  readonly keysRequested: Counter;
+  /** `ratelimit.mc.keys_found`: keys that existed. */
+  readonly keysFound: Counter;
+}
+
+/**
+ * Names of the `ratelimit.mc.*` counters: upstream's `ratelimit.memcache.*` with the neutral
+ * word, its `code` tag written the way its statsd sink serializes tags (`.__code=<value>`).
+ * Upstream's `increment.__code=miss` and `add.__code=*` do not occur: a missing counter is
+ * created by the increment itself (see {@link McConnection.incrementMulti}).
+ */
+export const mcStatNames = {
+  multigetSuccess: "ratelimit.mc.multiget.__code=success",
+  multigetError: "ratelimit.mc.multiget.__code=error",
+  incrementSuccess: "ratelimit.mc.increment.__code=success",
+  incrementError: "ratelimit.mc.increment.__code=error",
+  keysRequested: "ratelimit.mc.keys_requested",
+  keysFound: "ratelimit.mc.keys_found",
+} as const;
+
+/** Allocates the {@link McStats} counters in `store`. */
+export function createMcStats(store: StatsStore): McStats {
+  return {
+    multigetSuccess: store.counter(mcStatNames.multigetSuccess),
+    multigetError: store.counter(mcStatNames.multigetError),
+    incrementSuccess: store.counter(mcStatNames.incrementSuccess),
+    incrementError: store.counter(mcStatNames.incrementError),
+    keysRequested: store.counter(mcStatNames.keysRequested),
+    keysFound: store.counter(mcStatNames.keysFound),
+  };
+}
+
+/** One node of the current list with its connections. */
+interface McNode {
+  readonly address: string;
+  readonly connections: readonly McConnection[];
+  /** Round-robin position in {@link connections}, for probes. */
+  next: number;
+  /** Whether its last operation or probe succeeded; undefined before the first. */
+  reachable: boolean | undefined;
+}
+
+/** Items of one request that go over one connection. */
+interface Batch<T> {
+  readonly node: McNode;
+  readonly connection: McConnection;
+  readonly items: T[];
+}
+
+/**
+ * The memcached node list and its connections: a static list (`MC_HOST_PORT`) or one resolved
+ * from an SRV record (`MC_SRV`) and re-resolved every `MC_SRV_REFRESH`; maps each key to its
+ * node with {@link nodeIndexForKey}; runs multi-gets and increments, one batch per connection
+ * in parallel (a key always uses the same connection of its node); fails open per node (a
+ * failing node's keys read as missing), counting {@link McStats} and logging when a node
+ * stops or starts answering; reports the `backend` health component, healthy while at least
+ * one node answers (probed every `healthCheckIntervalMs`). Parity: upstream
+ * `src/memcached/` (client and `cache_impl.go`) and `src/srv/srv.go`.
+ */
+export class McClient {
+  private readonly options: ResolvedMcBackendOptions;
+  private readonly logger: Logger;
+  private readonly stats: McStats;
+  private nodes: readonly McNode[] = [];
+  private readonly retiring = new Set<Promise<void>>();
+  private healthy: boolean | undefined;
+  private probing: Promise<void> | undefined;
+  private refreshing: Promise<void> | undefined;
+  private probeTimer: NodeJS.Timeout | undefined;
+  private refreshTimer: NodeJS.Timeout | undefined;
+  private closing: Promise<void> | undefined;
+
+  constructor(options: ResolvedMcBackendOptions, stats: McStats) {
+    this.options = options;
+    this.logger = options.logger;
+    this.stats = stats;
+    options.health?.register("backend", false);
+    if (options.nodes.length > 0) this.setNodes(options.nodes);
+  }
+
+  /** The ordered node list in force (`host:port`, or `target.:port` from SRV). */
+  get addresses(): string[] {
+    return this.nodes.map((node) => node.address);
+  }
+
+  /**
+   * Resolves the SRV record (when configured), probes every node once to set the health, and
+   * starts the probe and SRV refresh timers. Does not wait for a node to answer: with none
+   * reachable the backend starts unhealthy and fails open until one answers.
+   *
+   * @throws {@link BackendError} when the initial SRV lookup fails or finds no records (as
+   *   upstream, which refuses to start)
+   */
+  async start(): Promise<void> {
+    const { srv, srvRefreshMs, healthCheckIntervalMs } = this.options;
+    if (srv !== "") {
+      try {
+        this.setNodes(await this.resolveSrv());
+      } catch (err) {
+        throw new BackendError(
+          "mc",
+          `cannot resolve the memcached nodes from the SRV record ${srv} (MC_SRV): ${errorMessage(err)}`,
+          { cause: err },
+        );
+      }
+    }
+    await this.probe();
+    this.logger.info(
+      { nodes: this.addresses, healthy: this.healthy },
+      "memcached nodes",
+    );
+    this.probeTimer = setInterval(() => {
+      void this.probe();
+    }, healthCheckIntervalMs);
+    this.probeTimer.unref();
+    if (srv !== "" && srvRefreshMs > 0) {
+      this.logger.info(
+        { srv, refreshMs: srvRefreshMs },
+        "refreshing memcached nodes periodically",
+      );
+      this.refreshTimer = setInterval(() => {
+        void this.refreshNodes();
+      }, srvRefreshMs);
+      this.refreshTimer.unref();
+    }
+  }
+
+  /**
+   * Reads `keys` with one multi-get per connection in use, in parallel (one per node with a
+   * single connection per node). Never rejects: keys of a node that
+   * fails (and all keys when there is no node) are simply absent, as upstream's fail-open.
+   *
+   * @returns the raw values of the keys found
+   */
+  getMulti(keys: readonly string[]): Promise<Map<string, Buffer>> {
+    const stats = this.stats;
+    stats.keysRequested.add(keys.length);
+    const batches = this.batchByConnection(keys, (key) => key);
+    if (batches === undefined) {
+      stats.multigetError.add(1);
+      return Promise.resolve(new Map<string, Buffer>());
+    }
+    return new Promise((resolve) => {
+      let remaining = batches.length;
+      let failed = false;
+      let found: Map<string, Buffer> | undefined;
+      for (const { node, connection, items } of batches) {
+        connection.getMulti(items, (err, values) => {
+          if (err !== undefined) {
+            failed = true;
+            this.nodeFailed(node, err, "multiget");
+          } else {
+            this.nodeAnswered(node);
+            if (found === undefined) found = values;
+            else for (const [key, value] of values) found.set(key, value);
+          }
+          if (--remaining > 0) return;
+          (failed ? stats.multigetError : stats.multigetSuccess).add(1);
+          const result = found ?? new Map<string, Buffer>();
+          stats.keysFound.add(result.size);
+          resolve(result);
+        });
+      }
+    });
+  }
+
+  /**
+   * Applies `increments` with one batch per connection in use, in parallel, and calls `done` once all
+   * nodes have answered or failed. Never throws; failures are counted and logged.
+   */
+  incrementMulti(increments: readonly McIncrement[], done: () => void): void {
+    const stats = this.stats;
+    const batches = this.batchByConnection(
+      increments,
+      (increment) => increment.key,
+    );
+    if (batches === undefined) {
+      stats.incrementError.add(increments.length);
+      done();
+      return;
+    }
+    let remaining = batches.length;
+    for (const { node, connection, items } of batches) {
+      connection.incrementMulti(items, (err, failed) => {
+        stats.incrementSuccess.add(items.length - failed);
+        stats.incrementError.add(failed);
+        if (failed === items.length && err !== undefined) {
+          this.nodeFailed(node, err, "increment");
+        } else {
+          this.nodeAnswered(node);
+          if (err !== undefined) {
+            this.logger.warn(
+              { err, node: node.address, failed },
+              "memcached rejected counter increments",
+            );
+          }
+        }
+        if (--remaining === 0) done();
+      });
+    }
+  }
+
+  /**
+   * Sends a NOOP to every node and updates reachability and health; concurrent calls share
+   * one round.
+   */
+  probe(): Promise<void> {
+    this.probing ??= Promise.all(
+      this.nodes.map(
+        (node) =>
+          new Promise<void>((resolve) => {
+            this.nextConnection(node).noop((err) => {
+              if (err === undefined) this.nodeAnswered(node);
+              else this.nodeFailed(node, err, "probe");
+              resolve();
+            });
+          }),
+      ),
+    ).then(() => {
+      this.probing = undefined;
+      this.updateHealth();
+    });
+    return this.probing;
+  }
+
+  /**
+   * Re-resolves the SRV record and switches to the new list when it differs; on failure the
+   * current list stays (logged). Concurrent calls share one lookup.
+   */
+  refreshNodes(): Promise<void> {
+    this.refreshing ??= (async () => {
+      try {
+        const next = await this.resolveSrv();
+        if (this.closing !== undefined) return;
+        const before = this.addresses;
+        if (
+          next.length === before.length &&
+          next.every((node, i) => node.address === before[i])
+        ) {
+          return;
+        }
+        this.setNodes(next);
+        await this.probe();
+      } catch (err) {
+        this.logger.warn(
+          { err, srv: this.options.srv, nodes: this.addresses },
+          "failed to refresh memcached nodes; keeping the current list",
+        );
+      } finally {
+        this.refreshing = undefined;
+      }
+    })();
+    return this.refreshing;
+  }
+
+  /**
+   * Stops the timers and closes every connection, letting pending operations finish (up to
+   * the operation timeout); idempotent.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      clearInterval(this.probeTimer);
+      clearInterval(this.refreshTimer);
+      await this.refreshing;
+      const timeoutMs = this.options.timeoutMs;
+      await Promise.all([
+        ...this.nodes.flatMap((node) =>
+          node.connections.map((c) => c.shutdown(timeoutMs)),
+        ),
+        ...this.retiring,
+      ]);
+    })();
+    return this.closing;
+  }
+
+  private async resolveSrv(): Promise<McNodeAddress[]> {
+    const answers = await this.options.srvResolver.resolveSrv(this.options.srv);
+    if (answers.length === 0) throw new Error("the record has no targets");
+    return nodesFromSrv(answers);
+  }
+
+  /** Switches to a new ordered list, keeping the connections of nodes still in it. */
+  private setNodes(addresses: readonly McNodeAddress[]): void {
+    const { connectionsPerNode, timeoutMs, connectTimeoutMs, tls } =
+      this.options;
+    const previous = new Map(this.nodes.map((node) => [node.address, node]));
+    const beforeList = this.addresses;
+    const nodes = addresses.map((address): McNode => {
+      const kept = previous.get(address.address);
+      if (kept !== undefined) {
+        previous.delete(address.address);
+        return kept;
+      }
+      const connections: McConnection[] = [];
+      for (let i = 0; i < connectionsPerNode; i++) {
+        connections.push(
+          new McConnection(address, { timeoutMs, connectTimeoutMs, tls }),
+        );
+      }
+      return {
+        address: address.address,
+        connections,
+        next: 0,
+        reachable: undefined,
+      };
+    });
+    this.nodes = nodes;
+    for (const node of previous.values()) {
+      for (const connection of node.connections) {
+        const retired = connection.shutdown(timeoutMs).finally(() => {
+          this.retiring.delete(retired);
+        });
+        this.retiring.add(retired);
+      }
+    }
+    if (beforeList.length === 0) return;
+    const afterList = this.addresses;
+    const added = afterList.filter((a) => !beforeList.includes(a));
+    const removed = beforeList.filter((a) => !afterList.includes(a));
+    this.logger.info(
+      {
+        nodes: afterList,
+        added,
+        removed,
+        changedNodes: added.length + removed.length,
+        movedKeysPercent:
+          Math.round(movedKeysRatio(beforeList, afterList) * 1000) / 10,
+      },
+      "memcached node list changed",
+    );
+    this.updateHealth();
+  }
+
+  /**
+   * Groups items by the connection their key uses; undefined when there is no node. A key
+   * always uses the same connection of its node, so this instance's increments of a key and
+   * its later reads of that key reach memcached in order.
+   */
+  private batchByConnection<T>(
+    items: readonly T[],
+    keyOf: (item: T) => string,
+  ): Batch<T>[] | undefined {
+    const nodes = this.nodes;
+    const nodeCount = nodes.length;
+    if (nodeCount === 0) return undefined;
+    const perNode = this.options.connectionsPerNode;
+    if (nodeCount === 1 && perNode === 1) {
+      const node = nodes[0]!;
+      return [{ node, connection: node.connections[0]!, items: [...items] }];
+    }
+    const batches = new Map<number, Batch<T>>();
+    for (const item of items) {
+      const checksum = crc32(keyOf(item));
+      const nodeIndex = checksum % nodeCount;
+      // The quotient left by the node choice picks the connection, independently of it.
+      const slot =
+        nodeIndex * perNode + (Math.floor(checksum / nodeCount) % perNode);
+      const batch = batches.get(slot);
+      if (batch !== undefined) {
+        batch.items.push(item);
+      } else {
+        const node = nodes[nodeIndex]!;
+        const connection = node.connections[slot % perNode]!;
+        batches.set(slot, { node, connection, items: [item] });
+      }
+    }
+    return [...batches.values()];
+  }
+
+  /** The next connection of `node` in round-robin order (for probes). */
+  private nextConnection(node: McNode): McConnection {
+    const connections = node.connections;
+    const connection = connections[node.next]!;
+    node.next = (node.next + 1) % connections.length;
+    return connection;
+  }
+
+  private nodeAnswered(node: McNode): void {
+    if (node.reachable === true) return;
+    if (node.reachable === false) {
+      this.logger.info({ node: node.address }, "memcached node answers again");
+    }
+    node.reachable = true;
+    this.updateHealth();
+  }
+
+  /**
+   * Records a failed operation. The transition to unreachable is logged as an error; further
+   * failures of the same node only at debug level (they are counted in {@link McStats}).
+   */
+  private nodeFailed(node: McNode, err: Error, operation: string): void {
+    if (node.reachable === false) {
+      this.logger.debug(
+        { err, node: node.address, operation },
+        "memcached node still failing; its keys fail open",
+      );
+      return;
+    }
+    node.reachable = false;
+    this.logger.error(
+      { err, node: node.address, operation },
+      "memcached node failed; its keys fail open until it answers",
+    );
+    this.updateHealth();
+  }
+
+  private updateHealth(): void {
+    const healthy = this.nodes.some((node) => node.reachable === true);
+    if (healthy === this.healthy) return;
+    this.healthy = healthy;
+    const health = this.options.health;
+    if (healthy) health?.ok("backend");
+    else health?.fail("backend");
+    if (healthy) this.logger.info("memcached backend healthy: a node answers");
+    else this.logger.warn("memcached backend unhealthy: no node answers");
+  }
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

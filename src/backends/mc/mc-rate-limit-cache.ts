@@ -1,0 +1,284 @@
+import { trace } from "@opentelemetry/api";
+import type { Logger } from "pino";
+import type { RateLimit } from "../../config/rate-limit-config.js";
+import type { BaseLimiter } from "../../limiter/base-limiter.js";
+import { CacheKeyError } from "../../limiter/cache-key-error.js";
+import type { RateLimitCache } from "../../limiter/rate-limit-cache.js";
+import type {
+  RateLimitDescriptor,
+  RateLimitResponse_DescriptorStatus,
+} from "../../proto.js";
+import { createMcStats, McClient, type McStats } from "./mc-client.js";
+import {
+  hasIllegalKeyCharacter,
+  maxMcKeyBytes,
+  mcKeyProblem,
+  toMcExpiration,
+  type McIncrement,
+} from "./mc-connection.js";
+import {
+  resolveMcBackendOptions,
+  type McBackendOptions,
+} from "./mc-options.js";
+
+// Upstream's tracer `memcached.cacheImpl` and span `Memcached Fetch Execution`, neutral words.
+const tracer = trace.getTracer("mc.rateLimitCache");
+
+/** Largest counter value upstream parses (Go `strconv.ParseInt(value, 10, 32)`). */
+const maxCounterValue = 2_147_483_647;
+
+/**
+ * The memcached-protocol backend (`BACKEND_TYPE=mc`, experimental), port of upstream
+ * `memcached/cache_impl.go`: per request, descriptors known over limit in the local cache are
+ * answered without a round trip; the other cache keys are read with one multi-get per node;
+ * each descriptor is decided at once with `after = stored value + hits`; then the counters are
+ * incremented in the background (created with the hits and an expiration of one unit plus
+ * jitter when missing), so a client may briefly exceed its quota under exactly simultaneous
+ * requests (spec "Memcached-protocol backend settings"). {@link flush} and {@link close} wait
+ * for those increments.
+ *
+ * Node failures fail open as upstream does: the node's keys read as 0, the request succeeds,
+ * the failure is logged and counted in `ratelimit.mc.*`. Unlike upstream, a descriptor whose
+ * cache key memcached cannot hold (over 250 bytes, whitespace or control characters) fails its
+ * request with {@link CacheKeyError} before any counter is touched, and MONTH/YEAR counters
+ * live for their window (behavior.md "Where we deliberately differ" item 3).
+ * `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` does not apply, as upstream.
+ */
+export class McRateLimitCache implements RateLimitCache {
+  private readonly base: BaseLimiter;
+  private readonly logger: Logger;
+  private readonly client: McClient;
+  /** Counters of the memcached operations (`ratelimit.mc.*`). */
+  readonly stats: McStats;
+  private pendingIncrements = 0;
+  private flushWaiters: (() => void)[] = [];
+  private closing: Promise<void> | undefined;
+
+  /**
+   * @throws {@link RangeError} when the options are invalid (see
+   *   {@link resolveMcBackendOptions})
+   */
+  constructor(options: McBackendOptions) {
+    const resolved = resolveMcBackendOptions(options);
+    this.base = resolved.baseLimiter;
+    this.logger = resolved.logger;
+    this.stats = createMcStats(resolved.statsStore);
+    this.client = new McClient(resolved, this.stats);
+  }
+
+  /** The ordered node list in force. */
+  get nodes(): string[] {
+    return this.client.addresses;
+  }
+
+  /**
+   * Resolves `MC_SRV` (when set), probes the nodes once for the health component and starts
+   * the probe and SRV refresh timers. Resolves even when no node answers (fail-open).
+   *
+   * @throws {@link BackendError} when the initial SRV lookup fails
+   */
+  start(): Promise<void> {
+    return this.client.start();
+  }
+
+  /**
+   * Decides a request; see the class description.
+   *
+   * @throws {@link CacheKeyError} when a descriptor's cache key is over 250 bytes or holds
+   *   whitespace or control characters (nothing is read or written then); `total_hits` of the
+   *   request's descriptors has been counted, as for a backend failure
+   */
+  async doLimit(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    const base = this.base;
+    const now = base.nowSeconds();
+    const keys = base.generateCacheKeys(
+      domain,
+      descriptors,
+      limits,
+      hitsAddends,
+      now,
+    );
+    const n = descriptors.length;
+    // Check every key before touching any counter or stat, so a bad descriptor changes nothing.
+    for (let i = 0; i < n; i++) {
+      const cacheKey = keys[i]?.key;
+      if (cacheKey === undefined) continue;
+      const problem = mcKeyProblem(cacheKey);
+      if (problem !== undefined) {
+        throw keyError(
+          problem,
+          i,
+          domain,
+          descriptors[i]!,
+          limits[i]!,
+          cacheKey,
+        );
+      }
+    }
+    const statuses = new Array<RateLimitResponse_DescriptorStatus>(n);
+    const fetched: number[] = [];
+    const fetchKeys: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const cacheKey = keys[i]?.key;
+      if (cacheKey === undefined) {
+        statuses[i] = base.okWithoutLimit();
+      } else if (base.isOverLimitWithLocalCache(cacheKey)) {
+        statuses[i] = base.localCacheStatus(limits[i]!, hitsAddends[i]!, now);
+      } else {
+        fetched.push(i);
+        fetchKeys.push(cacheKey);
+      }
+    }
+    if (fetched.length === 0) return statuses;
+
+    const span = tracer.startSpan("MC Fetch Execution", {
+      attributes: { "keysToGet length": fetchKeys.length },
+    });
+    let found: Map<string, Buffer>;
+    try {
+      found = await this.client.getMulti(fetchKeys);
+    } finally {
+      span.end();
+    }
+    const increments = new Array<McIncrement>(fetched.length);
+    for (let j = 0; j < fetched.length; j++) {
+      const i = fetched[j]!;
+      const cacheKey = fetchKeys[j]!;
+      const limit = limits[i]!;
+      const hits = hitsAddends[i]!;
+      const stored = found.get(cacheKey);
+      const before =
+        stored === undefined ? 0 : this.counterValue(stored, cacheKey);
+      statuses[i] = base.descriptorStatus(
+        cacheKey,
+        limit,
+        before + hits,
+        hits,
+        now,
+      );
+      increments[j] = {
+        key: cacheKey,
+        hits,
+        expiration: toMcExpiration(base.expirationSeconds(limit), now),
+      };
+    }
+    // Background work, tracked so flush()/close() can wait for it (upstream runs it on a
+    // worker queue after answering).
+    this.pendingIncrements++;
+    this.client.incrementMulti(increments, () => {
+      if (--this.pendingIncrements > 0 || this.flushWaiters.length === 0)
+        return;
+      const waiters = this.flushWaiters;
+      this.flushWaiters = [];
+      for (const resolve of waiters) resolve();
+    });
+    return statuses;
+  }
+
+  /** Resolves once every background increment started so far has finished or failed. */
+  flush(): Promise<void> {
+    if (this.pendingIncrements === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.flushWaiters.push(resolve);
+    });
+  }
+
+  /** Waits for pending increments, stops the timers and closes the connections; idempotent. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.flush();
+      await this.client.close();
+    })();
+    return this.closing;
+  }
+
+  /**
+   * Parses a stored counter: decimal digits (trailing spaces, which memcached may leave after
+   * a decrement, are ignored). Anything else, or a value over 2^31 − 1, is logged and read as
+   * 0, as upstream's int32 parse does.
+   */
+  private counterValue(stored: Buffer, cacheKey: string): number {
+    let value = 0;
+    let end = stored.length;
+    while (end > 0 && stored[end - 1] === 0x20) end--;
+    let valid = end > 0;
+    for (let i = 0; i < end && valid; i++) {
+      const digit = stored[i]! - 0x30;
+      if (digit < 0 || digit > 9) valid = false;
+      else value = value * 10 + digit;
+    }
+    if (valid && value <= maxCounterValue) return value;
+    this.logger.warn(
+      {
+        cacheKey,
+        value: stored.toString("latin1", 0, Math.min(stored.length, 32)),
+      },
+      "unexpected non-numeric value in memcached; reading it as 0",
+    );
+    return 0;
+  }
+}
+
+/** Builds the error naming the part of the descriptor that makes its cache key illegal. */
+function keyError(
+  problem: "too-long" | "illegal-character",
+  index: number,
+  domain: string,
+  descriptor: RateLimitDescriptor,
+  limit: RateLimit,
+  cacheKey: string,
+): CacheKeyError {
+  const entries = descriptor.entries;
+  const shared = limit.shareThresholdValues;
+  const where = `descriptors[${index}]`;
+  if (problem === "illegal-character") {
+    const bad = hasIllegalKeyCharacter;
+    for (let j = 0; j < entries.length; j++) {
+      const entry = entries[j]!;
+      const value = shared?.[j] ?? entry.value;
+      const field = bad(entry.key) ? "key" : bad(value) ? "value" : undefined;
+      if (field === undefined) continue;
+      const text = field === "key" ? entry.key : value;
+      return new CacheKeyError(
+        index,
+        `${where}.entries[${j}].${field} ${quote(text)} contains whitespace or control characters, which the memcached-protocol backend cannot store in a cache key`,
+      );
+    }
+    const culprit = bad(domain)
+      ? `domain ${quote(domain)}`
+      : "the cache key prefix";
+    return new CacheKeyError(
+      index,
+      `${where}: ${culprit} contains whitespace or control characters, which the memcached-protocol backend cannot store in a cache key`,
+    );
+  }
+  let longest = 0;
+  let longestName = "";
+  for (let j = 0; j < entries.length; j++) {
+    const entry = entries[j]!;
+    const value = shared?.[j] ?? entry.value;
+    for (const [field, text] of [
+      ["key", entry.key],
+      ["value", value],
+    ] as const) {
+      const bytes = Buffer.byteLength(text);
+      if (bytes > longest) {
+        longest = bytes;
+        longestName = `entries[${j}].${field}`;
+      }
+    }
+  }
+  return new CacheKeyError(
+    index,
+    `${where}: its cache key is ${Buffer.byteLength(cacheKey)} bytes, over the ${maxMcKeyBytes} the memcached-protocol backend allows (longest part: ${where}.${longestName}, ${longest} bytes)`,
+  );
+}
+
+function quote(text: string): string {
+  return JSON.stringify(text.length > 64 ? `${text.slice(0, 64)}…` : text);
+}

@@ -1,0 +1,223 @@
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { writeFileSync } from "node:fs";
+import { createServer, connect, type AddressInfo } from "node:net";
+import { join } from "node:path";
+
+/** TLS files of a memcached started with TLS (paths). */
+export interface MemcachedTlsFiles {
+  readonly cert: string;
+  readonly key: string;
+  /** CA the server checks client certificates against (clients must present one). */
+  readonly ca: string;
+}
+
+/** A Debian `memcached` process on a free loopback port. */
+export interface MemcachedServer {
+  readonly host: string;
+  readonly port: number;
+  /** `<host>:<port>`. */
+  readonly address: string;
+  /** Whether the process runs. */
+  readonly running: boolean;
+  /** SIGKILLs the process (as a crash would) and waits for it to exit. */
+  kill(): Promise<void>;
+  /** Starts it again on the same port (empty, as after a crash) and waits until it accepts. */
+  restart(): Promise<void>;
+  /** Kills it if it runs; idempotent. */
+  stop(): Promise<void>;
+}
+
+// Safety net: a test that fails between start and stop must not leave memcached running.
+const children = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const child of children) child.kill("SIGKILL");
+});
+
+/** Returns a port that was free a moment ago on `host`. */
+export async function freePort(host = "127.0.0.1"): Promise<number> {
+  const server = createServer();
+  server.listen(0, host);
+  await once(server, "listening");
+  const port = (server.address() as AddressInfo).port;
+  server.close();
+  await once(server, "close");
+  return port;
+}
+
+async function waitUntilAccepting(
+  host: string,
+  port: number,
+  deadlineMs: number,
+): Promise<void> {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = connect({ host, port });
+      socket.once("connect", () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once("error", () => {
+        resolve(false);
+      });
+    });
+    if (ok) return;
+    if (Date.now() > deadline) {
+      throw new Error(`memcached on port ${port} did not start`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/**
+ * Starts `memcached` on a free port of a loopback address (one worker thread, 16 MB),
+ * optionally with TLS requiring client certificates, and waits until it accepts connections.
+ *
+ * @param options.host - loopback address to bind, e.g. `127.0.0.2` to tell nodes apart by
+ *   host (Linux routes all of 127.0.0.0/8 to the loopback interface). @defaultValue 127.0.0.1
+ */
+export async function startMemcached(
+  options: { host?: string; tls?: MemcachedTlsFiles } = {},
+): Promise<MemcachedServer> {
+  const host = options.host ?? "127.0.0.1";
+  const port = await freePort(host);
+  const args = [
+    "-l",
+    host,
+    "-p",
+    String(port),
+    "-U",
+    "0",
+    "-t",
+    "1",
+    "-m",
+    "16",
+  ];
+  // memcached refuses to run as root unless told which user to be.
+  if (process.getuid?.() === 0) args.push("-u", "root");
+  if (options.tls !== undefined) {
+    const { cert, key, ca } = options.tls;
+    args.push(
+      "-Z",
+      "-o",
+      `ssl_chain_cert=${cert},ssl_key=${key},ssl_ca_cert=${ca},ssl_verify_mode=2`,
+    );
+  }
+  let child: ChildProcess | undefined;
+  const launch = async (): Promise<void> => {
+    const started = spawn("memcached", args, { stdio: "ignore" });
+    child = started;
+    children.add(started);
+    started.once("exit", () => {
+      children.delete(started);
+      if (child === started) child = undefined;
+    });
+    try {
+      await waitUntilAccepting(host, port, 5000);
+    } catch (err) {
+      started.kill("SIGKILL");
+      throw err;
+    }
+  };
+  const kill = async (): Promise<void> => {
+    const running = child;
+    if (running === undefined) return;
+    const exited = once(running, "exit");
+    running.kill("SIGKILL");
+    await exited;
+  };
+  await launch();
+  return {
+    host,
+    port,
+    address: `${host}:${port}`,
+    get running() {
+      return child !== undefined;
+    },
+    kill,
+    restart: launch,
+    stop: kill,
+  };
+}
+
+/**
+ * Writes a throwaway CA, a server certificate for `serverName` (DNS SAN only, so connecting to
+ * 127.0.0.1 fails hostname verification) and a client certificate into `dir`, with openssl.
+ */
+export function writeTestCertificates(
+  dir: string,
+  serverName = "memcached.test",
+): {
+  ca: string;
+  serverCert: string;
+  serverKey: string;
+  clientCert: string;
+  clientKey: string;
+} {
+  const file = (name: string): string => join(dir, name);
+  const openssl = (...args: string[]): void => {
+    execFileSync("openssl", args, { stdio: "ignore" });
+  };
+  const ecKey = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+  ];
+  openssl(
+    "req",
+    "-x509",
+    ...ecKey,
+    "-keyout",
+    file("ca.key"),
+    "-out",
+    file("ca.crt"),
+    "-days",
+    "2",
+    "-subj",
+    "/CN=rls-test-ca",
+  );
+  writeFileSync(file("server.ext"), `subjectAltName=DNS:${serverName}\n`);
+  writeFileSync(file("client.ext"), "extendedKeyUsage=clientAuth\n");
+  for (const [name, cn] of [
+    ["server", serverName],
+    ["client", "rls-test-client"],
+  ] as const) {
+    openssl(
+      "req",
+      ...ecKey,
+      "-keyout",
+      file(`${name}.key`),
+      "-out",
+      file(`${name}.csr`),
+      "-subj",
+      `/CN=${cn}`,
+    );
+    openssl(
+      "x509",
+      "-req",
+      "-in",
+      file(`${name}.csr`),
+      "-CA",
+      file("ca.crt"),
+      "-CAkey",
+      file("ca.key"),
+      "-CAcreateserial",
+      "-out",
+      file(`${name}.crt`),
+      "-days",
+      "2",
+      "-extfile",
+      file(`${name}.ext`),
+    );
+  }
+  return {
+    ca: file("ca.crt"),
+    serverCert: file("server.crt"),
+    serverKey: file("server.key"),
+    clientCert: file("client.crt"),
+    clientKey: file("client.key"),
+  };
+}
