@@ -1,19 +1,167 @@
+import { readFile } from "node:fs/promises";
 import type { AppContext } from "./app-context.js";
+import { SettingsError } from "./settings/settings-error.js";
 import type { Settings } from "./settings/settings.js";
+import type { StatTag } from "./stats/names.js";
+import {
+  builtInPullMapping,
+  parsePullMapping,
+  PullMappingError,
+  type PullMapping,
+} from "./stats/prometheus-mapping.js";
+import {
+  parseListenAddress,
+  startPrometheusSink,
+} from "./stats/prometheus-sink.js";
+import { startStatsFlusher, type StatsFlusher } from "./stats/stats-flusher.js";
+import type { StatsSink } from "./stats/stats-sink.js";
+import { createStatsdSink } from "./stats/statsd-sink.js";
+import { createStdoutSink } from "./stats/stdout-sink.js";
 
 /** Running statistics sinks (push, tagged push, pull, stdout). */
 export interface StatsSinks {
   /** Flushes once more and stops; idempotent. */
   close(): Promise<void>;
+  /** Flushes now (counters as deltas, gauges, timer durations); a no-op when disabled. */
+  flush(): void;
+  /** `host:port` the pull exporter is bound to, when `USE_PULLSTATS` runs it. */
+  readonly pullAddress: string | undefined;
+}
+
+const quote = (text: string): string => JSON.stringify(text);
+
+/**
+ * Reads the pull mapping: `PULLSTATS_MAPPER_YAML` when set, else the built-in one.
+ *
+ * @throws {@link SettingsError} naming `PULLSTATS_MAPPER_YAML`, the file and the line when the
+ * file cannot be read or is not a valid mapping
+ */
+async function loadPullMapping(settings: Settings): Promise<PullMapping> {
+  const path = settings.pullStatsMapperYaml;
+  if (path === "")
+    return builtInPullMapping(settings.pullStatsResponseTimeAsMilliseconds);
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (err) {
+    throw new SettingsError(
+      [
+        `PULLSTATS_MAPPER_YAML=${quote(path)}: cannot read the mapping file (${err instanceof Error ? err.message : String(err)})`,
+      ],
+      { cause: err },
+    );
+  }
+  try {
+    return parsePullMapping(text, path);
+  } catch (err) {
+    if (err instanceof PullMappingError) {
+      const where = err.line > 0 ? `line ${err.line}: ` : "";
+      throw new SettingsError(
+        [`PULLSTATS_MAPPER_YAML=${quote(path)}: ${where}${err.problem}`],
+        { cause: err },
+      );
+    }
+    throw err;
+  }
 }
 
 /**
- * Starts the statistics sink chosen by the settings (`USE_PUSHSTATS`, `USE_TAGGED_PUSHSTATS`,
- * `USE_PULLSTATS`, `DISABLE_STATS`). Statistics are kept in process (debug `/stats`) either way.
+ * Starts the statistics sink chosen by the settings (behavior.md §10.1) and its flush loop
+ * every `STATS_FLUSH_INTERVAL`:
+ * - `DISABLE_STATS=true`: nothing leaves the process (statistics still count for `/stats`);
+ * - `USE_TAGGED_PUSHSTATS`: DogStatsD-style lines with tags and mogrifiers over UDP;
+ * - `USE_PUSHSTATS` (default): statsd lines to `PUSHSTATS_HOST:PUSHSTATS_PORT` over
+ *   `PUSHSTATS_PROTOCOL`;
+ * - `USE_PULLSTATS`: Prometheus metrics at `PULLSTATS_ADDR` + `PULLSTATS_PATH`;
+ * - none of them: one JSON line per statistic per flush on standard output.
+ * `EXTRA_TAGS` are added to every statistic.
+ *
+ * @throws {@link SettingsError} for an unreadable or invalid `PULLSTATS_MAPPER_YAML` or a
+ * malformed `PULLSTATS_ADDR`
+ * @throws the listen error when the pull exporter's address cannot be bound
  */
-export function startStatsSinks(
-  _settings: Settings,
-  _context: AppContext,
+export async function startStatsSinks(
+  settings: Settings,
+  context: AppContext,
 ): Promise<StatsSinks> {
-  return Promise.resolve({ close: () => Promise.resolve() });
+  const logger = context.logger.child({ component: "stats" });
+  const store = context.statsManager.store;
+  const extraTags: StatTag[] = Object.entries(settings.extraTags).map(
+    ([key, value]) => ({ key, value }),
+  );
+  // The pull exporter flushes before each scrape; the flusher exists only once it has a sink.
+  const flushRef: { current: StatsFlusher | undefined } = {
+    current: undefined,
+  };
+  let pullAddress: string | undefined;
+  let sink: StatsSink;
+  switch (settings.statsSink) {
+    case "none":
+      logger.info("statistics disabled");
+      return {
+        close: () => Promise.resolve(),
+        flush: () => undefined,
+        pullAddress: undefined,
+      };
+    case "log":
+      sink = createStdoutSink({ clock: context.clock });
+      break;
+    case "pushstats":
+    case "tagged-pushstats":
+      sink = createStatsdSink({
+        host: settings.pushStatsHost,
+        port: settings.pushStatsPort,
+        protocol: settings.pushStatsProtocol,
+        logger,
+        ...(settings.statsSink === "tagged-pushstats"
+          ? { tagged: { mogrifiers: settings.taggedPushStatsMogrifiers } }
+          : {}),
+      });
+      break;
+    case "pullstats": {
+      let listen: { host: string; port: number };
+      try {
+        listen = parseListenAddress(settings.pullStatsAddr);
+      } catch (err) {
+        throw new SettingsError(
+          [
+            `PULLSTATS_ADDR=${quote(settings.pullStatsAddr)}: expected [host]:port, e.g. :9090`,
+          ],
+          { cause: err },
+        );
+      }
+      const pull = await startPrometheusSink({
+        mapping: await loadPullMapping(settings),
+        host: listen.host,
+        port: listen.port,
+        path: settings.pullStatsPath,
+        logger,
+        beforeScrape: () => flushRef.current?.flush(),
+      });
+      pullAddress = pull.address;
+      logger.warn(
+        { address: pull.address, path: settings.pullStatsPath },
+        `serving pull statistics on '${pull.address}${settings.pullStatsPath}'`,
+      );
+      sink = pull;
+      break;
+    }
+  }
+  const running = startStatsFlusher({
+    store,
+    sink,
+    intervalMs: settings.statsFlushIntervalMs,
+    extraTags,
+    onError: (err) => {
+      logger.error({ err }, "statistics flush failed");
+    },
+  });
+  flushRef.current = running;
+  return {
+    close: () => running.close(),
+    flush: () => {
+      running.flush();
+    },
+    pullAddress,
+  };
 }

@@ -143,6 +143,9 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     health,
     globalShadowMode: settings.shadowMode,
     globalQuotaMode: settings.quotaMode,
+    ...(settings.tracingEnabled
+      ? { tracing: { backend: settings.backendType } }
+      : {}),
     ...(settings.limitResponseHeadersEnabled
       ? {
           responseHeaders: {
@@ -205,6 +208,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     service,
     statsManager,
     logger: logger.child({ component: "grpc" }),
+    tracing: settings.tracingEnabled,
   });
   const routes = createRoutes({ shouldRateLimit, health, statsManager });
   let listeners: Listening[] = [];
@@ -238,6 +242,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
         const debug = await startDebugServer({
           currentConfig: () => service.currentConfig(),
           statsStore: statsManager.store,
+          logger: logger.child({ component: "debug" }),
           host: settings.debugHost,
           port: settings.debugPort,
         });
@@ -283,6 +288,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
           service,
           statsManager,
           logger: logger.child({ component: "json" }),
+          tracing: settings.tracingEnabled,
         }),
         health,
         logger: logger.child({ component: "http" }),

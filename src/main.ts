@@ -73,7 +73,9 @@ if (settings.workers > 1 && cluster.isPrimary) {
 /** Runs the service in this process (the only one, or one worker of several). */
 async function runService(workerIndex: number): Promise<void> {
   let app: App;
+  let stopTracing: (() => Promise<void>) | undefined;
   try {
+    stopTracing = await startTracingIfEnabled();
     app = createApp(settings, { logger, workerIndex });
     await app.start();
   } catch (err) {
@@ -87,21 +89,48 @@ async function runService(workerIndex: number): Promise<void> {
     stopping = true;
     logger.warn({ signal }, "received signal, draining");
     app.health.fail("sigterm");
-    app.close().then(
-      () => {
-        logger.warn("stopped");
-        process.exit(0);
-      },
-      (err: unknown) => {
+    void (async () => {
+      let code = 0;
+      try {
+        await app.close();
+      } catch (err) {
         logger.error({ err }, "error while stopping");
-        process.exit(1);
-      },
-    );
+        code = 1;
+      }
+      // After the listeners have drained, so the last calls' spans are in the flush.
+      if (stopTracing !== undefined) await stopTracing();
+      if (code === 0) logger.warn("stopped");
+      process.exit(code);
+    })();
   };
   process.on("SIGTERM", shutdown);
   process.on("SIGINT", shutdown);
   process.on("SIGHUP", () => {
     logger.info("SIGHUP ignored (config reloads on file changes)");
+  });
+}
+
+/**
+ * Starts OpenTelemetry tracing when `TRACING_ENABLED` is true and returns its bounded
+ * flush-and-stop. The SDK is imported only then: loading it costs hundreds of ms and tens of
+ * MiB that a service without tracing should not pay.
+ */
+async function startTracingIfEnabled(): Promise<
+  (() => Promise<void>) | undefined
+> {
+  if (!settings.tracingEnabled) {
+    logger.info("tracing disabled");
+    return undefined;
+  }
+  const { startTracing } = await import("./telemetry/tracing.js");
+  return startTracing({
+    protocol: settings.tracingExporterProtocol,
+    serviceName: settings.tracingServiceName,
+    serviceNamespace: settings.tracingServiceNamespace,
+    serviceInstanceId: settings.tracingServiceInstanceId,
+    samplingRatio: settings.tracingSamplingRatio,
+    logger,
+    shutdownTimeoutMs: 5000,
   });
 }
 

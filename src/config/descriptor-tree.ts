@@ -467,7 +467,7 @@ function derivedLimit(
     stats:
       statsKey === limit.fullKey
         ? limit.stats
-        : statsManager.rateLimitStats(statsKey),
+        : statsManager.requestRateLimitStats(domain, statsKey),
     metadata: keepsMetadata ? limit.metadata : undefined,
     shareThresholdValues,
   };

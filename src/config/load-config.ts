@@ -151,7 +151,7 @@ class LoadedRateLimitConfig implements RateLimitConfig {
     const unit = unitFromNumber(override.unit);
     return {
       fullKey: statsKey,
-      stats: this.statsManager.rateLimitStats(statsKey),
+      stats: this.statsManager.requestRateLimitStats(domain, statsKey),
       requestsPerUnit: override.requestsPerUnit,
       unit,
       unitSeconds: unitToSeconds(unit),

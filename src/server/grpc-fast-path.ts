@@ -211,7 +211,8 @@ function serveUnary(
       fail(e.code, e.rawMessage);
       return;
     }
-    options.handler(request).then(
+    // The headers carry the caller's trace context (read only when tracing is on).
+    options.handler(request, headers).then(
       (response) => {
         succeed(toBinary(RateLimitResponseSchema, response));
       },

@@ -1,5 +1,12 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import {
+  context,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Span,
+} from "@opentelemetry/api";
+import {
   fromJson,
   toJson,
   type JsonObject,
@@ -16,6 +23,11 @@ import {
 import { RequestError, toConnectError } from "../service/errors.js";
 import type { RateLimitService } from "../service/rate-limit-service.js";
 import type { StatsManager } from "../stats/stats-manager.js";
+import {
+  extractTraceContext,
+  overallCodeName,
+  spanAttributes,
+} from "./should-rate-limit-handler.js";
 
 /** Options of {@link createJsonHandler}. */
 export interface JsonHandlerOptions {
@@ -24,7 +36,27 @@ export interface JsonHandlerOptions {
   readonly logger: Logger;
   /** Largest accepted request body, in bytes; larger bodies get 413. @defaultValue 1 MiB */
   readonly maxBodyBytes?: number;
+  /**
+   * One SERVER span per request (`TRACING_ENABLED`). Read once: without it no span or context
+   * is created. @defaultValue false
+   */
+  readonly tracing?: boolean;
 }
+
+const tracer = trace.getTracer("ratelimit.server");
+
+/** Methods that name the `/json` span as themselves; others are `HTTP /json`, `_OTHER`. */
+const knownMethods = new Set([
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "DELETE",
+  "CONNECT",
+  "OPTIONS",
+  "TRACE",
+  "PATCH",
+]);
 
 // Connect-protocol code words and HTTP statuses for the codes the decision path produces.
 const httpStatusByCode: Partial<Record<Code, number>> = {
@@ -44,17 +76,28 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
  * `NewJsonHandler`). Any method and content type are accepted, as upstream does (so `curl -d`
  * works). Errors answer `{"code": "<connect code>", "message": "..."}` with 400 (bad input),
  * 413 (body too large), 503 (no config / backend down) or 500 (bug) instead of upstream's
- * plain `Bad Request`, and are counted in the `should_rate_limit` error stats.
+ * plain `Bad Request`, and are counted in the `should_rate_limit` error stats. With tracing on,
+ * each request whose body was read is one SERVER span `POST /json` (see docs/tracing.md).
  */
 export function createJsonHandler(
   options: JsonHandlerOptions,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   const { service, statsManager, logger } = options;
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const tracing = options.tracing === true;
 
-  function sendError(res: ServerResponse, err: unknown): void {
+  function sendError(res: ServerResponse, err: unknown, span?: Span): void {
     const connectError = toConnectError(err, statsManager, logger);
     const status = httpStatusByCode[connectError.code] ?? 500;
+    if (span !== undefined) {
+      span.setAttribute("http.response.status_code", status);
+      if (status >= 500) {
+        span.setStatus({
+          code: SpanStatusCode.ERROR,
+          message: connectError.rawMessage,
+        });
+      }
+    }
     send(
       res,
       status,
@@ -85,9 +128,18 @@ export function createJsonHandler(
     }
   }
 
-  async function handle(body: Buffer, res: ServerResponse): Promise<void> {
+  /** Decides one request; `span` (tracing only) receives the attributes. */
+  async function handle(
+    body: Buffer,
+    res: ServerResponse,
+    span?: Span,
+  ): Promise<void> {
     try {
       const request = decode(body);
+      span?.setAttributes({
+        [spanAttributes.domain]: request.domain,
+        [spanAttributes.descriptorCount]: request.descriptors.length,
+      });
       const response = await service.shouldRateLimit(request);
       const json = toJson(RateLimitResponseSchema, response) as JsonObject;
       reorderLimitName(json);
@@ -97,9 +149,50 @@ export function createJsonHandler(
           : response.overallCode === RateLimitResponse_Code.OK
             ? 200
             : 500;
+      if (span !== undefined) {
+        span.setAttribute(
+          spanAttributes.overallCode,
+          overallCodeName(response.overallCode),
+        );
+        span.setAttribute("http.response.status_code", status);
+      }
       send(res, status, JSON.stringify(json));
     } catch (err) {
-      sendError(res, err);
+      sendError(res, err, span);
+    }
+  }
+
+  /** {@link handle} in a server span that continues the caller's trace. */
+  async function handleTraced(
+    body: Buffer,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<void> {
+    const parent = extractTraceContext(req.headers);
+    const method = req.method ?? "";
+    const known = knownMethods.has(method);
+    const span = tracer.startSpan(
+      `${known ? method : "HTTP"} /json`,
+      { kind: SpanKind.SERVER },
+      parent,
+    );
+    if (span.isRecording()) {
+      span.setAttributes({
+        "http.request.method": known ? method : "_OTHER",
+        "http.route": "/json",
+      });
+    }
+    try {
+      await context.with(
+        trace.setSpan(parent, span),
+        handle,
+        undefined,
+        body,
+        res,
+        span,
+      );
+    } finally {
+      span.end();
     }
   }
 
@@ -126,7 +219,8 @@ export function createJsonHandler(
     });
     req.on("end", () => {
       if (tooLarge) return;
-      void handle(Buffer.concat(chunks), res);
+      if (tracing) void handleTraced(Buffer.concat(chunks), req, res);
+      else void handle(Buffer.concat(chunks), res);
     });
     req.on("error", (err) => {
       logger.debug({ err }, "json request stream failed");

@@ -46,7 +46,11 @@ export function createRoutes(
   }
 
   return (router) => {
-    router.service(RateLimitService, { shouldRateLimit });
+    router.service(RateLimitService, {
+      // The request headers carry the caller's trace context (read only when tracing is on).
+      shouldRateLimit: (request, context) =>
+        shouldRateLimit(request, context.requestHeader),
+    });
     router.service(Health, {
       check(request) {
         checkRequests.add(1);

@@ -1,16 +1,43 @@
+import type { IncomingHttpHeaders } from "node:http";
+import {
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Context,
+  type SpanOptions,
+  type TextMapGetter,
+} from "@opentelemetry/api";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
-import type { RateLimitRequest, RateLimitResponse } from "../proto.js";
+import {
+  RateLimitResponse_Code,
+  type RateLimitRequest,
+  type RateLimitResponse,
+} from "../proto.js";
 import { toConnectError } from "../service/errors.js";
 import type { RateLimitService } from "../service/rate-limit-service.js";
 import type { StatsManager } from "../stats/stats-manager.js";
 
 /**
+ * Headers of an incoming call, read only for the caller's W3C trace context (`traceparent`,
+ * `tracestate`, `baggage`): node's header object (HTTP/2 fast path, `/json`) or a fetch
+ * `Headers` (the Connect router's `requestHeader`).
+ */
+export type RequestHeaders = IncomingHttpHeaders | Headers;
+
+/**
  * The gRPC `ShouldRateLimit` method as both the Connect router and the HTTP/2 fast path call
  * it: counts `ratelimit_server.ShouldRateLimit.total_requests` and `.response_time` and maps
- * every failure to a `ConnectError` (rejects with nothing else).
+ * every failure to a `ConnectError` (rejects with nothing else). With tracing on, the call is
+ * one SERVER span that continues the trace of `headers` (see docs/tracing.md); `headers` is
+ * not read otherwise.
  */
 export type ShouldRateLimitHandler = (
   request: RateLimitRequest,
+  headers?: RequestHeaders,
 ) => Promise<RateLimitResponse>;
 
 /** Options of {@link createShouldRateLimitHandler}. */
@@ -18,7 +45,26 @@ export interface ShouldRateLimitHandlerOptions {
   readonly service: RateLimitService;
   readonly statsManager: StatsManager;
   readonly logger: Logger;
+  /**
+   * One SERVER span per call (`TRACING_ENABLED`). Read once: without it the handler contains
+   * no tracing code at all. @defaultValue false
+   */
+  readonly tracing?: boolean;
 }
+
+/** Name of the gRPC server span (the reference's otelgrpc name). */
+export const shouldRateLimitSpanName =
+  "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+/** Attribute names of the ShouldRateLimit server spans (gRPC and `/json`). */
+export const spanAttributes = Object.freeze({
+  domain: "ratelimit.domain",
+  descriptorCount: "ratelimit.descriptor_count",
+  overallCode: "ratelimit.overall_code",
+});
+
+const tracer = trace.getTracer("ratelimit.server");
+const serverKind: SpanOptions = { kind: SpanKind.SERVER };
 
 /** Builds the one {@link ShouldRateLimitHandler} shared by every gRPC entry point. */
 export function createShouldRateLimitHandler(
@@ -27,7 +73,7 @@ export function createShouldRateLimitHandler(
   const { service, statsManager, logger } = options;
   const totalRequests = statsManager.serverTotalRequests("ShouldRateLimit");
   const responseTime = statsManager.serverResponseTime("ShouldRateLimit");
-  return async (request) => {
+  const handler: ShouldRateLimitHandler = async (request) => {
     const startMs = performance.now();
     totalRequests.add(1);
     try {
@@ -38,4 +84,91 @@ export function createShouldRateLimitHandler(
       responseTime.recordMs(performance.now() - startMs);
     }
   };
+  return options.tracing === true ? traced(handler) : handler;
+}
+
+/** Wraps `inner` in a server span whose context is active while `inner` runs. */
+function traced(inner: ShouldRateLimitHandler): ShouldRateLimitHandler {
+  return async (request, headers) => {
+    const parent = extractTraceContext(headers);
+    const span = tracer.startSpan(shouldRateLimitSpanName, serverKind, parent);
+    // After sampling: the SDK would check attributes given at start even for dropped spans.
+    if (span.isRecording()) {
+      span.setAttributes({
+        "rpc.system": "grpc",
+        "rpc.service": "envoy.service.ratelimit.v3.RateLimitService",
+        "rpc.method": "ShouldRateLimit",
+        [spanAttributes.domain]: request.domain,
+        [spanAttributes.descriptorCount]: request.descriptors.length,
+      });
+    }
+    try {
+      const response = await context.with(
+        trace.setSpan(parent, span),
+        inner,
+        undefined,
+        request,
+      );
+      span.setAttribute(
+        spanAttributes.overallCode,
+        overallCodeName(response.overallCode),
+      );
+      span.setAttribute("rpc.grpc.status_code", 0); // OK (Connect's Code has no OK)
+      return response;
+    } catch (err) {
+      const e = ConnectError.from(err);
+      span.setAttribute("rpc.grpc.status_code", e.code);
+      if (isServerFault(e.code))
+        span.setStatus({ code: SpanStatusCode.ERROR, message: e.rawMessage });
+      throw err;
+    } finally {
+      span.end();
+    }
+  };
+}
+
+/**
+ * Codes that mean the server failed (OpenTelemetry's gRPC conventions); the others (bad
+ * request, not found, …) leave the span status unset.
+ */
+function isServerFault(code: Code): boolean {
+  return (
+    code === Code.Unknown ||
+    code === Code.DeadlineExceeded ||
+    code === Code.Unimplemented ||
+    code === Code.Internal ||
+    code === Code.Unavailable ||
+    code === Code.DataLoss
+  );
+}
+
+/** `OK`, `OVER_LIMIT` or `UNKNOWN`: the value of `ratelimit.overall_code`. */
+export function overallCodeName(code: RateLimitResponse_Code): string {
+  return code === RateLimitResponse_Code.OK
+    ? "OK"
+    : code === RateLimitResponse_Code.OVER_LIMIT
+      ? "OVER_LIMIT"
+      : "UNKNOWN";
+}
+
+const fetchHeadersGetter: TextMapGetter<Headers> = {
+  get: (carrier, key) => carrier.get(key) ?? undefined,
+  keys: (carrier) => [...carrier.keys()],
+};
+const nodeHeadersGetter: TextMapGetter<IncomingHttpHeaders> = {
+  get: (carrier, key) => carrier[key],
+  keys: (carrier) => Object.keys(carrier),
+};
+
+/**
+ * The caller's trace context from `headers` with the registered propagators (W3C
+ * `traceparent` by default), or the root context when there is none.
+ */
+export function extractTraceContext(
+  headers: RequestHeaders | undefined,
+): Context {
+  if (headers === undefined) return ROOT_CONTEXT;
+  return headers instanceof Headers
+    ? propagation.extract(ROOT_CONTEXT, headers, fetchHeadersGetter)
+    : propagation.extract(ROOT_CONTEXT, headers, nodeHeadersGetter);
 }

@@ -1,3 +1,10 @@
+import {
+  context,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type SpanOptions,
+} from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { ConfigUpdate } from "../config/config-update.js";
 import type {
@@ -42,7 +49,27 @@ export interface RateLimitServiceOptions {
    * `LIMIT_*_HEADER` names); `undefined` disables them. @defaultValue undefined
    */
   readonly responseHeaders?: ResponseHeaderNames;
+  /**
+   * Wrap each backend round trip (`cache.doLimit`) in a child span of the active span
+   * (`TRACING_ENABLED`); `undefined` creates no span or context. Read once.
+   * @defaultValue undefined
+   */
+  readonly tracing?: ServiceTracingOptions;
 }
+
+/** Tracing options of {@link createRateLimitService}. */
+export interface ServiceTracingOptions {
+  /**
+   * Value of the `ratelimit.backend` span attribute (`memory`, `kv` or `mc`); `memory` spans
+   * are INTERNAL, the others CLIENT.
+   */
+  readonly backend: string;
+}
+
+/** Name of the span around each backend round trip. */
+export const backendSpanName = "ratelimit.backend doLimit";
+
+const tracer = trace.getTracer("ratelimit.service");
 
 /** The decision service: what gRPC, Connect and `/json` call. */
 export interface RateLimitService {
@@ -85,6 +112,12 @@ export function createRateLimitService(
   const globalQuotaMode = options.globalQuotaMode ?? false;
   const headerNames = options.responseHeaders;
   let config: RateLimitConfig | undefined;
+
+  // Decided once: without tracing the decision calls the backend directly.
+  const tracedDoLimit =
+    options.tracing === undefined
+      ? undefined
+      : createTracedDoLimit(cache, options.tracing);
 
   /** Checks a request and returns the config snapshot to decide it with. */
   function validate(request: RateLimitRequest): RateLimitConfig {
@@ -172,12 +205,9 @@ export function createRateLimitService(
         }
       }
 
-      const statuses = await cache.doLimit(
-        domain,
-        descriptors,
-        limits,
-        hitsAddends,
-      );
+      const statuses = await (tracedDoLimit === undefined
+        ? cache.doLimit(domain, descriptors, limits, hitsAddends)
+        : tracedDoLimit(domain, descriptors, limits, hitsAddends));
 
       // Overall code (behavior.md §5.1): over limit if any non-quota descriptor is; quota
       // descriptors only make it over limit when all of them are.
@@ -258,5 +288,43 @@ export function createRateLimitService(
     },
 
     currentConfig: () => config,
+  };
+}
+
+/**
+ * `cache.doLimit` in a span (child of the active one, i.e. the server span) that is itself
+ * active during the call, so spans a backend makes nest under it.
+ */
+function createTracedDoLimit(
+  cache: RateLimitCache,
+  tracing: ServiceTracingOptions,
+): RateLimitCache["doLimit"] {
+  const spanOptions: SpanOptions = {
+    kind: tracing.backend === "memory" ? SpanKind.INTERNAL : SpanKind.CLIENT,
+  };
+  const attributes = { "ratelimit.backend": tracing.backend };
+  return async (domain, descriptors, limits, hitsAddends) => {
+    const parent = context.active();
+    // Under a server span that is not recorded (trace not sampled) this one would not be
+    // either, and spans the backend starts inherit the parent's decision: skip the work.
+    if (trace.getSpan(parent)?.isRecording() === false)
+      return cache.doLimit(domain, descriptors, limits, hitsAddends);
+    const span = tracer.startSpan(backendSpanName, spanOptions, parent);
+    try {
+      if (!span.isRecording())
+        return await cache.doLimit(domain, descriptors, limits, hitsAddends);
+      span.setAttributes(attributes);
+      return await context.with(trace.setSpan(parent, span), () =>
+        cache.doLimit(domain, descriptors, limits, hitsAddends),
+      );
+    } catch (err) {
+      span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: err instanceof Error ? err.message : String(err),
+      });
+      throw err;
+    } finally {
+      span.end();
+    }
   };
 }

@@ -12,9 +12,6 @@ export interface NotImplementedSetting {
   readonly warning?: (settings: Settings) => string;
 }
 
-const isSet = (env: SettingsEnv, name: string): boolean =>
-  env[name] !== undefined;
-
 /**
  * Settings read and checked by {@link loadSettings} but not acted on yet. Each entry yields the
  * warning `<VAR> has no effect yet: <feature> is not implemented in this build` when in use.
@@ -22,41 +19,6 @@ const isSet = (env: SettingsEnv, name: string): boolean =>
  */
 export const notImplementedSettings: readonly NotImplementedSetting[] =
   Object.freeze([
-    {
-      variable: "BACKEND_TYPE",
-      feature: "the key-value store backend",
-      isInUse: (settings) => settings.backendType === "kv",
-      // kv is the default, so say how to get a working service rather than "has no effect".
-      warning: () =>
-        "BACKEND_TYPE=kv (the default when unset or empty): the key-value store backend is not implemented in this build; set BACKEND_TYPE=memory",
-    },
-    {
-      variable: "USE_PUSHSTATS",
-      feature: "the push-based metrics sink",
-      // On by default; only an explicit USE_PUSHSTATS=true asks for it.
-      isInUse: (settings, env) =>
-        isSet(env, "USE_PUSHSTATS") && settings.usePushStats,
-    },
-    {
-      variable: "USE_TAGGED_PUSHSTATS",
-      feature: "the tagged push-based metrics sink",
-      isInUse: (settings) => settings.useTaggedPushStats,
-    },
-    {
-      variable: "USE_PULLSTATS",
-      feature: "the pull-based metrics exporter",
-      isInUse: (settings) => settings.usePullStats,
-    },
-    {
-      variable: "EXTRA_TAGS",
-      feature: "exporting statistics",
-      isInUse: (settings) => Object.keys(settings.extraTags).length > 0,
-    },
-    {
-      variable: "STATS_FLUSH_INTERVAL",
-      feature: "exporting statistics",
-      isInUse: (_settings, env) => isSet(env, "STATS_FLUSH_INTERVAL"),
-    },
     {
       variable: "RESPONSE_DYNAMIC_METADATA",
       feature: "dynamic metadata in responses",

@@ -871,6 +871,17 @@ const srvName = /^_(.+?)\._(.+?)\.(.+)$/;
 
 /** Combination checks: each runs only when the variables it involves parsed cleanly. */
 function checkCombinations(reader: EnvReader, settings: Settings): void {
+  // Each worker would serve its own share of the counters on the shared pull port.
+  if (
+    settings.workers > 1 &&
+    settings.usePullStats &&
+    !settings.disableStats &&
+    reader.allValid("WORKERS", "USE_PULLSTATS")
+  ) {
+    reader.problem(
+      `WORKERS=${settings.workers} with USE_PULLSTATS=true: each worker process would answer scrapes with its own counters; use a push sink (USE_PUSHSTATS or USE_TAGGED_PUSHSTATS, which add up across processes) or WORKERS=1`,
+    );
+  }
   // Workers each keep their own in-process counters: only a shared backend counts right.
   if (
     settings.workers > 1 &&

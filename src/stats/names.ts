@@ -22,6 +22,40 @@ export const statNames = {
   serverScope: "ratelimit_server",
   totalRequests: "total_requests",
   responseTime: "response_time",
+  /** Scope of the local over-limit cache gauges: `<scope>.<gauge>` (behavior.md §10.3). */
+  localCacheScope: "ratelimit.localcache",
+  /**
+   * Stats-key part that stands in for every value-derived stats key past the cardinality cap
+   * (see `StatsManagerOptions.maxRequestDerivedStatsKeys`): `<scope>.<domain>.stats_overflow.<stat>`.
+   * Not a reference name: the reference has no bound.
+   */
+  overflowKey: "stats_overflow",
+  /**
+   * Domain part that stands in for unknown request domains past the cap
+   * (`StatsManagerOptions.maxUnknownDomains`): `<scope>.stats_overflow.domain_not_found`.
+   */
+  overflowDomain: "stats_overflow",
+} as const;
+
+/**
+ * Exported names and labels of the built-in pull (Prometheus) mapping, same as upstream
+ * `src/stats/prom/default_mapper.yaml` (behavior.md §10.4). Also an external contract.
+ */
+export const pullStatNames = {
+  /** `ratelimit_service_rate_limit_<stat>` for the per-rule counters. */
+  rateLimitPrefix: "ratelimit_service_rate_limit_",
+  shouldRateLimitError: "ratelimit_service_should_rate_limit_error",
+  totalRequests: "ratelimit_service_total_requests",
+  /** Kept `_seconds` even when `PULLSTATS_RESPONSE_TIME_AS_MILLISECONDS` keeps milliseconds. */
+  responseTime: "ratelimit_service_response_time_seconds",
+  configLoadSuccess: "ratelimit_service_config_load_success",
+  configLoadError: "ratelimit_service_config_load_error",
+  /** Label names. */
+  domainLabel: "domain",
+  key1Label: "key1",
+  key2Label: "key2",
+  errTypeLabel: "err_type",
+  grpcMethodLabel: "grpc_method",
 } as const;
 
 const dottedQuad = /(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})/g;
@@ -35,4 +69,61 @@ export function sanitizeStatName(name: string): string {
   if (out.includes(":") || out.includes("|")) out = out.replace(/[:|]/g, "_");
   if (/\d\.\d/.test(out)) out = out.replace(dottedQuad, "$1_$2_$3_$4");
   return out;
+}
+
+/** Marker that starts one serialized tag in a statistic name: `<name>.__<key>=<value>`. */
+export const tagMarker = ".__";
+
+/** One tag of a statistic (EXTRA_TAGS, or a tag a module puts in a name). */
+export interface StatTag {
+  readonly key: string;
+  readonly value: string;
+}
+
+/**
+ * Serializes tags into a name suffix the way the reference's stats library does
+ * (behavior.md §10.2): `.__<key>=<value>` per tag, sorted by key; `.`, `:` and `|` in values
+ * become `_`; tags with an empty key or value are dropped. Returns "" for no tags.
+ */
+export function serializeTags(tags: readonly StatTag[]): string {
+  const kept = tags
+    .filter((tag) => tag.key !== "" && tag.value !== "")
+    .map((tag) => ({ key: tag.key, value: tag.value.replace(/[.:|]/g, "_") }))
+    .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  let out = "";
+  for (const tag of kept) out += `${tagMarker}${tag.key}=${tag.value}`;
+  return out;
+}
+
+/**
+ * Splits serialized tags off a name: `a.b.c.__k=v.__k2=v2` → `a.b.c` with tags `k=v`, `k2=v2`.
+ * A `.__k` part without `=` is dropped (as upstream `src/godogstats/` does before applying mogrifiers).
+ */
+export function splitTags(fullName: string): {
+  name: string;
+  tags: StatTag[];
+} {
+  const at = fullName.indexOf(tagMarker);
+  if (at < 0) return { name: fullName, tags: [] };
+  const tags: StatTag[] = [];
+  for (const part of fullName.slice(at + tagMarker.length).split(tagMarker)) {
+    const eq = part.indexOf("=");
+    if (eq > 0)
+      tags.push({ key: part.slice(0, eq), value: part.slice(eq + 1) });
+  }
+  return { name: fullName.slice(0, at), tags };
+}
+
+/**
+ * Returns `name` with `extra` tags merged into the tags it already carries, re-serialized in
+ * key order (a tag already in the name wins over an extra tag with the same key).
+ */
+export function withExtraTags(name: string, extra: readonly StatTag[]): string {
+  if (extra.length === 0) return name;
+  const split = splitTags(name);
+  const own = new Set(split.tags.map((tag) => tag.key));
+  return (
+    split.name +
+    serializeTags([...split.tags, ...extra.filter((tag) => !own.has(tag.key))])
+  );
 }

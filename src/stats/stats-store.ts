@@ -10,19 +10,35 @@ export interface Counter {
 
 /** A value that is set, not accumulated. */
 export interface Gauge {
+  /** Full statistic name, e.g. `ratelimit.localcache.entryCount`. */
   readonly name: string;
+  /** Replaces the value. */
   set(value: number): void;
+  /** The last value set (0 before the first). */
   value(): number;
 }
 
 /** Records durations in milliseconds. */
 export interface Timer {
+  /** Full statistic name, e.g. `ratelimit_server.ShouldRateLimit.response_time`. */
   readonly name: string;
   /** Records one duration, in milliseconds. */
   recordMs(durationMs: number): void;
   /** Count of recorded durations and their sum in milliseconds. */
   value(): { count: number; sumMs: number };
 }
+
+/**
+ * Receives every duration a timer records, at record time (on the request path, so it must be
+ * cheap and must not throw): a sink's histogram, or a per-flush sample buffer.
+ */
+export type TimerListener = (durationMs: number) => void;
+
+/**
+ * Chooses the listener of one timer, called once per timer (for existing timers when
+ * installed, then for each new timer as it is created); `undefined` attaches none.
+ */
+export type TimerListenerFactory = (timer: Timer) => TimerListener | undefined;
 
 class CounterHandle implements Counter {
   readonly name: string;
@@ -56,12 +72,16 @@ class TimerHandle implements Timer {
   readonly name: string;
   private count = 0;
   private sumMs = 0;
+  /** Set by {@link StatsStore.setTimerListenerFactory}; one property check when unset. */
+  listener: TimerListener | undefined = undefined;
   constructor(name: string) {
     this.name = name;
   }
   recordMs(durationMs: number): void {
     this.count++;
     this.sumMs += durationMs;
+    const listener = this.listener;
+    if (listener !== undefined) listener(durationMs);
   }
   value(): { count: number; sumMs: number } {
     return { count: this.count, sumMs: this.sumMs };
@@ -70,12 +90,14 @@ class TimerHandle implements Timer {
 
 /**
  * In-process registry of every statistic by full name. Handles are created once and reused;
- * sinks (push, pull) read from here.
+ * sinks (push, pull, standard output) read from here. The values are kept even when
+ * statistics are disabled (`DISABLE_STATS`), so the debug `/stats` page always has them.
  */
 export class StatsStore {
   private readonly counters = new Map<string, Counter>();
   private readonly gauges = new Map<string, Gauge>();
-  private readonly timers = new Map<string, Timer>();
+  private readonly timers = new Map<string, TimerHandle>();
+  private timerListenerFactory: TimerListenerFactory | undefined;
 
   /** Returns the counter named `name`, creating it on first use. */
   counter(name: string): Counter {
@@ -102,9 +124,24 @@ export class StatsStore {
     let t = this.timers.get(name);
     if (t === undefined) {
       t = new TimerHandle(name);
+      t.listener = this.timerListenerFactory?.(t);
       this.timers.set(name, t);
     }
     return t;
+  }
+
+  /**
+   * Installs (or, with `undefined`, removes) the listener factory of every timer, existing and
+   * future. One running sink owns it.
+   */
+  setTimerListenerFactory(factory: TimerListenerFactory | undefined): void {
+    this.timerListenerFactory = factory;
+    for (const t of this.timers.values()) t.listener = factory?.(t);
+  }
+
+  /** Number of counters, gauges and timers held. */
+  get size(): number {
+    return this.counters.size + this.gauges.size + this.timers.size;
   }
 
   /** Every counter, gauge and timer, sorted by name. */

@@ -44,6 +44,8 @@ export async function startTestApp(
     RUNTIME_APPDIRECTORY: "config",
     RUNTIME_WATCH_ROOT: "false",
     USE_PUSHSTATS: "false",
+    // Counters still count in process (debug /stats); nothing is printed or sent.
+    DISABLE_STATS: "true",
     ...env,
   });
   const app = createApp(settings, { logger, ...deps });

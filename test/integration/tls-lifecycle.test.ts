@@ -189,7 +189,9 @@ describe("maximum connection age", () => {
         });
       });
       const closed = new Promise<void>((resolve) =>
-        session.once("close", () => { resolve(); }),
+        session.once("close", () => {
+          resolve();
+        }),
       );
       const elapsedMs = await goaway;
       expect(elapsedMs).toBeGreaterThanOrEqual(300);

@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { notImplementedSettings } from "../../../src/settings/setting-warnings.js";
+import {
+  deprecatedSettings,
+  notImplementedSettings,
+} from "../../../src/settings/setting-warnings.js";
 import {
   loadSettings,
   type SettingsEnv,
@@ -12,64 +15,37 @@ function warningsFor(env: SettingsEnv): string[] {
 }
 
 describe("settingWarnings", () => {
-  it("warns only about the default backend for an empty environment", () => {
-    expect(warningsFor({})).toEqual([
-      "BACKEND_TYPE=kv (the default when unset or empty): the key-value store backend is not implemented in this build; set BACKEND_TYPE=memory",
-    ]);
-  });
-
   it("warns about nothing for the memory backend with defaults", () => {
     expect(warningsFor(memory)).toEqual([]);
   });
 
-  it.each([
-    [{ USE_PUSHSTATS: "true" }, "USE_PUSHSTATS", "the push-based metrics sink"],
-    [
-      { USE_PUSHSTATS: "false", USE_PULLSTATS: "true" },
-      "USE_PULLSTATS",
-      "the pull-based metrics exporter",
-    ],
-    [{ EXTRA_TAGS: "env:prod" }, "EXTRA_TAGS", "exporting statistics"],
-    [
-      { STATS_FLUSH_INTERVAL: "10s" },
-      "STATS_FLUSH_INTERVAL",
-      "exporting statistics",
-    ],
-    [
-      { RESPONSE_DYNAMIC_METADATA: "true" },
-      "RESPONSE_DYNAMIC_METADATA",
-      "dynamic metadata in responses",
-    ],
-  ])("warns for %j", (env, variable, feature) => {
-    expect(warningsFor({ ...memory, ...env })).toEqual([
-      `${variable} has no effect yet: ${feature} is not implemented in this build`,
-    ]);
-  });
-
-  it("warns for the tagged sink", () => {
+  it("warns that dynamic metadata has no effect yet", () => {
     expect(
-      warningsFor({
-        ...memory,
-        USE_PUSHSTATS: "false",
-        USE_TAGGED_PUSHSTATS: "true",
-      }),
+      warningsFor({ ...memory, RESPONSE_DYNAMIC_METADATA: "true" }),
     ).toEqual([
-      "USE_TAGGED_PUSHSTATS has no effect yet: the tagged push-based metrics sink is not implemented in this build",
+      "RESPONSE_DYNAMIC_METADATA has no effect yet: dynamic metadata in responses is not implemented in this build",
     ]);
   });
 
   it.each([
     { USE_PUSHSTATS: "false" },
-    { LOCAL_CACHE_SIZE_IN_BYTES: "0" },
+    { USE_PUSHSTATS: "true" },
+    { USE_PUSHSTATS: "false", USE_PULLSTATS: "true" },
+    { EXTRA_TAGS: "env:prod" },
+    { STATS_FLUSH_INTERVAL: "10s" },
+    { LOCAL_CACHE_SIZE_IN_BYTES: "1024" },
     { CONFIG_TYPE: "FILE" },
-    { TRACING_ENABLED: "false" },
-    { QUOTA_MODE: "false" },
-    { EXTRA_TAGS: "" },
-    { GRPC_UDS: "" },
+    { QUOTA_MODE: "true" },
+    { GRPC_UDS: "/run/rl.sock" },
+    { GRPC_MAX_CONNECTION_AGE: "24h" },
+    { RESPONSE_DYNAMIC_METADATA: "false" },
     { KV_PIPELINE_LIMIT: "0" },
-  ])("does not warn for a setting that asks for nothing: %j", (env) => {
-    expect(warningsFor({ ...memory, ...env })).toEqual([]);
-  });
+  ])(
+    "does not warn for a built feature or a setting that asks for nothing: %j",
+    (env) => {
+      expect(warningsFor({ ...memory, ...env })).toEqual([]);
+    },
+  );
 
   it("warns about deprecated pipeline limits above 0", () => {
     expect(
@@ -84,21 +60,11 @@ describe("settingWarnings", () => {
     ]);
   });
 
-  it("lists warnings in table order", () => {
-    expect(
-      warningsFor({
-        ...memory,
-        RESPONSE_DYNAMIC_METADATA: "true",
-        EXTRA_TAGS: "env:prod",
-      }).map((warning) => warning.split(" ")[0]),
-    ).toEqual(["EXTRA_TAGS", "RESPONSE_DYNAMIC_METADATA"]);
-  });
-
-  it("keeps one frozen table naming real variables", () => {
+  it("keeps frozen tables naming real variables", () => {
     expect(Object.isFrozen(notImplementedSettings)).toBe(true);
-    for (const entry of notImplementedSettings) {
+    expect(Object.isFrozen(deprecatedSettings)).toBe(true);
+    for (const entry of [...notImplementedSettings, ...deprecatedSettings]) {
       expect(entry.variable).toMatch(/^[A-Z][A-Z0-9_]*$/);
-      expect(entry.feature).not.toBe("");
     }
   });
 });

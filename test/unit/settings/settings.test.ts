@@ -768,3 +768,16 @@ describe("WORKERS", () => {
     ).toThrow("WORKERS=2 with BACKEND_TYPE=memory");
   });
 });
+
+describe("WORKERS with pull statistics", () => {
+  it("is refused: each worker would answer scrapes with its own counters", () => {
+    expect(() =>
+      loadSettings({
+        BACKEND_TYPE: "kv",
+        WORKERS: "2",
+        USE_PUSHSTATS: "false",
+        USE_PULLSTATS: "true",
+      }),
+    ).toThrow("WORKERS=2 with USE_PULLSTATS=true");
+  });
+});
