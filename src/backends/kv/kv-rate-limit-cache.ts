@@ -1,4 +1,3 @@
-import { trace } from "@opentelemetry/api";
 import type { RateLimit } from "../../config/rate-limit-config.js";
 import type { HealthChecker } from "../../health/health.js";
 import type { BaseLimiter } from "../../limiter/base-limiter.js";
@@ -13,8 +12,6 @@ import {
   resolveKvBackendOptions,
   type KvBackendOptions,
 } from "./kv-options.js";
-
-const tracer = trace.getTracer("kv.rateLimitCache");
 
 /** The keys of one request that go to one instance, with what to send for each. */
 interface InstanceWork {
@@ -176,21 +173,11 @@ export class KvRateLimitCache implements RateLimitCache {
     }
     const after = new Array<number>(n);
     if (main.cacheKeys.length > 0 || perSecond.cacheKeys.length > 0) {
-      const span = tracer.startSpan("KV Pipeline Execution", {
-        attributes: {
-          "pipeline length": main.cacheKeys.length * 2,
-          "perSecondPipeline length":
-            perSecond === main ? 0 : perSecond.cacheKeys.length * 2,
-        },
-      });
-      try {
-        // Main instance first, then the per-second one, as upstream.
-        await this.increment(this.main, main, after);
-        if (perSecond !== main)
-          await this.increment(this.perSecond!, perSecond, after);
-      } finally {
-        span.end();
-      }
+      // Main instance first, then the per-second one, as upstream. (The service traces the
+      // whole round trip as one span.)
+      await this.increment(this.main, main, after);
+      if (perSecond !== main)
+        await this.increment(this.perSecond!, perSecond, after);
     }
 
     const statuses = new Array<RateLimitResponse_DescriptorStatus>(n);

@@ -1,4 +1,3 @@
-import { trace } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { RateLimit } from "../../config/rate-limit-config.js";
 import type { BaseLimiter } from "../../limiter/base-limiter.js";
@@ -20,9 +19,6 @@ import {
   resolveMcBackendOptions,
   type McBackendOptions,
 } from "./mc-options.js";
-
-// Upstream's tracer `memcached.cacheImpl` and span `Memcached Fetch Execution`, neutral words.
-const tracer = trace.getTracer("mc.rateLimitCache");
 
 /** Largest counter value upstream parses (Go `strconv.ParseInt(value, 10, 32)`). */
 const maxCounterValue = 2_147_483_647;
@@ -136,15 +132,8 @@ export class McRateLimitCache implements RateLimitCache {
     }
     if (fetched.length === 0) return statuses;
 
-    const span = tracer.startSpan("MC Fetch Execution", {
-      attributes: { "keysToGet length": fetchKeys.length },
-    });
-    let found: Map<string, Buffer>;
-    try {
-      found = await this.client.getMulti(fetchKeys);
-    } finally {
-      span.end();
-    }
+    // The service traces the whole round trip as one span.
+    const found = await this.client.getMulti(fetchKeys);
     const increments = new Array<McIncrement>(fetched.length);
     for (let j = 0; j < fetched.length; j++) {
       const i = fetched[j]!;
