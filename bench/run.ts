@@ -6,6 +6,7 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import {
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   writeFileSync,
@@ -64,6 +65,7 @@ function start(
   args: string[],
   env: Record<string, string>,
   ready: string,
+  readyCount = 1,
 ): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
@@ -74,7 +76,7 @@ function start(
     let output = "";
     const onData = (d: Buffer): void => {
       output += d.toString();
-      if (output.includes(ready)) resolve(child);
+      if (output.split(ready).length - 1 >= readyCount) resolve(child);
     };
     child.stdout.on("data", onData);
     child.stderr.on("data", onData);
@@ -88,20 +90,44 @@ function start(
   });
 }
 
-/** CPU seconds (user + system) used so far by a process. */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8")
-    .split(") ")[1]!
-    .split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
+/** The process and its children (worker processes of WORKERS > 1). */
+function processTree(pid: number): number[] {
+  const pids = [pid];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      if (Number(stat.split(") ")[1]?.split(" ")[1]) === pid)
+        pids.push(Number(entry));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return pids;
 }
 
-/** Peak resident set size of a process, in MiB. */
+/** CPU seconds (user + system) used so far by a process and its worker processes. */
+function cpuSeconds(pid: number): number {
+  let total = 0;
+  for (const p of processTree(pid)) {
+    const fields = readFileSync(`/proc/${p}/stat`, "utf8")
+      .split(") ")[1]!
+      .split(" ");
+    total += (Number(fields[11]) + Number(fields[12])) / 100;
+  }
+  return total;
+}
+
+/** Peak resident set size of a process and its worker processes (summed), in MiB. */
 function peakRssMiB(pid: number): number {
-  const match = /VmHWM:\s+(\d+) kB/.exec(
-    readFileSync(`/proc/${pid}/status`, "utf8"),
-  );
-  return Math.round(Number(match?.[1] ?? 0) / 1024);
+  let kib = 0;
+  for (const p of processTree(pid)) {
+    const match = /VmHWM:\s+(\d+) kB/.exec(
+      readFileSync(`/proc/${p}/status`, "utf8"),
+    );
+    kib += Number(match?.[1] ?? 0);
+  }
+  return Math.round(kib / 1024);
 }
 
 interface Result {
@@ -232,6 +258,7 @@ function measureGrpc(
 
 async function service(
   env: Record<string, string>,
+  processes = 1,
 ): Promise<{ child: ChildProcess; grpc: number; http: number }> {
   const configRoot = join(work, "runtime");
   mkdirSync(join(configRoot, "config"), { recursive: true });
@@ -256,6 +283,7 @@ async function service(
       ...env,
     },
     "listening for HTTP",
+    processes,
   );
   return { child, grpc, http };
 }
@@ -366,9 +394,58 @@ async function main(): Promise<void> {
       `http://127.0.0.1:${kv.grpc}${rlsPath}`,
     );
     await stop(kv.child);
+    const kvWorkers = await service(
+      {
+        BACKEND_TYPE: "kv",
+        KV_SOCKET_TYPE: "tcp",
+        KV_URL: `127.0.0.1:${redisPort}`,
+        WORKERS: "2",
+      },
+      2,
+    );
+    rows.push(
+      ...measureGrpc(
+        "kv backend, WORKERS=2",
+        kvWorkers.child.pid!,
+        kvWorkers.grpc,
+        body,
+      ),
+    );
+    await stop(kvWorkers.child);
   } catch (err) {
     notes.push(
       `kv backend not measured: ${err instanceof Error ? (err.message.split("\n")[0] ?? "") : String(err)}`,
+    );
+  }
+
+  const memcachedPort = await freePort();
+  try {
+    await start(
+      "memcached",
+      [
+        "-l",
+        "127.0.0.1",
+        "-p",
+        String(memcachedPort),
+        "-U",
+        "0",
+        "-vv",
+        ...(process.getuid?.() === 0 ? ["-u", "root"] : []),
+      ],
+      {},
+      "server listening",
+    );
+    const mc = await service({
+      BACKEND_TYPE: "mc",
+      MC_HOST_PORT: `127.0.0.1:${memcachedPort}`,
+    });
+    rows.push(
+      ...measureGrpc("mc backend (memcached)", mc.child.pid!, mc.grpc, body),
+    );
+    await stop(mc.child);
+  } catch (err) {
+    notes.push(
+      `mc backend not measured: ${err instanceof Error ? (err.message.split("\n")[0] ?? "") : String(err)}`,
     );
   }
 
