@@ -90,6 +90,26 @@ function start(
   });
 }
 
+/** Resolves once something accepts TCP connections on the loopback port (≤ 10 s). */
+async function waitForPort(port: number): Promise<void> {
+  const { connect } = await import("node:net");
+  for (let i = 0; i < 200; i++) {
+    const up = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, "127.0.0.1");
+      socket.once("connect", () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once("error", () => {
+        resolve(false);
+      });
+    });
+    if (up) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`nothing listens on 127.0.0.1:${port}`);
+}
+
 /** The process and its children (worker processes of WORKERS > 1). */
 function processTree(pid: number): number[] {
   const pids = [pid];
@@ -420,7 +440,8 @@ async function main(): Promise<void> {
 
   const memcachedPort = await freePort();
   try {
-    await start(
+    // Not verbose: -vv would log every command through our pipe.
+    const memcached = spawn(
       "memcached",
       [
         "-l",
@@ -429,12 +450,12 @@ async function main(): Promise<void> {
         String(memcachedPort),
         "-U",
         "0",
-        "-vv",
         ...(process.getuid?.() === 0 ? ["-u", "root"] : []),
       ],
-      {},
-      "server listening",
+      { stdio: "ignore" },
     );
+    children.push(memcached);
+    await waitForPort(memcachedPort);
     const mc = await service({
       BACKEND_TYPE: "mc",
       MC_HOST_PORT: `127.0.0.1:${memcachedPort}`,
