@@ -1,0 +1,110 @@
+import { create } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  createRouterTransport,
+} from "@connectrpc/connect";
+import { pino } from "pino";
+import { describe, expect, it } from "vitest";
+import { MemoryRateLimitCache } from "../../src/backends/memory/memory-rate-limit-cache.js";
+import { loadConfig } from "../../src/config/load-config.js";
+import { HealthChecker } from "../../src/health/health.js";
+import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
+import {
+  Health,
+  HealthCheckResponse_ServingStatus as Serving,
+  RateLimitRequestSchema,
+  RateLimitResponse_Code as RlCode,
+  RateLimitService,
+} from "../../src/proto.js";
+import { createRoutes } from "../../src/server/routes.js";
+import { createShouldRateLimitHandler } from "../../src/server/should-rate-limit-handler.js";
+import { createRateLimitService } from "../../src/service/rate-limit-service.js";
+import { createStatsManager } from "../../src/stats/stats-manager.js";
+import { FakeClock } from "../helpers/fake-clock.js";
+
+// The whole decision path through the Connect router, in memory (no sockets), with a fake
+// clock on either side of a window boundary.
+function setup() {
+  const clock = new FakeClock(1_000_000_020);
+  const statsManager = createStatsManager();
+  const health = new HealthChecker([{ name: "sigterm", healthy: true }]);
+  const service = createRateLimitService({
+    cache: new MemoryRateLimitCache({
+      baseLimiter: createBaseLimiter({ clock }),
+      clock,
+    }),
+    statsManager,
+    clock,
+    logger: pino({ level: "silent" }),
+  });
+  service.applyConfigUpdate({
+    ok: true,
+    config: loadConfig(
+      [
+        {
+          name: "rl.yaml",
+          text: "domain: rl\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 2 }\n",
+        },
+      ],
+      { statsManager },
+    ),
+  });
+  const shouldRateLimit = createShouldRateLimitHandler({
+    service,
+    statsManager,
+    logger: pino({ level: "silent" }),
+  });
+  const transport = createRouterTransport(
+    createRoutes({ shouldRateLimit, health, statsManager }),
+  );
+  return { clock, health, statsManager, transport };
+}
+
+const request = create(RateLimitRequestSchema, {
+  domain: "rl",
+  descriptors: [{ entries: [{ key: "user", value: "u1" }] }],
+});
+
+describe("the Connect router (in memory)", () => {
+  it("counts within a window and starts over in the next one", async () => {
+    const { clock, transport, statsManager } = setup();
+    const client = createClient(RateLimitService, transport);
+    const codes: RlCode[] = [];
+    for (let i = 0; i < 3; i++)
+      codes.push((await client.shouldRateLimit(request)).overallCode);
+    expect(codes).toEqual([RlCode.OK, RlCode.OK, RlCode.OVER_LIMIT]);
+    clock.seconds = 1_000_000_080; // the next minute window
+    const next = await client.shouldRateLimit(request);
+    expect(next.overallCode).toBe(RlCode.OK);
+    expect(next.statuses[0]?.limitRemaining).toBe(1);
+    expect(statsManager.serverTotalRequests("ShouldRateLimit").value()).toBe(4);
+    expect(statsManager.rateLimitStats("rl.user").overLimit.value()).toBe(1);
+  });
+
+  it("maps an invalid request to INVALID_ARGUMENT and counts it", async () => {
+    const { transport, statsManager } = setup();
+    const client = createClient(RateLimitService, transport);
+    const err = await client
+      .shouldRateLimit({ domain: "", descriptors: [] })
+      .then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+    expect(err?.code).toBe(Code.InvalidArgument);
+    expect(statsManager.shouldRateLimitError("service_error").value()).toBe(1);
+  });
+
+  it("reports health through the gRPC health service", async () => {
+    const { health, transport } = setup();
+    const client = createClient(Health, transport);
+    expect((await client.check({ service: "ratelimit" })).status).toBe(
+      Serving.SERVING,
+    );
+    health.fail("sigterm");
+    expect((await client.check({ service: "ratelimit" })).status).toBe(
+      Serving.NOT_SERVING,
+    );
+  });
+});
