@@ -149,13 +149,7 @@ export class KvRateLimitCache implements RateLimitCache {
     );
     const n = descriptors.length;
     // Keys the local cache knows to be over limit are answered without the store.
-    let cached: boolean[] | undefined;
-    for (let i = 0; i < n; i++) {
-      const k = keys[i];
-      if (k !== undefined && base.isOverLimitWithLocalCache(k.key)) {
-        (cached ??= new Array<boolean>(n).fill(false))[i] = true;
-      }
-    }
+    const cached = base.localCacheHits(keys);
     const increments = this.stopIncrementWhenOverlimit
       ? await this.incrementsWhenStopping(keys, limits, hitsAddends, cached)
       : hitsAddends;

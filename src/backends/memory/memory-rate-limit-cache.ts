@@ -72,13 +72,7 @@ export class MemoryRateLimitCache implements RateLimitCache {
     // With STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: if any key would go over, only the keys
     // that would go over are incremented (upstream `fixed_cache_impl.go` semantics).
     // Keys the local cache knows to be over limit skip the counters entirely.
-    let cached: boolean[] | undefined;
-    for (let i = 0; i < n; i++) {
-      const k = keys[i];
-      if (k !== undefined && this.base.isOverLimitWithLocalCache(k.key)) {
-        (cached ??= new Array<boolean>(n).fill(false))[i] = true;
-      }
-    }
+    const cached = this.base.localCacheHits(keys);
     let onlyOver: boolean[] | undefined;
     if (cached !== undefined && this.stopIncrementWhenOverlimit) {
       // A local-cache hit freezes every other counter of the request (behavior.md §4.8 step 1).

@@ -1,7 +1,6 @@
 import { dirname, join, resolve, sep } from "node:path";
 import { watch, type FSWatcher } from "chokidar";
 import type { Logger } from "pino";
-import { ConfigError } from "../../config/config-error.js";
 import type {
   ConfigUpdate,
   ConfigUpdateListener,
@@ -14,6 +13,7 @@ import {
   type ReloadDebouncer,
   type ScheduleTimer,
 } from "./reload-debouncer.js";
+import { ConfigUpdateFanout } from "../config-update-fanout.js";
 
 /** Options of {@link createFileProvider}. Paths may be relative to the working directory. */
 export interface FileProviderOptions {
@@ -55,7 +55,7 @@ export interface FileProviderOptions {
   readonly watchRoot: boolean;
   /**
    * Turns the files of one reload into a config update. The app passes a closure over
-   * `loadConfig` that turns a {@link ConfigError} into `{ ok: false, error }`. If it throws
+   * `loadConfig` that turns a `ConfigError` into `{ ok: false, error }`. If it throws
    * anyway, the provider delivers the error as a failed update.
    */
   readonly load: (files: readonly ConfigFile[]) => ConfigUpdate;
@@ -102,7 +102,7 @@ interface Layout {
 export class FileProvider implements ConfigProvider {
   private readonly options: FileProviderOptions;
   private readonly logger: Logger;
-  private readonly listeners = new Set<ConfigUpdateListener>();
+  private readonly fanout: ConfigUpdateFanout;
   /** Undefined when there is no runtime to watch (the reference's nil loader). */
   private readonly layout: Layout | undefined;
   private readonly debouncer: ReloadDebouncer;
@@ -115,6 +115,7 @@ export class FileProvider implements ConfigProvider {
   constructor(options: FileProviderOptions) {
     this.options = options;
     this.logger = options.logger;
+    this.fanout = new ConfigUpdateFanout(options.logger);
     this.layout = resolveLayout(options);
     this.debouncer = createReloadDebouncer({
       delayMs: options.debounceMs ?? defaultDebounceMs,
@@ -127,14 +128,7 @@ export class FileProvider implements ConfigProvider {
   }
 
   subscribe(listener: ConfigUpdateListener): () => void {
-    // Wrapped so that subscribing the same function twice yields two independent subscriptions.
-    const entry: ConfigUpdateListener = (update) => {
-      listener(update);
-    };
-    this.listeners.add(entry);
-    return () => {
-      this.listeners.delete(entry);
-    };
+    return this.fanout.subscribe(listener);
   }
 
   start(): Promise<void> {
@@ -277,30 +271,11 @@ export class FileProvider implements ConfigProvider {
   }
 
   private loadSafely(files: readonly ConfigFile[]): ConfigUpdate {
-    try {
-      return this.options.load(files);
-    } catch (err) {
-      if (err instanceof ConfigError) return { ok: false, error: err };
-      this.logger.error({ err }, "unexpected error loading config");
-      const message = err instanceof Error ? err.message : String(err);
-      return {
-        ok: false,
-        error: new ConfigError(`unexpected error loading config: ${message}`, {
-          cause: err,
-        }),
-      };
-    }
+    return this.fanout.loadSafely(this.options.load, files);
   }
 
   private deliver(update: ConfigUpdate): void {
-    for (const listener of [...this.listeners]) {
-      try {
-        listener(update);
-      } catch (err) {
-        // A listener bug must not stop the other listeners or the watch.
-        this.logger.error({ err }, "config update listener failed");
-      }
-    }
+    this.fanout.deliver(update);
   }
 }
 

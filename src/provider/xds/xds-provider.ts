@@ -24,6 +24,7 @@ import {
   type AdsVerdict,
   type ScheduleTimer,
 } from "./ads-stream.js";
+import { ConfigUpdateFanout } from "../config-update-fanout.js";
 
 /**
  * Type URL of the rate-limit config resource, requested on the ADS stream and expected in every
@@ -124,7 +125,7 @@ export function createXdsProvider(options: XdsProviderOptions): ConfigProvider {
 export class XdsProvider implements ConfigProvider {
   private readonly options: XdsProviderOptions;
   private readonly logger: Logger;
-  private readonly listeners = new Set<ConfigUpdateListener>();
+  private readonly fanout: ConfigUpdateFanout;
   private readonly stream: AdsStream;
   private readonly firstProcessed: Promise<void>;
   private markFirstProcessed: () => void = () => undefined;
@@ -133,6 +134,7 @@ export class XdsProvider implements ConfigProvider {
   constructor(options: XdsProviderOptions) {
     this.options = options;
     this.logger = options.logger;
+    this.fanout = new ConfigUpdateFanout(options.logger);
     this.firstProcessed = new Promise((resolve) => {
       this.markFirstProcessed = resolve;
     });
@@ -172,14 +174,7 @@ export class XdsProvider implements ConfigProvider {
   }
 
   subscribe(listener: ConfigUpdateListener): () => void {
-    // Wrapped so that subscribing the same function twice yields two independent subscriptions.
-    const entry: ConfigUpdateListener = (update) => {
-      listener(update);
-    };
-    this.listeners.add(entry);
-    return () => {
-      this.listeners.delete(entry);
-    };
+    return this.fanout.subscribe(listener);
   }
 
   /** Starts the ADS client; resolves when the first response has been processed (or on close). */
@@ -232,30 +227,11 @@ export class XdsProvider implements ConfigProvider {
   }
 
   private loadSafely(roots: readonly NamedYamlRoot[]): ConfigUpdate {
-    try {
-      return this.options.load(roots);
-    } catch (err) {
-      if (err instanceof ConfigError) return { ok: false, error: err };
-      this.logger.error({ err }, "unexpected error loading config");
-      const message = err instanceof Error ? err.message : String(err);
-      return {
-        ok: false,
-        error: new ConfigError(`unexpected error loading config: ${message}`, {
-          cause: err,
-        }),
-      };
-    }
+    return this.fanout.loadSafely(this.options.load, roots);
   }
 
   private deliver(update: ConfigUpdate): void {
-    for (const listener of [...this.listeners]) {
-      try {
-        listener(update);
-      } catch (err) {
-        // A listener bug must not stop the other listeners or the stream.
-        this.logger.error({ err }, "config update listener failed");
-      }
-    }
+    this.fanout.deliver(update);
   }
 }
 
