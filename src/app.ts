@@ -143,6 +143,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     health,
     globalShadowMode: settings.shadowMode,
     globalQuotaMode: settings.quotaMode,
+    dynamicMetadata: settings.responseDynamicMetadata,
     ...(settings.tracingEnabled
       ? { tracing: { backend: settings.backendType } }
       : {}),

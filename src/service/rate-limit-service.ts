@@ -22,6 +22,7 @@ import {
 } from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";
 import type { Clock } from "../util/clock.js";
+import { dynamicMetadata } from "./dynamic-metadata.js";
 import { NotReadyError, RequestError } from "./errors.js";
 import {
   rateLimitHeaders,
@@ -49,6 +50,11 @@ export interface RateLimitServiceOptions {
    * `LIMIT_*_HEADER` names); `undefined` disables them. @defaultValue undefined
    */
   readonly responseHeaders?: ResponseHeaderNames;
+  /**
+   * Fill `dynamic_metadata` in responses (`RESPONSE_DYNAMIC_METADATA`, see
+   * {@link dynamicMetadata}). @defaultValue false
+   */
+  readonly dynamicMetadata?: boolean;
   /**
    * Wrap each backend round trip (`cache.doLimit`) in a child span of the active span
    * (`TRACING_ENABLED`); `undefined` creates no span or context. Read once.
@@ -111,6 +117,7 @@ export function createRateLimitService(
   const globalShadowMode = options.globalShadowMode ?? false;
   const globalQuotaMode = options.globalQuotaMode ?? false;
   const headerNames = options.responseHeaders;
+  const withDynamicMetadata = options.dynamicMetadata ?? false;
   let config: RateLimitConfig | undefined;
 
   // Decided once: without tracing the decision calls the backend directly.
@@ -257,6 +264,9 @@ export function createRateLimitService(
           clock.nowSeconds(),
         );
         if (headers !== undefined) response.responseHeadersToAdd = headers;
+      }
+      if (withDynamicMetadata) {
+        response.dynamicMetadata = dynamicMetadata(request, statuses, limits);
       }
       if (overallCode === Code.OVER_LIMIT && globalShadowMode) {
         overallCode = Code.OK;

@@ -18,13 +18,7 @@ export interface NotImplementedSetting {
  * Delete an entry when its feature lands.
  */
 export const notImplementedSettings: readonly NotImplementedSetting[] =
-  Object.freeze([
-    {
-      variable: "RESPONSE_DYNAMIC_METADATA",
-      feature: "dynamic metadata in responses",
-      isInUse: (settings) => settings.responseDynamicMetadata,
-    },
-  ]);
+  Object.freeze([]);
 
 /** A setting kept for compatibility that does nothing, in this build or any later one. */
 export interface DeprecatedSetting {

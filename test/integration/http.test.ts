@@ -242,3 +242,35 @@ describe("hot reload", () => {
     expect(await reloadRemaining()).toBe(50);
   });
 });
+
+describe("RESPONSE_DYNAMIC_METADATA", () => {
+  it("adds dynamic metadata with the passed descriptors' config metadata to /json answers", async () => {
+    const app = await startTestApp(
+      {
+        "md.yaml": `
+domain: md
+descriptors:
+  - key: team
+    value: a
+    metadata: { owner: alice, tier: { level: 1 } }
+    rate_limit: { unit: minute, requests_per_unit: 5 }
+`,
+      },
+      { RESPONSE_DYNAMIC_METADATA: "true" },
+    );
+    try {
+      const res = await fetch(`http://${app.addresses.http}/json`, {
+        method: "POST",
+        body: '{"domain":"md","descriptors":[{"entries":[{"key":"team","value":"a"}]}]}',
+      });
+      const json = (await res.json()) as Record<string, unknown>;
+      expect(json["dynamicMetadata"]).toEqual({
+        descriptors: [{ entries: ["team=a"] }],
+        domain: "md",
+        metadata: { owner: "alice", tier: { level: 1 } },
+      });
+    } finally {
+      await app.stop();
+    }
+  });
+});

@@ -19,14 +19,6 @@ describe("settingWarnings", () => {
     expect(warningsFor(memory)).toEqual([]);
   });
 
-  it("warns that dynamic metadata has no effect yet", () => {
-    expect(
-      warningsFor({ ...memory, RESPONSE_DYNAMIC_METADATA: "true" }),
-    ).toEqual([
-      "RESPONSE_DYNAMIC_METADATA has no effect yet: dynamic metadata in responses is not implemented in this build",
-    ]);
-  });
-
   it.each([
     { USE_PUSHSTATS: "false" },
     { USE_PUSHSTATS: "true" },
@@ -38,7 +30,7 @@ describe("settingWarnings", () => {
     { QUOTA_MODE: "true" },
     { GRPC_UDS: "/run/rl.sock" },
     { GRPC_MAX_CONNECTION_AGE: "24h" },
-    { RESPONSE_DYNAMIC_METADATA: "false" },
+    { RESPONSE_DYNAMIC_METADATA: "true" },
     { KV_PIPELINE_LIMIT: "0" },
   ])(
     "does not warn for a built feature or a setting that asks for nothing: %j",
