@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests and benchmarks need when they are missing:
-# redis-server (+ redis-tools for cluster set-up), memcached, and optionally nghttp2-client.
+# redis-server (+ redis-tools for cluster set-up), memcached, openssl, and optionally
+# nghttp2-client (h2load, for make bench).
 set -euo pipefail
 want=()
 command -v redis-server >/dev/null 2>&1 || want+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || want+=(redis-tools)
 command -v memcached >/dev/null 2>&1 || want+=(memcached)
+command -v openssl >/dev/null 2>&1 || want+=(openssl)  # test certificates (TLS tests)
 for extra in "$@"; do
   case "$extra" in
     h2load) command -v h2load >/dev/null 2>&1 || want+=(nghttp2-client) ;;
