@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { TestPki } from "./certs.js";
 import {
   createSecureServer,
   createServer,
@@ -7,7 +7,6 @@ import {
   type Http2Session,
 } from "node:http2";
 import type { AddressInfo } from "node:net";
-import { join } from "node:path";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack, type Any } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter } from "@connectrpc/connect";
@@ -331,62 +330,15 @@ export function createTestCertificates(
   dir: string,
   serverSan: string,
 ): TestCertificates {
-  const path = (name: string) => join(dir, name);
-  const openssl = (...args: string[]) =>
-    execFileSync("openssl", args, { stdio: "pipe" });
-  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
-  openssl(
-    "req",
-    "-x509",
-    ...ec,
-    "-nodes",
-    "-days",
-    "1",
-    "-keyout",
-    path("ca.key"),
-    "-out",
-    path("ca.crt"),
-    "-subj",
-    "/CN=xds-test-ca",
-    "-addext",
-    "basicConstraints=critical,CA:TRUE",
-    "-addext",
-    "keyUsage=critical,keyCertSign",
-  );
-  const leaf = (name: string, cn: string, extensions: string[]) =>
-    openssl(
-      "req",
-      "-x509",
-      ...ec,
-      "-nodes",
-      "-days",
-      "1",
-      "-CA",
-      path("ca.crt"),
-      "-CAkey",
-      path("ca.key"),
-      "-keyout",
-      path(`${name}.key`),
-      "-out",
-      path(`${name}.crt`),
-      "-subj",
-      `/CN=${cn}`,
-      ...extensions.flatMap((e) => ["-addext", e]),
-    );
-  leaf("server", serverSan, [
-    "basicConstraints=critical,CA:FALSE",
-    `subjectAltName=DNS:${serverSan}`,
-    "extendedKeyUsage=serverAuth",
-  ]);
-  leaf("client", "xds-test-client", [
-    "basicConstraints=critical,CA:FALSE",
-    "extendedKeyUsage=clientAuth",
-  ]);
+  const pki = new TestPki(dir);
+  const ca = pki.ca("ca");
+  const server = pki.leaf("server", ca, `DNS:${serverSan}`, "server");
+  const client = pki.leaf("client", ca, undefined, "client");
   return {
-    caCert: path("ca.crt"),
-    serverCert: path("server.crt"),
-    serverKey: path("server.key"),
-    clientCert: path("client.crt"),
-    clientKey: path("client.key"),
+    caCert: ca.cert,
+    serverCert: server.cert,
+    serverKey: server.key,
+    clientCert: client.cert,
+    clientKey: client.key,
   };
 }

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -9,15 +9,39 @@ export interface CertFiles {
   readonly key: string;
 }
 
+/** What a leaf certificate may be used for (its extended key usage). */
+export type CertUsage = "server" | "client" | "both";
+
+const extendedKeyUsage: Readonly<Record<CertUsage, string>> = {
+  server: "serverAuth",
+  client: "clientAuth",
+  both: "serverAuth,clientAuth",
+};
+
+// EC P-256 keys: much faster to generate than RSA, and every peer in the tests accepts them.
+const ecKey = [
+  "-newkey",
+  "ec",
+  "-pkeyopt",
+  "ec_paramgen_curve:prime256v1",
+  "-nodes",
+];
+
 /**
- * A throwaway PKI made with Debian's openssl in a temp directory: CAs, and leaf certificates
- * with the SANs a test needs.
+ * A throwaway PKI made with Debian's openssl: CAs, and leaf certificates with the SANs and key
+ * usages a test needs. The one certificate generator of the test helpers.
  */
 export class TestPki {
-  readonly dir = mkdtempSync(join(tmpdir(), "rls-pki-"));
+  /** Directory holding `<name>.crt` / `<name>.key` for every certificate made. */
+  readonly dir: string;
   private serial = 1;
 
-  /** Creates a self-signed CA named `name`. */
+  /** @param dir - where to write the files @defaultValue a new temp directory */
+  constructor(dir?: string) {
+    this.dir = dir ?? mkdtempSync(join(tmpdir(), "rls-pki-"));
+  }
+
+  /** Creates a self-signed CA named `name`, valid for two days. */
   ca(name: string): CertFiles {
     const cert = join(this.dir, `${name}.crt`);
     const key = join(this.dir, `${name}.key`);
@@ -26,9 +50,7 @@ export class TestPki {
       [
         "req",
         "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
+        ...ecKey,
         "-days",
         "2",
         "-subj",
@@ -49,32 +71,29 @@ export class TestPki {
 
   /**
    * Creates a leaf certificate `name` signed by `ca`, with subject alternative names such as
-   * `DNS:localhost,IP:127.0.0.1`, for server and client authentication.
+   * `DNS:localhost,IP:127.0.0.1` (none when undefined) and the given usage.
    */
-  leaf(name: string, ca: CertFiles, san: string): CertFiles {
+  leaf(
+    name: string,
+    ca: CertFiles,
+    san?: string,
+    usage: CertUsage = "both",
+  ): CertFiles {
     const cert = join(this.dir, `${name}.crt`);
     const key = join(this.dir, `${name}.key`);
     const csr = join(this.dir, `${name}.csr`);
     const ext = join(this.dir, `${name}.ext`);
     writeFileSync(
       ext,
-      `subjectAltName=${san}\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=CA:FALSE\n`,
+      (san !== undefined ? `subjectAltName=${san}\n` : "") +
+        `extendedKeyUsage=${extendedKeyUsage[usage]}\nbasicConstraints=CA:FALSE\n`,
     );
     execFileSync(
       "openssl",
-      [
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        `/CN=${name}`,
-        "-keyout",
-        key,
-        "-out",
-        csr,
-      ],
-      { stdio: "ignore" },
+      ["req", ...ecKey, "-subj", `/CN=${name}`, "-keyout", key, "-out", csr],
+      {
+        stdio: "ignore",
+      },
     );
     execFileSync(
       "openssl",
@@ -99,5 +118,10 @@ export class TestPki {
       { stdio: "ignore" },
     );
     return { cert, key };
+  }
+
+  /** Deletes the directory and everything in it. */
+  remove(): void {
+    rmSync(this.dir, { recursive: true, force: true });
   }
 }

@@ -1,8 +1,8 @@
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { TestPki } from "./certs.js";
+import { freePort } from "./spawn-service.js";
+import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { writeFileSync } from "node:fs";
-import { createServer, connect, type AddressInfo } from "node:net";
-import { join } from "node:path";
+import { connect } from "node:net";
 
 /** TLS files of a memcached started with TLS (paths). */
 export interface MemcachedTlsFiles {
@@ -34,16 +34,7 @@ process.once("exit", () => {
   for (const child of children) child.kill("SIGKILL");
 });
 
-/** Returns a port that was free a moment ago on `host`. */
-export async function freePort(host = "127.0.0.1"): Promise<number> {
-  const server = createServer();
-  server.listen(0, host);
-  await once(server, "listening");
-  const port = (server.address() as AddressInfo).port;
-  server.close();
-  await once(server, "close");
-  return port;
-}
+export { freePort };
 
 async function waitUntilAccepting(
   host: string,
@@ -155,69 +146,15 @@ export function writeTestCertificates(
   clientCert: string;
   clientKey: string;
 } {
-  const file = (name: string): string => join(dir, name);
-  const openssl = (...args: string[]): void => {
-    execFileSync("openssl", args, { stdio: "ignore" });
-  };
-  const ecKey = [
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:prime256v1",
-    "-nodes",
-  ];
-  openssl(
-    "req",
-    "-x509",
-    ...ecKey,
-    "-keyout",
-    file("ca.key"),
-    "-out",
-    file("ca.crt"),
-    "-days",
-    "2",
-    "-subj",
-    "/CN=rls-test-ca",
-  );
-  writeFileSync(file("server.ext"), `subjectAltName=DNS:${serverName}\n`);
-  writeFileSync(file("client.ext"), "extendedKeyUsage=clientAuth\n");
-  for (const [name, cn] of [
-    ["server", serverName],
-    ["client", "rls-test-client"],
-  ] as const) {
-    openssl(
-      "req",
-      ...ecKey,
-      "-keyout",
-      file(`${name}.key`),
-      "-out",
-      file(`${name}.csr`),
-      "-subj",
-      `/CN=${cn}`,
-    );
-    openssl(
-      "x509",
-      "-req",
-      "-in",
-      file(`${name}.csr`),
-      "-CA",
-      file("ca.crt"),
-      "-CAkey",
-      file("ca.key"),
-      "-CAcreateserial",
-      "-out",
-      file(`${name}.crt`),
-      "-days",
-      "2",
-      "-extfile",
-      file(`${name}.ext`),
-    );
-  }
+  const pki = new TestPki(dir);
+  const ca = pki.ca("ca");
+  const server = pki.leaf("server", ca, `DNS:${serverName}`, "server");
+  const client = pki.leaf("client", ca, undefined, "client");
   return {
-    ca: file("ca.crt"),
-    serverCert: file("server.crt"),
-    serverKey: file("server.key"),
-    clientCert: file("client.crt"),
-    clientKey: file("client.key"),
+    ca: ca.cert,
+    serverCert: server.cert,
+    serverKey: server.key,
+    clientCert: client.cert,
+    clientKey: client.key,
   };
 }

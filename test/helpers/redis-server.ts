@@ -3,8 +3,9 @@
 // started here is killed by stopAllRedisServers() (call it in afterAll) and, as a safety net,
 // when the test process exits.
 
+import { TestPki } from "./certs.js";
+import { freePort } from "./spawn-service.js";
 import { spawn, execFile, type ChildProcess } from "node:child_process";
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, connect as netConnect } from "node:net";
 import { tmpdir } from "node:os";
@@ -20,20 +21,7 @@ process.once("exit", () => {
   for (const child of running) child.kill("SIGKILL");
 });
 
-/** Returns a TCP port on 127.0.0.1 that was free a moment ago. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => {
-        resolve(port);
-      });
-    });
-  });
-}
+export { freePort };
 
 async function isFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -332,89 +320,24 @@ export interface TestCertificates {
   remove(): void;
 }
 
-/** Generates a CA and certificates signed by it with `openssl` (EC P-256, 1 day). */
+/** Generates a CA and certificates signed by it (see {@link TestPki}). */
 export function makeTestCertificates(): TestCertificates {
-  const dir = mkdtempSync(join(tmpdir(), "rls-tls-"));
-  const file = (name: string): string => join(dir, name);
-  const openssl = (...args: string[]): void => {
-    execFileSync("openssl", args, { stdio: "ignore" });
-  };
-  const key = (name: string): void => {
-    openssl(
-      "ecparam",
-      "-name",
-      "prime256v1",
-      "-genkey",
-      "-noout",
-      "-out",
-      file(name),
-    );
-  };
-  key("ca.key");
-  openssl(
-    "req",
-    "-x509",
-    "-new",
-    "-key",
-    file("ca.key"),
-    "-days",
-    "1",
-    "-subj",
-    "/CN=rls test ca",
-    "-out",
-    file("ca.crt"),
-  );
-  const issue = (name: string, cn: string, san: string | undefined): void => {
-    key(`${name}.key`);
-    openssl(
-      "req",
-      "-new",
-      "-key",
-      file(`${name}.key`),
-      "-subj",
-      `/CN=${cn}`,
-      "-out",
-      file(`${name}.csr`),
-    );
-    const ext = file(`${name}.ext`);
-    writeFileSync(
-      ext,
-      san === undefined
-        ? "extendedKeyUsage=clientAuth\n"
-        : `subjectAltName=${san}\nextendedKeyUsage=serverAuth\n`,
-    );
-    openssl(
-      "x509",
-      "-req",
-      "-in",
-      file(`${name}.csr`),
-      "-CA",
-      file("ca.crt"),
-      "-CAkey",
-      file("ca.key"),
-      "-CAcreateserial",
-      "-days",
-      "1",
-      "-extfile",
-      ext,
-      "-out",
-      file(`${name}.crt`),
-    );
-  };
-  issue("server", "localhost", "IP:127.0.0.1,DNS:localhost");
-  issue("other", "other.invalid", "DNS:other.invalid");
-  issue("client", "rls client", undefined);
+  const pki = new TestPki(mkdtempSync(join(tmpdir(), "rls-tls-")));
+  const ca = pki.ca("ca");
+  const server = pki.leaf("server", ca, "IP:127.0.0.1,DNS:localhost", "server");
+  const other = pki.leaf("other", ca, "DNS:other.invalid", "server");
+  const client = pki.leaf("client", ca, undefined, "client");
   return {
-    dir,
-    caFile: file("ca.crt"),
-    serverCertFile: file("server.crt"),
-    serverKeyFile: file("server.key"),
-    otherHostCertFile: file("other.crt"),
-    otherHostKeyFile: file("other.key"),
-    clientCertFile: file("client.crt"),
-    clientKeyFile: file("client.key"),
+    dir: pki.dir,
+    caFile: ca.cert,
+    serverCertFile: server.cert,
+    serverKeyFile: server.key,
+    otherHostCertFile: other.cert,
+    otherHostKeyFile: other.key,
+    clientCertFile: client.cert,
+    clientKeyFile: client.key,
     remove() {
-      rmSync(dir, { recursive: true, force: true });
+      pki.remove();
     },
   };
 }

@@ -5,12 +5,12 @@ import { join } from "node:path";
 /** Root of the repository. */
 export const repoRoot = join(import.meta.dirname, "..", "..");
 
-/** Returns a free loopback TCP port (bound then released). */
-export function freePort(): Promise<number> {
+/** Returns a TCP port on `host` (loopback by default) that was free a moment ago. */
+export function freePort(host = "127.0.0.1"): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
+    server.listen(0, host, () => {
       const address = server.address();
       const port =
         typeof address === "object" && address !== null ? address.port : 0;

@@ -1,5 +1,4 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
@@ -13,6 +12,7 @@ import { RateLimitRequestSchema, RateLimitService } from "../../src/proto.js";
 import { SettingsError } from "../../src/settings/settings-error.js";
 import { loadSettings } from "../../src/settings/settings.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
+import { freePort } from "../helpers/spawn-service.js";
 
 const config = `
 domain: rl
@@ -25,18 +25,6 @@ descriptors:
       - key: path
         rate_limit: { unit: minute, requests_per_unit: 100 }
 `;
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) =>
-    server.close(() => {
-      resolve();
-    }),
-  );
-  return port;
-}
 
 function request(...entries: [string, string][]) {
   return create(RateLimitRequestSchema, {

@@ -16,6 +16,7 @@ import {
   RateLimitService,
 } from "../../src/proto.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
+import { freePort } from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const config = `
@@ -100,12 +101,6 @@ async function udpListener(): Promise<StatsdListener> {
         }),
       ),
   };
-}
-
-async function freePort(): Promise<number> {
-  const l = await tcpListener();
-  await l.close();
-  return l.port;
 }
 
 function request(...entries: [string, string][]) {
