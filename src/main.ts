@@ -1,5 +1,5 @@
 import cluster from "node:cluster";
-import { createApp, type App } from "./app.js";
+import { createApp, type App } from "./app/create-app.js";
 import { SettingsError } from "./settings/settings-error.js";
 import { settingsMarkdown } from "./settings/settings-markdown.js";
 import { settingsTable } from "./settings/settings-table.js";

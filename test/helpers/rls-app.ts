@@ -2,7 +2,11 @@ import { mkdtemp, mkdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino, type Logger } from "pino";
-import { createApp, type App, type AppAddresses } from "../../src/app.js";
+import {
+  createApp,
+  type App,
+  type AppAddresses,
+} from "../../src/app/create-app.js";
 import { loadSettings } from "../../src/settings/settings.js";
 
 /** A running in-process service with its config directory. */

@@ -9,7 +9,7 @@ import {
 } from "@connectrpc/connect-node";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApp } from "../../src/app.js";
+import { createApp } from "../../src/app/create-app.js";
 import {
   ConfigRateLimitUnit,
   RateLimitRequestSchema,

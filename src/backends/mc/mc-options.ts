@@ -44,7 +44,7 @@ export interface McTlsOptions {
 
 /**
  * Options of {@link McRateLimitCache} (`BACKEND_TYPE=mc`). Exactly one of {@link hostPorts}
- * and {@link srv} is set; `app-mc.ts` builds this from the `MC_*` settings.
+ * and {@link srv} is set; `app/mc-cache.ts` builds this from the `MC_*` settings.
  */
 export interface McBackendOptions {
   /** Shared fixed-window logic: cache keys, thresholds, stats, local cache, jitter. */

@@ -1,12 +1,12 @@
 import { accessSync, constants } from "node:fs";
 import type { AppContext } from "./app-context.js";
-import type { ConfigUpdate } from "./config/config-update.js";
-import type { NamedYamlRoot } from "./config/load-config.js";
-import type { ConfigProvider } from "./provider/config-provider.js";
-import { toAdsBaseUrl } from "./provider/xds/ads-stream.js";
-import { createXdsProvider as createXdsConfigProvider } from "./provider/xds/xds-provider.js";
-import { SettingsError } from "./settings/settings-error.js";
-import type { Settings } from "./settings/settings.js";
+import type { ConfigUpdate } from "../config/config-update.js";
+import type { NamedYamlRoot } from "../config/load-config.js";
+import type { ConfigProvider } from "../provider/config-provider.js";
+import { toAdsBaseUrl } from "../provider/xds/ads-stream.js";
+import { createXdsProvider as createXdsConfigProvider } from "../provider/xds/xds-provider.js";
+import { SettingsError } from "../settings/settings-error.js";
+import type { Settings } from "../settings/settings.js";
 
 /**
  * Builds the xDS (ADS state-of-the-world) config provider (`CONFIG_TYPE=GRPC_XDS_SOTW`) from the

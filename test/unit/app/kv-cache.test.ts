@@ -1,14 +1,14 @@
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import type { AppContext } from "../../../../src/app-context.js";
-import { createKvCache } from "../../../../src/app-kv.js";
-import { KvRateLimitCache } from "../../../../src/backends/kv/kv-rate-limit-cache.js";
-import { HealthChecker } from "../../../../src/health/health.js";
-import { createBaseLimiter } from "../../../../src/limiter/base-limiter.js";
-import { SettingsError } from "../../../../src/settings/settings-error.js";
-import { loadSettings } from "../../../../src/settings/settings.js";
-import { createStatsManager } from "../../../../src/stats/stats-manager.js";
-import { FakeClock } from "../../../helpers/fake-clock.js";
+import type { AppContext } from "../../../src/app/app-context.js";
+import { createKvCache } from "../../../src/app/kv-cache.js";
+import { KvRateLimitCache } from "../../../src/backends/kv/kv-rate-limit-cache.js";
+import { HealthChecker } from "../../../src/health/health.js";
+import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { SettingsError } from "../../../src/settings/settings-error.js";
+import { loadSettings } from "../../../src/settings/settings.js";
+import { createStatsManager } from "../../../src/stats/stats-manager.js";
+import { FakeClock } from "../../helpers/fake-clock.js";
 
 function context(): AppContext {
   const clock = new FakeClock(0);

@@ -1,12 +1,12 @@
 import type { Logger } from "pino";
-import type { HealthChecker } from "./health/health.js";
-import type { BaseLimiter } from "./limiter/base-limiter.js";
-import type { StatsManager } from "./stats/stats-manager.js";
-import type { Clock } from "./util/clock.js";
+import type { HealthChecker } from "../health/health.js";
+import type { BaseLimiter } from "../limiter/base-limiter.js";
+import type { StatsManager } from "../stats/stats-manager.js";
+import type { Clock } from "../util/clock.js";
 
 /**
- * What `app.ts` hands to the per-feature factories (`app-kv.ts`, `app-mc.ts`, `app-xds.ts`,
- * `app-stats.ts`), which map {@link Settings} to one module's options.
+ * What `create-app.ts` hands to the per-feature factories (`kv-cache.ts`, `mc-cache.ts`, `xds-provider.ts`,
+ * `stats-sinks.ts`), which map {@link Settings} to one module's options.
  */
 export interface AppContext {
   readonly logger: Logger;

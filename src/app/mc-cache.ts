@@ -1,14 +1,14 @@
 import { readFileSync } from "node:fs";
 import type { AppContext } from "./app-context.js";
-import { hasIllegalKeyCharacter } from "./backends/mc/mc-connection.js";
+import { hasIllegalKeyCharacter } from "../backends/mc/mc-connection.js";
 import {
   parseNodeAddress,
   type McTlsOptions,
-} from "./backends/mc/mc-options.js";
-import { McRateLimitCache } from "./backends/mc/mc-rate-limit-cache.js";
-import type { RateLimitCache } from "./limiter/rate-limit-cache.js";
-import { SettingsError } from "./settings/settings-error.js";
-import type { Settings } from "./settings/settings.js";
+} from "../backends/mc/mc-options.js";
+import { McRateLimitCache } from "../backends/mc/mc-rate-limit-cache.js";
+import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
+import { SettingsError } from "../settings/settings-error.js";
+import type { Settings } from "../settings/settings.js";
 
 /**
  * Builds the memcached-protocol backend (`BACKEND_TYPE=mc`) from the `MC_*` settings and

@@ -1,22 +1,25 @@
 import { readFile } from "node:fs/promises";
 import type { AppContext } from "./app-context.js";
-import { SettingsError } from "./settings/settings-error.js";
-import type { Settings } from "./settings/settings.js";
-import type { StatTag } from "./stats/names.js";
+import { SettingsError } from "../settings/settings-error.js";
+import type { Settings } from "../settings/settings.js";
+import type { StatTag } from "../stats/names.js";
 import {
   builtInPullMapping,
   parsePullMapping,
   PullMappingError,
   type PullMapping,
-} from "./stats/prometheus-mapping.js";
+} from "../stats/prometheus-mapping.js";
 import {
   parseListenAddress,
   startPrometheusSink,
-} from "./stats/prometheus-sink.js";
-import { startStatsFlusher, type StatsFlusher } from "./stats/stats-flusher.js";
-import type { StatsSink } from "./stats/stats-sink.js";
-import { createStatsdSink } from "./stats/statsd-sink.js";
-import { createStdoutSink } from "./stats/stdout-sink.js";
+} from "../stats/prometheus-sink.js";
+import {
+  startStatsFlusher,
+  type StatsFlusher,
+} from "../stats/stats-flusher.js";
+import type { StatsSink } from "../stats/stats-sink.js";
+import { createStatsdSink } from "../stats/statsd-sink.js";
+import { createStdoutSink } from "../stats/stdout-sink.js";
 
 /** Running statistics sinks (push, tagged push, pull, stdout). */
 export interface StatsSinks {

@@ -5,11 +5,11 @@ import {
   type KvInstanceOptions,
   type KvOptionName,
   type KvTlsOptions,
-} from "./backends/kv/kv-options.js";
-import { KvRateLimitCache } from "./backends/kv/kv-rate-limit-cache.js";
-import type { RateLimitCache } from "./limiter/rate-limit-cache.js";
-import { SettingsError } from "./settings/settings-error.js";
-import type { Settings } from "./settings/settings.js";
+} from "../backends/kv/kv-options.js";
+import { KvRateLimitCache } from "../backends/kv/kv-rate-limit-cache.js";
+import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
+import { SettingsError } from "../settings/settings-error.js";
+import type { Settings } from "../settings/settings.js";
 
 // Environment variable suffix of each option, after `KV_` or `KV_PERSECOND_`.
 const envSuffix: Partial<Record<KvOptionName, string>> = {

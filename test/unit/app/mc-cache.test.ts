@@ -1,14 +1,14 @@
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import type { AppContext } from "../../../../src/app-context.js";
-import { createMcCache } from "../../../../src/app-mc.js";
-import { McRateLimitCache } from "../../../../src/backends/mc/mc-rate-limit-cache.js";
-import { HealthChecker } from "../../../../src/health/health.js";
-import { createBaseLimiter } from "../../../../src/limiter/base-limiter.js";
-import { SettingsError } from "../../../../src/settings/settings-error.js";
-import { loadSettings } from "../../../../src/settings/settings.js";
-import { createStatsManager } from "../../../../src/stats/stats-manager.js";
-import { FakeClock } from "../../../helpers/fake-clock.js";
+import type { AppContext } from "../../../src/app/app-context.js";
+import { createMcCache } from "../../../src/app/mc-cache.js";
+import { McRateLimitCache } from "../../../src/backends/mc/mc-rate-limit-cache.js";
+import { HealthChecker } from "../../../src/health/health.js";
+import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { SettingsError } from "../../../src/settings/settings-error.js";
+import { loadSettings } from "../../../src/settings/settings.js";
+import { createStatsManager } from "../../../src/stats/stats-manager.js";
+import { FakeClock } from "../../helpers/fake-clock.js";
 
 const clock = new FakeClock(0);
 

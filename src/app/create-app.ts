@@ -1,37 +1,37 @@
 import type { Logger } from "pino";
 import type { AppContext } from "./app-context.js";
-import { createKvCache } from "./app-kv.js";
-import { createMcCache } from "./app-mc.js";
-import { startStatsSinks, type StatsSinks } from "./app-stats.js";
-import { createXdsProvider } from "./app-xds.js";
-import { MemoryRateLimitCache } from "./backends/memory/memory-rate-limit-cache.js";
-import { ConfigError } from "./config/config-error.js";
-import type { ConfigUpdate } from "./config/config-update.js";
-import { loadConfig, loadConfigFromRoots } from "./config/load-config.js";
-import type { RateLimitConfig } from "./config/rate-limit-config.js";
-import { HealthChecker, type HealthComponent } from "./health/health.js";
-import { createBaseLimiter } from "./limiter/base-limiter.js";
-import { createLocalCache } from "./limiter/local-cache.js";
-import type { RateLimitCache } from "./limiter/rate-limit-cache.js";
-import type { ConfigProvider } from "./provider/config-provider.js";
-import { createFileProvider } from "./provider/file/file-provider.js";
-import { startDebugServer } from "./server/debug-server.js";
-import { startGrpcServer } from "./server/grpc-server.js";
-import { startHttpServer } from "./server/http-server.js";
-import { createJsonHandler } from "./server/json-handler.js";
-import type { Listening } from "./server/listen.js";
-import { createRoutes } from "./server/routes.js";
-import { createShouldRateLimitHandler } from "./server/should-rate-limit-handler.js";
+import { createKvCache } from "./kv-cache.js";
+import { createMcCache } from "./mc-cache.js";
+import { startStatsSinks, type StatsSinks } from "./stats-sinks.js";
+import { createXdsProvider } from "./xds-provider.js";
+import { MemoryRateLimitCache } from "../backends/memory/memory-rate-limit-cache.js";
+import { ConfigError } from "../config/config-error.js";
+import type { ConfigUpdate } from "../config/config-update.js";
+import { loadConfig, loadConfigFromRoots } from "../config/load-config.js";
+import type { RateLimitConfig } from "../config/rate-limit-config.js";
+import { HealthChecker, type HealthComponent } from "../health/health.js";
+import { createBaseLimiter } from "../limiter/base-limiter.js";
+import { createLocalCache } from "../limiter/local-cache.js";
+import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
+import type { ConfigProvider } from "../provider/config-provider.js";
+import { createFileProvider } from "../provider/file/file-provider.js";
+import { startDebugServer } from "../server/debug-server.js";
+import { startGrpcServer } from "../server/grpc-server.js";
+import { startHttpServer } from "../server/http-server.js";
+import { createJsonHandler } from "../server/json-handler.js";
+import type { Listening } from "../server/listen.js";
+import { createRoutes } from "../server/routes.js";
+import { createShouldRateLimitHandler } from "../server/should-rate-limit-handler.js";
 import {
   createRateLimitService,
   type RateLimitService,
-} from "./service/rate-limit-service.js";
-import type { Settings } from "./settings/settings.js";
+} from "../service/rate-limit-service.js";
+import type { Settings } from "../settings/settings.js";
 import {
   createStatsManager,
   type StatsManager,
-} from "./stats/stats-manager.js";
-import { systemClock, type Clock } from "./util/clock.js";
+} from "../stats/stats-manager.js";
+import { systemClock, type Clock } from "../util/clock.js";
 
 /** Actual listening addresses (`host:port`), useful when ports were 0. */
 export interface AppAddresses {
