@@ -130,7 +130,7 @@ export const xds = settingsGroup("xds", {
     env: "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
     codec: float({ min: 0, max: Number.POSITIVE_INFINITY }),
     default: 0.5,
-    unit: "multiplier per attempt",
+    unit: "ratio",
     meaning:
       "Jitter spread of the reconnect wait, 0 to 1; the wait itself doubles from the initial interval up to the maximum (see docs/xds.md).",
   }),
