@@ -16,52 +16,55 @@ import { testRateLimit } from "../helpers/rate-limit.js";
  * (default 1), `RLS_BENCH_NODES` the nodes (default 1), `RLS_BENCH_CALLS` the calls (default
  * 200 000). Checks that every hit reached the store.
  */
-describe.runIf(process.env.RLS_BENCH === "1")("mc backend throughput", () => {
-  it("decides in a loop", async () => {
-    const nodeCount = Number(process.env.RLS_BENCH_NODES ?? "1");
-    const conns = Number(process.env.RLS_BENCH_CONNS ?? "1");
-    const calls = Number(process.env.RLS_BENCH_CALLS ?? "200000");
-    const nodes = await Promise.all(
-      Array.from({ length: nodeCount }, () => startMemcached()),
-    );
-    const stats = createStatsManager();
-    const cache = new McRateLimitCache({
-      baseLimiter: createBaseLimiter({ clock: systemClock }),
-      clock: systemClock,
-      logger: pino({ level: "silent" }),
-      hostPorts: nodes.map((node) => node.address),
-      maxIdleConns: conns,
-    });
-    try {
-      await cache.start();
-      const limit = testRateLimit(stats, "bench.k", 1_000_000_000);
-      const descriptors = Array.from({ length: 1000 }, (_, i) =>
-        create(RateLimitDescriptorSchema, {
-          entries: [{ key: "k", value: `v${i}` }],
-        }),
+describe.runIf(process.env["RLS_BENCH"] === "1")(
+  "mc backend throughput",
+  () => {
+    it("decides in a loop", async () => {
+      const nodeCount = Number(process.env["RLS_BENCH_NODES"] ?? "1");
+      const conns = Number(process.env["RLS_BENCH_CONNS"] ?? "1");
+      const calls = Number(process.env["RLS_BENCH_CALLS"] ?? "200000");
+      const nodes = await Promise.all(
+        Array.from({ length: nodeCount }, () => startMemcached()),
       );
-      let next = 0;
-      const worker = async (): Promise<void> => {
-        while (next < calls) {
-          const d = descriptors[next++ % descriptors.length]!;
-          await cache.doLimit("bench", [d], [limit], [1]);
-        }
-      };
-      const cpu = process.cpuUsage();
-      const start = performance.now();
-      await Promise.all(Array.from({ length: 64 }, worker));
-      const seconds = (performance.now() - start) / 1000;
-      const used = process.cpuUsage(cpu);
-      await cache.flush();
-      console.log(
-        `mc bench ${nodeCount} node(s) x ${conns} conn(s): ${Math.round(calls / seconds)} decisions/s, ` +
-          `${((used.user + used.system) / calls).toFixed(1)} CPU µs/decision`,
-      );
-      expect(limit.stats.totalHits.value()).toBe(calls);
-      expect(cache.stats.incrementSuccess.value()).toBe(calls);
-    } finally {
-      await cache.close();
-      await Promise.all(nodes.map((node) => node.stop()));
-    }
-  }, 300_000);
-});
+      const stats = createStatsManager();
+      const cache = new McRateLimitCache({
+        baseLimiter: createBaseLimiter({ clock: systemClock }),
+        clock: systemClock,
+        logger: pino({ level: "silent" }),
+        hostPorts: nodes.map((node) => node.address),
+        maxIdleConns: conns,
+      });
+      try {
+        await cache.start();
+        const limit = testRateLimit(stats, "bench.k", 1_000_000_000);
+        const descriptors = Array.from({ length: 1000 }, (_, i) =>
+          create(RateLimitDescriptorSchema, {
+            entries: [{ key: "k", value: `v${i}` }],
+          }),
+        );
+        let next = 0;
+        const worker = async (): Promise<void> => {
+          while (next < calls) {
+            const d = descriptors[next++ % descriptors.length]!;
+            await cache.doLimit("bench", [d], [limit], [1]);
+          }
+        };
+        const cpu = process.cpuUsage();
+        const start = performance.now();
+        await Promise.all(Array.from({ length: 64 }, worker));
+        const seconds = (performance.now() - start) / 1000;
+        const used = process.cpuUsage(cpu);
+        await cache.flush();
+        console.log(
+          `mc bench ${nodeCount} node(s) x ${conns} conn(s): ${Math.round(calls / seconds)} decisions/s, ` +
+            `${((used.user + used.system) / calls).toFixed(1)} CPU µs/decision`,
+        );
+        expect(limit.stats.totalHits.value()).toBe(calls);
+        expect(cache.stats.incrementSuccess.value()).toBe(calls);
+      } finally {
+        await cache.close();
+        await Promise.all(nodes.map((node) => node.stop()));
+      }
+    }, 300_000);
+  },
+);

@@ -3,7 +3,7 @@ import {
   hasIllegalKeyCharacter,
   mcKeyProblem,
   toMcExpiration,
-} from "../../../../src/backends/mc/mc-connection.js";
+} from "../../../../src/backends/mc/mc-keys.js";
 
 describe("mcKeyProblem", () => {
   it.each([

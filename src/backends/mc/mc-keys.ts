@@ -1,0 +1,71 @@
+/**
+ * The memcached key and expiration rules the backend applies before any byte is sent. Ours
+ * because no client library applies them the way the reference does: memjs sends any key
+ * (memcached then rejects keys over 250 bytes with an error the request would fail open on,
+ * and the binary protocol stores whitespace keys the reference's text-protocol client refuses),
+ * and sends expirations as given (so a counter over 30 days would be read as a past Unix time
+ * and expire at once). Parity: upstream's gomemcache `legalKey`; memcached `protocol.txt`.
+ */
+
+/** Longest key the memcached protocol accepts, in bytes (upstream gomemcache `legalKey`). */
+export const maxMcKeyBytes = 250;
+
+/**
+ * Longest expiration memcached takes as relative seconds: 30 days. Larger values are read as
+ * an absolute Unix time (memcached `protocol.txt`, "Expiration times").
+ */
+export const maxRelativeExpirationSeconds = 2_592_000;
+
+/** Why a key cannot be stored in memcached, if it cannot. */
+export type McKeyProblem = "too-long" | "illegal-character";
+
+/**
+ * Returns why `key` is not a legal memcached key, or `undefined` when it is: longer than
+ * {@link maxMcKeyBytes} bytes of UTF-8, or containing a byte ≤ 0x20 (space, control
+ * characters) or 0x7f. Same rule as upstream's client (gomemcache `legalKey`), which the text
+ * protocol needs; we apply it too so both services store the same keys.
+ */
+export function mcKeyProblem(key: string): McKeyProblem | undefined {
+  if (key.length > maxMcKeyBytes) return "too-long";
+  let ascii = true;
+  for (let i = 0; i < key.length; i++) {
+    const c = key.charCodeAt(i);
+    if (c <= 0x20 || c === 0x7f) return "illegal-character";
+    if (c >= 0x80) ascii = false;
+  }
+  // Non-ASCII characters take 2–4 bytes in UTF-8; only then can bytes exceed characters.
+  if (!ascii && Buffer.byteLength(key) > maxMcKeyBytes) return "too-long";
+  return undefined;
+}
+
+/**
+ * Whether `text` holds a character memcached keys cannot: whitespace or a control character
+ * (code ≤ 0x20 or 0x7f). Used to name the culprit of an illegal key, and to check
+ * `CACHE_KEY_PREFIX` at startup.
+ */
+export function hasIllegalKeyCharacter(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c <= 0x20 || c === 0x7f) return true;
+  }
+  return false;
+}
+
+/**
+ * Returns the expiration field to send for a counter that should live `expirationSeconds`:
+ * the seconds themselves up to 30 days, otherwise the absolute Unix time `nowSeconds +
+ * expirationSeconds`, because memcached reads values over 30 days as a timestamp. (The
+ * reference sends the relative value, so its MONTH and YEAR counters expire at once;
+ * behavior.md §9.3 and "Where we deliberately differ" item 3.)
+ *
+ * @param expirationSeconds - lifetime in seconds, ≥ 0
+ * @param nowSeconds - seconds since the Unix epoch
+ */
+export function toMcExpiration(
+  expirationSeconds: number,
+  nowSeconds: number,
+): number {
+  return expirationSeconds > maxRelativeExpirationSeconds
+    ? nowSeconds + expirationSeconds
+    : expirationSeconds;
+}
