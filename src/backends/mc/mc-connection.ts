@@ -65,6 +65,8 @@ interface Reply {
 
 /** A batch written (or waiting for the connection) whose closing NOOP has not answered yet. */
 interface Pending {
+  /** Opaque of every request of the batch; memcached echoes it in each reply. */
+  readonly opaque: number;
   /** The batch's bytes, until they are written. */
   frame: Buffer | undefined;
   /** `performance.now()` past which the batch times out; set when written. */
@@ -91,8 +93,11 @@ export class McConnection {
   private readonly tlsOptions: ConnectionOptions | undefined;
   private socket: Socket | undefined;
   private connected = false;
-  /** Pending batches by opaque, in the order written (so the first has the earliest deadline). */
-  private pending = new Map<number, Pending>();
+  /**
+   * Pending batches in the order written. memcached answers the requests of a connection in
+   * order, so replies always belong to the first, which also has the earliest deadline.
+   */
+  private pending: Pending[] = [];
   /** Reply bytes not yet parsed (an incomplete reply). */
   private buffered: Buffer | undefined;
   private replyTimer: NodeJS.Timeout | undefined;
@@ -214,7 +219,7 @@ export class McConnection {
    */
   async shutdown(graceMs: number): Promise<void> {
     this.closed = true;
-    if (this.pending.size > 0) {
+    if (this.pending.length > 0) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, graceMs);
         timer.unref();
@@ -256,8 +261,8 @@ export class McConnection {
       onDone(new Error(`memcached node ${this.address} is closed`));
       return;
     }
-    const batch: Pending = { frame, deadline: 0, onReply, onDone };
-    this.pending.set(opaque, batch);
+    const batch: Pending = { opaque, frame, deadline: 0, onReply, onDone };
+    this.pending.push(batch);
     const socket = this.socket ?? this.connect();
     if (this.connected) this.write(socket, batch);
   }
@@ -291,22 +296,21 @@ export class McConnection {
     this.replyTimer = undefined;
     const socket = this.socket;
     if (socket === undefined) return;
-    for (const batch of this.pending.values()) {
-      if (batch.frame !== undefined) return; // not written yet: still connecting
-      const left = batch.deadline - performance.now();
-      if (left <= 0) {
-        socket.destroy(
-          new Error(
-            `memcached node ${this.address} did not answer within ${this.timeoutMs} ms`,
-          ),
-        );
-        return;
-      }
-      this.replyTimer = setTimeout(() => {
-        this.checkDeadlines();
-      }, Math.ceil(left)).unref();
+    const oldest = this.pending[0];
+    // Nothing pending, or not written yet (still connecting): no reply is due.
+    if (oldest === undefined || oldest.frame !== undefined) return;
+    const left = oldest.deadline - performance.now();
+    if (left <= 0) {
+      socket.destroy(
+        new Error(
+          `memcached node ${this.address} did not answer within ${this.timeoutMs} ms`,
+        ),
+      );
       return;
     }
+    this.replyTimer = setTimeout(() => {
+      this.checkDeadlines();
+    }, Math.ceil(left)).unref();
   }
 
   /** Opens the connection (plain TCP or TLS) and wires its events. */
@@ -340,7 +344,7 @@ export class McConnection {
       clearTimeout(connectTimer);
       if (socket !== this.socket) return;
       this.connected = true;
-      for (const batch of this.pending.values()) this.write(socket, batch);
+      for (const batch of this.pending) this.write(socket, batch);
     });
     socket.on("data", (chunk: Buffer) => {
       this.received(socket, chunk);
@@ -382,34 +386,37 @@ export class McConnection {
       const bodyBytes = data.readUInt32BE(offset + 8);
       const end = offset + headerBytes + bodyBytes;
       if (data.length < end) break;
-      const keyBytes = data.readUInt16BE(offset + 2);
-      const extrasBytes = data[offset + 4]!;
+      const opcode = data[offset + 1]!;
       const opaque = data.readUInt32BE(offset + 12);
-      const keyAt = offset + headerBytes + extrasBytes;
-      const reply: Reply = {
-        opcode: data[offset + 1]!,
-        status: data.readUInt16BE(offset + 6),
-        key: data.subarray(keyAt, keyAt + keyBytes),
-        value: data.subarray(keyAt + keyBytes, end),
-      };
-      offset = end;
-      const batch = this.pending.get(opaque);
-      // A reply without a batch belongs to nothing we wait for; ignore it.
-      if (batch === undefined) continue;
-      if (reply.opcode === opNoop) {
-        this.pending.delete(opaque);
+      const batch = this.pending[0];
+      if (batch?.opaque !== opaque) {
+        socket.destroy(
+          new Error(
+            `memcached node ${this.address} sent a reply to a request it was not sent (opaque ${opaque})`,
+          ),
+        );
+        return;
+      }
+      if (opcode === opNoop) {
+        this.pending.shift();
         this.finished(batch, undefined);
       } else {
-        batch.onReply(reply);
+        const keyAt = offset + headerBytes + data[offset + 4]!;
+        const keyEnd = keyAt + data.readUInt16BE(offset + 2);
+        batch.onReply({
+          opcode,
+          status: data.readUInt16BE(offset + 6),
+          key: data.subarray(keyAt, keyEnd),
+          value: data.subarray(keyEnd, end),
+        });
       }
+      offset = end;
       // A callback may have dropped the connection.
       if (socket !== this.socket) return;
     }
+    // The reply timer stays armed; it finds nothing pending and stops (cheaper than clearing
+    // and re-arming it on every round trip).
     this.buffered = offset === data.length ? undefined : data.subarray(offset);
-    if (this.pending.size === 0 && this.replyTimer !== undefined) {
-      clearTimeout(this.replyTimer);
-      this.replyTimer = undefined;
-    }
   }
 
   /** Forgets a closed socket and fails every batch pending on it. */
@@ -421,12 +428,12 @@ export class McConnection {
     clearTimeout(this.replyTimer);
     this.replyTimer = undefined;
     const failed = this.pending;
-    this.pending = new Map();
-    for (const batch of failed.values()) this.finished(batch, err);
+    this.pending = [];
+    for (const batch of failed) this.finished(batch, err);
   }
 
   private finished(batch: Pending, err: Error | undefined): void {
-    if (this.pending.size === 0 && this.drained.length > 0) {
+    if (this.pending.length === 0 && this.drained.length > 0) {
       const waiting = this.drained;
       this.drained = [];
       for (const resolve of waiting) resolve();
