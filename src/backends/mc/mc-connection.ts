@@ -14,9 +14,11 @@
  *   request and reply.
  * Using it anyway meant subclassing `Server` and writing its private fields, which a memjs
  * patch release could break silently. The part owned here is small: request framing, reply
- * framing (24-byte header + body), routing replies by opaque, a reply deadline, and failing
- * every pending operation once when the connection closes. Parity: memcached
- * `protocol_binary.h` and the binary protocol description in its wiki.
+ * framing (24-byte header + body), matching replies to the batch they answer (memcached
+ * answers a connection's requests in order; the opaque is checked), a reply deadline, and
+ * failing every pending operation once when the connection closes. memjs stays in the tests,
+ * through its public API, as an independent client reading what the backend stored. Parity:
+ * memcached `protocol_binary.h` and the binary protocol description in its wiki.
  */
 import { connect as netConnect, isIP, type Socket } from "node:net";
 import { connect as tlsConnect, type ConnectionOptions } from "node:tls";

@@ -1,10 +1,11 @@
 /**
  * The memcached key and expiration rules the backend applies before any byte is sent. Ours
- * because no client library applies them the way the reference does: memjs sends any key
- * (memcached then rejects keys over 250 bytes with an error the request would fail open on,
- * and the binary protocol stores whitespace keys the reference's text-protocol client refuses),
- * and sends expirations as given (so a counter over 30 days would be read as a past Unix time
- * and expire at once). Parity: upstream's gomemcache `legalKey`; memcached `protocol.txt`.
+ * because the protocol does not give them: binary-protocol keys are length-prefixed, so
+ * memcached stores keys with whitespace that the reference's text-protocol client refuses
+ * (both services must store the same keys); memcached rejects keys over 250 bytes only with a
+ * reply error, which would fail the request open instead of naming the entry; and it reads an
+ * expiration over 30 days as a Unix time, so a relative one would expire at once. Parity:
+ * upstream's gomemcache `legalKey`; memcached `protocol.txt` ("Keys", "Expiration times").
  */
 
 /** Longest key the memcached protocol accepts, in bytes (upstream gomemcache `legalKey`). */
