@@ -801,8 +801,7 @@ export class KvClient {
       // After every INCRBY/EXPIRE, in the same write: GET of each previous window's key
       // (the array may have holes where a key has none).
       const gets: Promise<string | null>[] = [];
-      for (let i = 0; i < previousKeys.length; i++) {
-        const key = previousKeys[i];
+      for (const key of previousKeys) {
         gets.push(key === undefined ? Promise.resolve(null) : redis.get(key));
       }
       return Promise.all([Promise.all(replies), Promise.all(gets)]).then(
