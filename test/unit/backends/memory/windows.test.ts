@@ -284,3 +284,103 @@ describe("memory backend: properties", () => {
     );
   });
 });
+
+describe("docs/configuration.md worked examples", () => {
+  const answer = async (
+    cache: MemoryRateLimitCache,
+    limits: RateLimit[],
+    values: string[],
+  ): Promise<string> =>
+    (
+      await cache.doLimit(
+        "api",
+        values.map((v) => descriptor(v)),
+        limits,
+        limits.map(() => 1),
+      )
+    )
+      .map(
+        (s) =>
+          `${Code[s.code]}/${s.limitRemaining}/${s.durationUntilReset?.seconds}`,
+      )
+      .join(" ");
+
+  it("unit_multiplier", async () => {
+    const clock = new FakeClock(1000);
+    const cache = memoryCache(clock);
+    const limit = windowedRateLimit(
+      createStatsManager(),
+      "api.k",
+      3,
+      Unit.SECOND,
+      {
+        unitMultiplier: 10,
+      },
+    );
+    const seen: string[] = [];
+    for (const t of [1000, 1004, 1004, 1009, 1010]) {
+      clock.seconds = t;
+      seen.push(await answer(cache, [limit], ["v"]));
+    }
+    expect(seen).toEqual([
+      "OK/2/10",
+      "OK/1/6",
+      "OK/0/6",
+      "OVER_LIMIT/0/1",
+      "OK/2/10",
+    ]);
+    await cache.close();
+  });
+
+  it("sliding window", async () => {
+    const clock = new FakeClock(600);
+    const cache = memoryCache(clock);
+    const limit = windowedRateLimit(
+      createStatsManager(),
+      "api.k",
+      10,
+      Unit.MINUTE,
+      {
+        sliding: true,
+      },
+    );
+    for (let i = 0; i < 11; i++) await answer(cache, [limit], ["v"]);
+    const seen: string[] = [];
+    for (const t of [660, 690, 690, 690, 690, 720]) {
+      clock.seconds = t;
+      seen.push(await answer(cache, [limit], ["v"]));
+    }
+    expect(seen).toEqual([
+      "OVER_LIMIT/0/6",
+      "OK/2/3",
+      "OK/1/3",
+      "OK/0/3",
+      "OVER_LIMIT/0/3",
+      "OK/4/12",
+    ]);
+    await cache.close();
+  });
+
+  it("all-or-nothing", async () => {
+    const clock = new FakeClock(6000);
+    const cache = memoryCache(clock);
+    const stats = createStatsManager();
+    const user = windowedRateLimit(stats, "api.user", 5, Unit.MINUTE, {
+      allOrNothing: true,
+    });
+    const ip = windowedRateLimit(stats, "api.ip", 3, Unit.MINUTE, {
+      allOrNothing: true,
+    });
+    const seen: string[] = [];
+    for (let i = 0; i < 5; i++)
+      seen.push(await answer(cache, [user, ip], ["u", "i"]));
+    expect(seen).toEqual([
+      "OK/4/60 OK/2/60",
+      "OK/3/60 OK/1/60",
+      "OK/2/60 OK/0/60",
+      "OK/2/60 OVER_LIMIT/0/60",
+      "OK/2/60 OVER_LIMIT/0/60",
+    ]);
+    await cache.close();
+  });
+});
