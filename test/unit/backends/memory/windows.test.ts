@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { MemoryRateLimitCache } from "../../../../src/backends/memory/memory-rate-limit-cache.js";
 import type { RateLimit } from "../../../../src/config/rate-limit-config.js";
 import { createBaseLimiter } from "../../../../src/limiter/base-limiter.js";
+import { createLocalCache } from "../../../../src/limiter/local-cache.js";
 import {
   RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
@@ -381,6 +382,71 @@ describe("docs/configuration.md worked examples", () => {
       "OK/2/60 OVER_LIMIT/0/60",
       "OK/2/60 OVER_LIMIT/0/60",
     ]);
+    await cache.close();
+  });
+});
+
+describe("memory backend: extensions with the local over-limit cache", () => {
+  function cachedMemory(clock: FakeClock) {
+    const localCache = createLocalCache({ maxBytes: 100_000, clock });
+    const cache = new MemoryRateLimitCache({
+      baseLimiter: createBaseLimiter({ clock, localCache }),
+      clock,
+      sweepIntervalMs: 60_000,
+    });
+    return { cache, localCache };
+  }
+
+  it("remembers a sliding key until its weighted count falls by one", async () => {
+    const clock = new FakeClock(6030);
+    const { cache, localCache } = cachedMemory(clock);
+    const limit = windowedRateLimit(
+      createStatsManager(),
+      "d.k",
+      2,
+      Unit.MINUTE,
+      {
+        sliding: true,
+      },
+    );
+    for (let i = 0; i < 3; i++) await admit(cache, limit, 1);
+    expect(localCache.has("d_k_v_6000_s60")).toBe(true);
+    // Nothing weighs from the previous window: the count falls ceil(60/3) = 20 s into the
+    // next window, 50 s from now; the cache forgets the key once those 50 s have passed.
+    clock.seconds = 6030 + 50;
+    expect(localCache.has("d_k_v_6000_s60")).toBe(true);
+    clock.seconds = 6030 + 51;
+    expect(localCache.has("d_k_v_6000_s60")).toBe(false);
+    await cache.close();
+  });
+
+  it("all-or-nothing: a local-cache hit refuses the request without charging the others", async () => {
+    const clock = new FakeClock(6000);
+    const { cache } = cachedMemory(clock);
+    const stats = createStatsManager();
+    const full = windowedRateLimit(stats, "d.full", 1, Unit.MINUTE, {
+      allOrNothing: true,
+    });
+    const other = windowedRateLimit(stats, "d.other", 10, Unit.MINUTE, {
+      allOrNothing: true,
+    });
+    await cache.doLimit("d", [descriptor("f")], [full], [1]); // fills the window
+    // Over, with a full window: enters the local cache (not charged).
+    await cache.doLimit("d", [descriptor("f")], [full], [1]);
+    const statuses = await cache.doLimit(
+      "d",
+      [descriptor("f"), descriptor("o")],
+      [full, other],
+      [1, 1],
+    );
+    expect(statuses.map((s) => Code[s.code])).toEqual(["OVER_LIMIT", "OK"]);
+    expect(statuses[1]!.limitRemaining).toBe(10);
+    expect(full.stats.overLimitWithLocalCache.value()).toBe(1);
+    // A request that would go over a window that is not full does not enter the cache.
+    const big = await cache.doLimit("d", [descriptor("o")], [other], [11]);
+    expect(big[0]!.code).toBe(Code.OVER_LIMIT);
+    const small = await cache.doLimit("d", [descriptor("o")], [other], [1]);
+    expect(small[0]!.code).toBe(Code.OK);
     await cache.close();
   });
 });
