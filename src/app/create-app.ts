@@ -179,9 +179,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
   const loadOptions = {
     statsManager,
     mergeDomainConfig: settings.mergeDomainConfig,
-    // CHARGE_MODE (each | all_or_nothing): charge mode of domains without `charge:`. The
-    // setting is declared by the settings schema; until then the reference's behaviour.
-    chargeMode: "each" as const,
+    chargeMode: settings.chargeMode,
   };
   const provider: ConfigProvider =
     settings.configType === "GRPC_XDS_SOTW"

@@ -133,3 +133,49 @@ describe("ratelimit-config-check with the extension fields", () => {
     }
   });
 });
+
+describe("CHARGE_MODE=all_or_nothing", () => {
+  it("charges all-or-nothing in domains without charge:, and charge: each overrides it", async () => {
+    const rule =
+      "  - key: user\n    rate_limit: { unit: day, unit_multiplier: 3650, requests_per_unit: 5 }\n  - key: ip\n    rate_limit: { unit: day, unit_multiplier: 3650, requests_per_unit: 1 }\n";
+    const app = await startTestApp(
+      {
+        "global.yaml": `domain: global\ndescriptors:\n${rule}`,
+        "each.yaml": `domain: each\ncharge: each\ndescriptors:\n${rule}`,
+      },
+      { CHARGE_MODE: "all_or_nothing" },
+    );
+    try {
+      const client = createClient(
+        RateLimitService,
+        createGrpcTransport({ baseUrl: `http://${app.addresses.grpc}` }),
+      );
+      const remainingAfterTwo = async (domain: string): Promise<number> => {
+        for (let i = 0; i < 2; i++) {
+          await client.shouldRateLimit(
+            create(RateLimitRequestSchema, {
+              domain,
+              descriptors: [
+                { entries: [{ key: "user", value: "u" }] },
+                { entries: [{ key: "ip", value: "i" }] },
+              ],
+            }),
+          );
+        }
+        const r = await client.shouldRateLimit(
+          create(RateLimitRequestSchema, {
+            domain,
+            descriptors: [{ entries: [{ key: "user", value: "u" }] }],
+          }),
+        );
+        return r.statuses[0]!.limitRemaining;
+      };
+      // The second request is over the ip limit: all-or-nothing leaves user at 1 (+1 now).
+      expect(await remainingAfterTwo("global")).toBe(3);
+      // charge: each counts the refused request too.
+      expect(await remainingAfterTwo("each")).toBe(2);
+    } finally {
+      await app.stop();
+    }
+  });
+});
