@@ -1,6 +1,8 @@
+import { createHash } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { allOrNothingScript } from "../../src/backends/kv/kv-client.js";
 import { KvRateLimitCache } from "../../src/backends/kv/kv-rate-limit-cache.js";
 import type { KvInstanceOptions } from "../../src/backends/kv/kv-options.js";
 import { McRateLimitCache } from "../../src/backends/mc/mc-rate-limit-cache.js";
@@ -342,4 +344,40 @@ describe("concurrency: many clients, one key", () => {
     // Compensation leaves exactly the admitted requests' hits in both counters.
     expect(peek).toEqual([admitted, admitted]);
   }, 60_000);
+});
+
+describe("all-or-nothing script on a single instance", () => {
+  it("is loaded at start and loaded again after NOSCRIPT (SCRIPT FLUSH)", async () => {
+    const admin = single.client();
+    try {
+      await admin.script("FLUSH");
+      const clock = new FakeClock(start);
+      const cache = await backend("kv", clock, "ns:");
+      const sha = createHash("sha1").update(allOrNothingScript).digest("hex");
+      expect(await admin.script("EXISTS", sha)).toEqual([1]);
+      const stats = createStatsManager();
+      const limits = [
+        windowedRateLimit(stats, "d.a", 2, Unit.MINUTE, { allOrNothing: true }),
+      ];
+      const d = [
+        create(RateLimitDescriptorSchema, {
+          entries: [{ key: "k", value: "v" }],
+        }),
+      ];
+      expect(
+        (await cache.doLimit("d", d, limits, [1]))[0]!.limitRemaining,
+      ).toBe(1);
+      await admin.script("FLUSH");
+      expect(await admin.script("EXISTS", sha)).toEqual([0]);
+      expect(
+        (await cache.doLimit("d", d, limits, [1]))[0]!.limitRemaining,
+      ).toBe(0);
+      expect(await admin.script("EXISTS", sha)).toEqual([1]);
+      expect((await cache.doLimit("d", d, limits, [1]))[0]!.code).toBe(
+        Code.OVER_LIMIT,
+      );
+    } finally {
+      admin.disconnect();
+    }
+  });
 });
