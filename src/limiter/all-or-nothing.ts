@@ -1,5 +1,6 @@
 import type { RateLimit } from "../config/rate-limit-config.js";
 import type { RateLimitResponse_DescriptorStatus } from "../proto.js";
+import type { Counter } from "../stats/stats-store.js";
 import type { BaseLimiter } from "./base-limiter.js";
 import type { CacheKey } from "./cache-key.js";
 
@@ -106,4 +107,90 @@ export function allOrNothingStatuses(
     }
   }
   return statuses;
+}
+
+/**
+ * Counter of all-or-nothing requests whose check-then-increment lost a race (another request
+ * took the budget between the read and the increment) and were compensated.
+ */
+export const allOrNothingCompensatedStat =
+  "ratelimit.all_or_nothing.compensated";
+
+/**
+ * The store operations of one all-or-nothing request decided by
+ * {@link checkThenIncrement}, each over the request's keys not answered by the local cache.
+ */
+export interface CheckThenIncrementSteps {
+  /** Reads the current (and, for sliding windows, previous) window's counters. */
+  read(): Promise<RequestCounters>;
+  /**
+   * Adds each descriptor's hits to its current window's counter.
+   *
+   * @returns parallel to the descriptors: the counters after the increment (ignored where
+   *   no key was sent)
+   */
+  increment(): Promise<readonly number[]>;
+  /** Takes back the hits {@link increment} added (the compensation). */
+  undo(): Promise<void>;
+}
+
+/**
+ * All-or-nothing charging over keys that cannot be changed in one atomic step (kv cluster or
+ * two instances, mc): reads the counters; when they do not all fit (see {@link allFit}) the
+ * request is refused and nothing is written; otherwise every counter is incremented, and if
+ * the values after the increment show that another request took the budget in between (a
+ * descriptor not in shadow mode over its limit), the increments are undone, the request is
+ * refused and `compensated` counts it. The race window is the time between the read and the
+ * increment; a race refuses (never admits over the limit), and concurrent racers may all be
+ * refused.
+ *
+ * @param cached - parallel: keys the local cache knows over limit (undefined: none); they are
+ *   neither read nor incremented
+ * @param compensated - counter of {@link allOrNothingCompensatedStat} (may allocate it on
+ *   first use)
+ * @returns the statuses, as {@link allOrNothingStatuses} builds them
+ */
+export async function checkThenIncrement(
+  base: BaseLimiter,
+  keys: readonly (CacheKey | undefined)[],
+  limits: readonly (RateLimit | undefined)[],
+  hitsAddends: readonly number[],
+  cached: readonly boolean[] | undefined,
+  nowSeconds: number,
+  steps: CheckThenIncrementSteps,
+  compensated: Pick<Counter, "add"> | undefined,
+): Promise<RateLimitResponse_DescriptorStatus[]> {
+  const statuses = (
+    counters: RequestCounters,
+    charged: boolean,
+  ): RateLimitResponse_DescriptorStatus[] =>
+    allOrNothingStatuses(
+      base,
+      keys,
+      limits,
+      hitsAddends,
+      counters,
+      cached,
+      nowSeconds,
+      charged,
+    );
+  const before = await steps.read();
+  if (!allFit(base, keys, limits, hitsAddends, before, cached, nowSeconds))
+    return statuses(before, false);
+  const n = keys.length;
+  const after = await steps.increment();
+  const counters = { current: after, previous: before.previous };
+  // The values after the increment already hold this request's hits.
+  const noHits = new Array<number>(n).fill(0);
+  if (allFit(base, keys, limits, noHits, counters, cached, nowSeconds))
+    return statuses(counters, true);
+  // Lost the race: undo every increment of this request.
+  await steps.undo();
+  compensated?.add(1);
+  const current = new Array<number>(n);
+  for (let i = 0; i < n; i++) {
+    const sent = keys[i] !== undefined && cached?.[i] !== true;
+    current[i] = after[i]! - (sent ? hitsAddends[i]! : 0);
+  }
+  return statuses({ current, previous: before.previous }, false);
 }

@@ -1,10 +1,11 @@
 import type { RateLimit } from "../../config/rate-limit-config.js";
 import type { HealthChecker } from "../../health/health.js";
 import {
-  allFit,
+  allOrNothingCompensatedStat,
   allOrNothingStatuses,
   anySliding,
   chargesAllOrNothing,
+  checkThenIncrement,
   type RequestCounters,
 } from "../../limiter/all-or-nothing.js";
 import type { BaseLimiter } from "../../limiter/base-limiter.js";
@@ -42,13 +43,6 @@ const emptyWork = (): InstanceWork => ({
   indexes: [],
   previousKeys: undefined,
 });
-
-/**
- * Counter of all-or-nothing requests whose check-then-increment lost a race (another request
- * took the budget between the read and the increment) and were compensated.
- */
-export const allOrNothingCompensatedStat =
-  "ratelimit.all_or_nothing.compensated";
 
 /**
  * The key-value store backend (`BACKEND_TYPE=kv`): fixed-window counters in a store speaking
@@ -307,36 +301,23 @@ export class KvRateLimitCache implements RateLimitCache {
         statuses,
       );
     }
-    const before = await this.readCounters(keys, cached);
-    if (!allFit(base, keys, limits, hitsAddends, before, cached, now))
-      return statuses(before, false);
-    const after = await this.incrementEach(
+    return checkThenIncrement(
+      base,
       keys,
       limits,
       hitsAddends,
       cached,
-      1,
+      now,
+      {
+        read: () => this.readCounters(keys, cached),
+        increment: () =>
+          this.incrementEach(keys, limits, hitsAddends, cached, 1),
+        undo: async () => {
+          await this.incrementEach(keys, limits, hitsAddends, cached, -1);
+        },
+      },
+      this.compensated,
     );
-    const counters = { current: after, previous: before.previous };
-    if (
-      allFit(
-        base,
-        keys,
-        limits,
-        new Array<number>(n).fill(0),
-        counters,
-        cached,
-        now,
-      )
-    )
-      return statuses(counters, true);
-    // Lost the race: undo every increment of this request.
-    await this.incrementEach(keys, limits, hitsAddends, cached, -1);
-    this.compensated?.add(1);
-    const current = after.map(
-      (value, i) => value - (keys[i] === undefined ? 0 : hitsAddends[i]!),
-    );
-    return statuses({ current, previous: before.previous }, false);
   }
 
   /** The atomic all-or-nothing path: one script on one instance. */

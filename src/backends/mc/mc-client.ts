@@ -2,7 +2,11 @@ import type { Logger } from "pino";
 import { crc32 } from "node:zlib";
 import { BackendError } from "../../limiter/backend-error.js";
 import type { Counter, StatsStore } from "../../stats/stats-store.js";
-import { McConnection, type McIncrement } from "./mc-connection.js";
+import {
+  McConnection,
+  type McDecrement,
+  type McIncrement,
+} from "./mc-connection.js";
 import {
   nodesFromSrv,
   type McNodeAddress,
@@ -238,22 +242,83 @@ export class McClient {
     let remaining = batches.length;
     for (const { node, connection, items } of batches) {
       connection.incrementMulti(items, (err, failed) => {
-        stats.incrementSuccess.add(items.length - failed);
-        stats.incrementError.add(failed);
-        if (failed === items.length && err !== undefined) {
-          this.nodeFailed(node, err, "increment");
-        } else {
-          this.nodeAnswered(node);
-          if (err !== undefined) {
-            this.logger.warn(
-              { err, node: node.address, failed },
-              "memcached rejected counter increments",
-            );
-          }
-        }
+        this.incrementsDone(node, items.length, failed, err);
         if (--remaining === 0) done();
       });
     }
+  }
+
+  /**
+   * Applies `increments` as {@link incrementMulti} does (same store contents and statistics),
+   * waiting for the counters' values after them: one batch per connection in use, in
+   * parallel. Never rejects: the failures are counted and logged, and fail open.
+   *
+   * @returns parallel to `increments`: each counter's value after its increment, or undefined
+   *   where it failed (node down, non-numeric value, no node)
+   */
+  incrementMultiValues(
+    increments: readonly McIncrement[],
+  ): Promise<(number | undefined)[]> {
+    const stats = this.stats;
+    const values = new Array<number | undefined>(increments.length);
+    const batches = this.batchByConnection(
+      increments.map((_, index) => index),
+      (index) => increments[index]!.key,
+    );
+    if (batches === undefined) {
+      stats.incrementError.add(increments.length);
+      return Promise.resolve(values);
+    }
+    return new Promise((resolve) => {
+      let remaining = batches.length;
+      for (const { node, connection, items } of batches) {
+        connection.incrementMultiValues(
+          items.map((index) => increments[index]!),
+          (err, after) => {
+            let failed = 0;
+            for (let j = 0; j < items.length; j++) {
+              const value = after[j];
+              if (value === undefined) failed++;
+              values[items[j]!] = value;
+            }
+            this.incrementsDone(node, items.length, failed, err);
+            if (--remaining === 0) resolve(values);
+          },
+        );
+      }
+    });
+  }
+
+  /**
+   * Subtracts each decrement's hits from its counter (never creating one), one batch per
+   * connection in use, in parallel. Never rejects: failures are logged (the counter then
+   * keeps the hits until its window ends).
+   */
+  decrementMulti(decrements: readonly McDecrement[]): Promise<void> {
+    const batches = this.batchByConnection(
+      decrements,
+      (decrement) => decrement.key,
+    );
+    if (batches === undefined) return Promise.resolve();
+    return new Promise((resolve) => {
+      let remaining = batches.length;
+      for (const { node, connection, items } of batches) {
+        connection.decrementMulti(items, (err, failed) => {
+          if (failed === items.length && err !== undefined) {
+            this.nodeFailed(node, err, "decrement");
+          } else {
+            this.nodeAnswered(node);
+            if (err !== undefined) {
+              this.logger.warn(
+                { err, node: node.address, failed },
+                "memcached rejected compensating counter decrements",
+              );
+            }
+          }
+          if (--remaining === 0) resolve();
+        });
+      }
+    });
   }
 
   /**
@@ -421,6 +486,29 @@ export class McClient {
       }
     }
     return [...batches.values()];
+  }
+
+  /** Counts a node's answer to `sent` increments and logs its failures. */
+  private incrementsDone(
+    node: McNode,
+    sent: number,
+    failed: number,
+    err: Error | undefined,
+  ): void {
+    const stats = this.stats;
+    stats.incrementSuccess.add(sent - failed);
+    stats.incrementError.add(failed);
+    if (failed === sent && err !== undefined) {
+      this.nodeFailed(node, err, "increment");
+    } else {
+      this.nodeAnswered(node);
+      if (err !== undefined) {
+        this.logger.warn(
+          { err, node: node.address, failed },
+          "memcached rejected counter increments",
+        );
+      }
+    }
   }
 
   /** The next connection of `node` in round-robin order (for probes). */

@@ -1,7 +1,9 @@
 /**
  * One persistent, pipelined connection to a memcached node speaking the binary protocol, for
- * the three commands the backend sends: a multi-get (GETKQ… NOOP), quiet increments with an
- * initial value and expiration (INCREMENTQ… NOOP) and a NOOP probe.
+ * the commands the backend sends: a multi-get (GETKQ… NOOP), increments with an initial value
+ * and expiration, quiet (INCREMENTQ… NOOP) or answering with the new values (INCREMENT…
+ * NOOP, all-or-nothing charging), quiet compensating decrements (DECREMENTQ… NOOP) and a
+ * NOOP probe.
  *
  * Ours rather than memjs's (the backend's client until now) because memjs 1.3 (the latest
  * release) cannot carry what the backend needs through its public API:
@@ -24,7 +26,7 @@ import { connect as netConnect, isIP, type Socket } from "node:net";
 import { connect as tlsConnect, type ConnectionOptions } from "node:tls";
 import type { McNodeAddress } from "./mc-options.js";
 
-/** One background counter increment. */
+/** One counter increment. */
 export interface McIncrement {
   /** The cache key (legal, see `mcKeyProblem`). */
   readonly key: string;
@@ -32,6 +34,14 @@ export interface McIncrement {
   readonly hits: number;
   /** Expiration field of a created counter, see `toMcExpiration`. */
   readonly expiration: number;
+}
+
+/** One compensating counter decrement. */
+export interface McDecrement {
+  /** The cache key (legal, see `mcKeyProblem`). */
+  readonly key: string;
+  /** Amount to subtract, ≥ 0 (memcached floors the counter at 0). */
+  readonly hits: number;
 }
 
 /** Options of {@link McConnection}. */
@@ -50,9 +60,15 @@ export interface McConnectionOptions {
 // Binary protocol magic bytes, opcodes and sizes (memcached `protocol_binary.h`).
 const requestMagic = 0x80;
 const responseMagic = 0x81;
+const opIncrement = 0x05;
 const opNoop = 0x0a;
 const opGetKQ = 0x0d;
 const opIncrementQ = 0x15;
+const opDecrementQ = 0x16;
+/** Reply status "key not found". */
+const statusKeyNotFound = 0x01;
+/** Expiration of a decrement that must not create a missing counter. */
+const noCreate = 0xffff_ffff;
 const headerBytes = 24;
 const incrementExtrasBytes = 20;
 const twoTo32 = 4_294_967_296;
@@ -162,34 +178,8 @@ export class McConnection {
     increments: readonly McIncrement[],
     done: (err: Error | undefined, failed: number) => void,
   ): void {
-    let size = headerBytes;
-    for (const increment of increments) {
-      size +=
-        headerBytes + incrementExtrasBytes + Buffer.byteLength(increment.key);
-    }
     const opaque = this.nextOpaque();
-    const frame = Buffer.allocUnsafe(size);
-    let offset = 0;
-    for (const increment of increments) {
-      // Extras: amount (uint64), initial value (uint64), expiration (uint32), big-endian.
-      const extras = offset + headerBytes;
-      offset = writeFrame(
-        frame,
-        offset,
-        opIncrementQ,
-        increment.key,
-        incrementExtrasBytes,
-        opaque,
-      );
-      const high = Math.floor(increment.hits / twoTo32);
-      const low = increment.hits % twoTo32;
-      frame.writeUInt32BE(high, extras);
-      frame.writeUInt32BE(low, extras + 4);
-      frame.writeUInt32BE(high, extras + 8);
-      frame.writeUInt32BE(low, extras + 12);
-      frame.writeUInt32BE(increment.expiration, extras + 16);
-    }
-    writeFrame(frame, offset, opNoop, "", 0, opaque);
+    const frame = counterFrame(opIncrementQ, increments, opaque);
     // Quiet increments answer only on failure; the NOOP reply closes the batch.
     let failed = 0;
     let replyError: Error | undefined;
@@ -202,6 +192,84 @@ export class McConnection {
       },
       (err) => {
         if (err !== undefined) done(err, increments.length);
+        else done(replyError, failed);
+      },
+    );
+  }
+
+  /**
+   * Like {@link incrementMulti} (same store contents: a missing counter is created with the
+   * value `hits` and its expiration), but each increment answers (the non-quiet increment),
+   * so `done` gets the counters' values after it, parallel to `increments`: undefined where
+   * the increment failed (and for every increment when the batch failed, or when the node
+   * answered a different number of increments than sent), with the first error.
+   */
+  incrementMultiValues(
+    increments: readonly McIncrement[],
+    done: (err: Error | undefined, values: (number | undefined)[]) => void,
+  ): void {
+    const opaque = this.nextOpaque();
+    const frame = counterFrame(opIncrement, increments, opaque);
+    const values = new Array<number | undefined>(increments.length);
+    // memcached answers a connection's requests in order (the reply carries no key).
+    let replies = 0;
+    let replyError: Error | undefined;
+    this.send(
+      opaque,
+      frame,
+      (reply) => {
+        const at = replies++;
+        if (reply.status === 0 && reply.value.length === 8) {
+          values[at] =
+            reply.value.readUInt32BE(0) * twoTo32 + reply.value.readUInt32BE(4);
+        } else {
+          replyError ??= statusError("increment", reply);
+        }
+      },
+      (err) => {
+        if (err === undefined && replies !== increments.length) {
+          err = new Error(
+            `memcached node ${this.address} answered ${replies} of ${increments.length} increments`,
+          );
+        }
+        if (err !== undefined) {
+          done(err, new Array<number | undefined>(increments.length));
+        } else {
+          done(replyError, values);
+        }
+      },
+    );
+  }
+
+  /**
+   * Subtracts `hits` from each counter in one round trip (quiet decrements), never creating
+   * one: a counter that no longer exists (expired or evicted) is left missing and not
+   * reported. memcached floors a decrement at 0. `done` gets how many decrements failed
+   * otherwise, and the first error.
+   */
+  decrementMulti(
+    decrements: readonly McDecrement[],
+    done: (err: Error | undefined, failed: number) => void,
+  ): void {
+    const opaque = this.nextOpaque();
+    // An expiration of all ones makes the server answer "key not found" rather than create.
+    const frame = counterFrame(
+      opDecrementQ,
+      decrements.map(({ key, hits }) => ({ key, hits, expiration: noCreate })),
+      opaque,
+    );
+    let failed = 0;
+    let replyError: Error | undefined;
+    this.send(
+      opaque,
+      frame,
+      (reply) => {
+        if (reply.status === statusKeyNotFound) return;
+        failed++;
+        replyError ??= statusError("decrement", reply);
+      },
+      (err) => {
+        if (err !== undefined) done(err, decrements.length);
         else done(replyError, failed);
       },
     );
@@ -442,6 +510,44 @@ export class McConnection {
     }
     batch.onDone(err);
   }
+}
+
+/**
+ * Builds a batch of counter commands (increment or decrement by `hits`) closed by a NOOP.
+ * Extras: amount (uint64), initial value (uint64, = the amount), expiration (uint32),
+ * big-endian.
+ */
+function counterFrame(
+  opcode: number,
+  items: readonly McIncrement[],
+  opaque: number,
+): Buffer {
+  let size = headerBytes;
+  for (const item of items) {
+    size += headerBytes + incrementExtrasBytes + Buffer.byteLength(item.key);
+  }
+  const frame = Buffer.allocUnsafe(size);
+  let offset = 0;
+  for (const item of items) {
+    const extras = offset + headerBytes;
+    offset = writeFrame(
+      frame,
+      offset,
+      opcode,
+      item.key,
+      incrementExtrasBytes,
+      opaque,
+    );
+    const high = Math.floor(item.hits / twoTo32);
+    const low = item.hits % twoTo32;
+    frame.writeUInt32BE(high, extras);
+    frame.writeUInt32BE(low, extras + 4);
+    frame.writeUInt32BE(high, extras + 8);
+    frame.writeUInt32BE(low, extras + 12);
+    frame.writeUInt32BE(item.expiration, extras + 16);
+  }
+  writeFrame(frame, offset, opNoop, "", 0, opaque);
+  return frame;
 }
 
 /** Writes one request header plus key at `offset`, leaving room for extras; returns the end. */

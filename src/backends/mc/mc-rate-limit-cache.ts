@@ -1,20 +1,22 @@
 import type { Logger } from "pino";
 import type { RateLimit } from "../../config/rate-limit-config.js";
 import {
-  allFit,
-  allOrNothingStatuses,
+  allOrNothingCompensatedStat,
   chargesAllOrNothing,
+  checkThenIncrement,
+  type RequestCounters,
 } from "../../limiter/all-or-nothing.js";
 import type { BaseLimiter } from "../../limiter/base-limiter.js";
 import { CacheKeyError } from "../../limiter/cache-key-error.js";
 import type { CacheKey } from "../../limiter/cache-key.js";
 import type { RateLimitCache } from "../../limiter/rate-limit-cache.js";
+import type { Counter } from "../../stats/stats-store.js";
 import type {
   RateLimitDescriptor,
   RateLimitResponse_DescriptorStatus,
 } from "../../proto.js";
 import { createMcStats, McClient, type McStats } from "./mc-client.js";
-import type { McIncrement } from "./mc-connection.js";
+import type { McDecrement, McIncrement } from "./mc-connection.js";
 import {
   hasIllegalKeyCharacter,
   maxMcKeyBytes,
@@ -52,6 +54,11 @@ export class McRateLimitCache implements RateLimitCache {
   private readonly client: McClient;
   /** Counters of the memcached operations (`ratelimit.mc.*`). */
   readonly stats: McStats;
+  /**
+   * `ratelimit.all_or_nothing.compensated`, as the kv backend's; allocated on the first
+   * compensation, so without all-or-nothing domains the statistics are unchanged.
+   */
+  private readonly compensated: Pick<Counter, "add">;
   private pendingIncrements = 0;
   private flushWaiters: (() => void)[] = [];
   private closing: Promise<void> | undefined;
@@ -65,6 +72,15 @@ export class McRateLimitCache implements RateLimitCache {
     this.base = resolved.baseLimiter;
     this.logger = resolved.logger;
     this.stats = createMcStats(resolved.statsStore);
+    const statsStore = resolved.statsStore;
+    let compensated: Counter | undefined;
+    this.compensated = {
+      add(n) {
+        (compensated ??= statsStore.counter(allOrNothingCompensatedStat)).add(
+          n,
+        );
+      },
+    };
     this.client = new McClient(resolved, this.stats);
   }
 
@@ -188,15 +204,20 @@ export class McRateLimitCache implements RateLimitCache {
   }
 
   /**
-   * All-or-nothing charging (`charge: all_or_nothing`): one multi-get of every counter (and
-   * previous window), then the increments of every key only when all fit. Check-then-increment:
-   * like this backend's fixed-window decisions, requests arriving between the read and the
-   * background increment are decided on the same values, so under exactly simultaneous requests
-   * a window may briefly exceed its limit; the race is not detected (memcached's `incr` does not
-   * reply to this client's background increments). A descriptor known over limit in the local
-   * cache (not in shadow mode) rejects the request.
+   * All-or-nothing charging (`charge: all_or_nothing`, docs/configuration.md), a
+   * check-then-increment with compensation ({@link checkThenIncrement}): one multi-get of
+   * every counter (and previous window); when all fit, the increments are sent and their
+   * replies awaited (the increment that answers with the new value; a missing counter is
+   * created with the hits and its expiration, as in the default mode); if a value after the
+   * increment shows another request took the budget in between (the race window is the time
+   * between the read and the increment), the increments this request applied are undone with
+   * decrements (never creating a counter; memcached floors them at 0), the request is refused
+   * and `ratelimit.all_or_nothing.compensated` counts it. A descriptor known over limit in the
+   * local cache (not in shadow mode) refuses the request; its other counters are only read.
+   * Fails open as the default mode: counters of a failing node read as 0, and an increment
+   * without a reply counts as fitting (its value is taken as read + hits).
    */
-  private async doLimitAllOrNothing(
+  private doLimitAllOrNothing(
     keys: readonly (CacheKey | undefined)[],
     limits: readonly (RateLimit | undefined)[],
     hitsAddends: readonly number[],
@@ -205,58 +226,77 @@ export class McRateLimitCache implements RateLimitCache {
     const base = this.base;
     const n = keys.length;
     const cached = base.localCacheHits(keys);
-    const reads: string[] = [];
-    for (let i = 0; i < n; i++) {
-      const k = keys[i];
-      if (k === undefined || cached?.[i] === true) continue;
-      reads.push(k.key);
-      if (k.previousKey !== undefined) reads.push(k.previousKey);
-    }
-    const found =
-      reads.length === 0
-        ? new Map<string, Buffer>()
-        : await this.client.getMulti(reads);
-    const current = new Array<number>(n).fill(0);
-    const previous = new Array<number>(n).fill(0);
-    for (let i = 0; i < n; i++) {
-      const k = keys[i];
-      if (k === undefined || cached?.[i] === true) continue;
-      current[i] = this.storedCounter(found, k.key);
-      previous[i] = this.storedCounter(found, k.previousKey);
-    }
-    const counters = { current, previous };
-    const admitted = allFit(
+    let before: RequestCounters | undefined;
+    let applied: McDecrement[] | undefined;
+    return checkThenIncrement(
       base,
       keys,
       limits,
       hitsAddends,
-      counters,
       cached,
       now,
-    );
-    if (admitted) {
-      const increments: McIncrement[] = [];
-      for (let i = 0; i < n; i++) {
-        const k = keys[i];
-        if (k === undefined || cached?.[i] === true) continue;
-        current[i] = current[i]! + hitsAddends[i]!;
-        increments.push({
-          key: k.key,
-          hits: hitsAddends[i]!,
-          expiration: toMcExpiration(base.expirationSeconds(limits[i]!), now),
-        });
-      }
-      if (increments.length > 0) this.incrementInBackground(increments);
-    }
-    return allOrNothingStatuses(
-      base,
-      keys,
-      limits,
-      hitsAddends,
-      counters,
-      cached,
-      now,
-      admitted,
+      {
+        read: async () => {
+          const reads: string[] = [];
+          for (let i = 0; i < n; i++) {
+            const k = keys[i];
+            if (k === undefined || cached?.[i] === true) continue;
+            reads.push(k.key);
+            if (k.previousKey !== undefined) reads.push(k.previousKey);
+          }
+          const found =
+            reads.length === 0
+              ? new Map<string, Buffer>()
+              : await this.client.getMulti(reads);
+          const current = new Array<number>(n).fill(0);
+          const previous = new Array<number>(n).fill(0);
+          for (let i = 0; i < n; i++) {
+            const k = keys[i];
+            if (k === undefined || cached?.[i] === true) continue;
+            current[i] = this.storedCounter(found, k.key);
+            previous[i] = this.storedCounter(found, k.previousKey);
+          }
+          before = { current, previous };
+          return before;
+        },
+        increment: async () => {
+          const increments: McIncrement[] = [];
+          const indexes: number[] = [];
+          for (let i = 0; i < n; i++) {
+            const k = keys[i];
+            if (k === undefined || cached?.[i] === true) continue;
+            increments.push({
+              key: k.key,
+              hits: hitsAddends[i]!,
+              expiration: toMcExpiration(
+                base.expirationSeconds(limits[i]!),
+                now,
+              ),
+            });
+            indexes.push(i);
+          }
+          const after = new Array<number>(n).fill(0);
+          if (increments.length === 0) return after;
+          const values = await this.client.incrementMultiValues(increments);
+          const undo: McDecrement[] = [];
+          for (let j = 0; j < indexes.length; j++) {
+            const i = indexes[j]!;
+            const value = values[j];
+            const hits = hitsAddends[i]!;
+            // Fail-open: no reply, take the value as read (the check said it fits).
+            after[i] = value ?? before!.current[i]! + hits;
+            if (value !== undefined && hits > 0)
+              undo.push({ key: increments[j]!.key, hits });
+          }
+          applied = undo;
+          return after;
+        },
+        undo: () =>
+          applied === undefined || applied.length === 0
+            ? Promise.resolve()
+            : this.client.decrementMulti(applied),
+      },
+      this.compensated,
     );
   }
 
@@ -268,18 +308,6 @@ export class McRateLimitCache implements RateLimitCache {
     if (key === undefined) return 0;
     const stored = found.get(key);
     return stored === undefined ? 0 : this.counterValue(stored, key);
-  }
-
-  /** Starts background increments, tracked for {@link flush}. */
-  private incrementInBackground(increments: readonly McIncrement[]): void {
-    this.pendingIncrements++;
-    this.client.incrementMulti(increments, () => {
-      if (--this.pendingIncrements > 0 || this.flushWaiters.length === 0)
-        return;
-      const waiters = this.flushWaiters;
-      this.flushWaiters = [];
-      for (const resolve of waiters) resolve();
-    });
   }
 
   /** Resolves once every background increment started so far has finished or failed. */
