@@ -112,6 +112,7 @@ async function backend(
         baseLimiter,
         clock,
         logger: silent,
+        statsStore,
         hostPorts: [memcached.address],
       });
       break;
@@ -260,7 +261,7 @@ describe("concurrency: many clients, one key", () => {
   const requests = 240;
 
   async function concurrent(
-    name: "kv" | "kv-cluster",
+    name: "kv" | "kv-cluster" | "mc",
     limits: readonly RateLimit[],
     prefix: string,
   ): Promise<{ admitted: number; peek: number[]; compensated: number }> {
@@ -343,6 +344,27 @@ describe("concurrency: many clients, one key", () => {
     expect(admitted).toBeGreaterThan(0);
     // Compensation leaves exactly the admitted requests' hits in both counters.
     expect(peek).toEqual([admitted, admitted]);
+  }, 60_000);
+
+  it("all-or-nothing on memcached (check-then-increment): compensates races, never more than the limit", async () => {
+    const stats = createStatsManager();
+    const limits = [
+      windowedRateLimit(stats, "d.a", 40, Unit.MINUTE, { allOrNothing: true }),
+      windowedRateLimit(stats, "d.b", 1000, Unit.MINUTE, {
+        allOrNothing: true,
+      }),
+    ];
+    const { admitted, peek, compensated } = await concurrent(
+      "mc",
+      limits,
+      "c4:",
+    );
+    expect(admitted).toBeLessThanOrEqual(40);
+    expect(admitted).toBeGreaterThan(0);
+    // Compensation leaves exactly the admitted requests' hits in both counters.
+    expect(peek).toEqual([admitted, admitted]);
+    // Each refused request was refused by the check or compensated, never both.
+    expect(compensated).toBeLessThanOrEqual(requests - admitted);
   }, 60_000);
 });
 

@@ -22,10 +22,13 @@ async function peer(
   return { server, port: address.port };
 }
 
-/** Calls `onRequest(opcode, opaque)` for every complete request the peer receives. */
+/**
+ * Calls `onRequest(opcode, opaque, request)` for every complete request the peer receives
+ * (`request`: its bytes, header included).
+ */
 function onRequests(
   socket: Socket,
-  onRequest: (opcode: number, opaque: number) => void,
+  onRequest: (opcode: number, opaque: number, request: Buffer) => void,
 ): void {
   let buffered = Buffer.alloc(0);
   socket.on("data", (chunk: Buffer) => {
@@ -33,10 +36,43 @@ function onRequests(
     while (buffered.length >= 24) {
       const end = 24 + buffered.readUInt32BE(8);
       if (buffered.length < end) return;
-      onRequest(buffered[1]!, buffered.readUInt32BE(12));
+      onRequest(
+        buffered[1]!,
+        buffered.readUInt32BE(12),
+        buffered.subarray(0, end),
+      );
       buffered = buffered.subarray(end);
     }
   });
+}
+
+/** A counter command as the peer received it. */
+interface CounterRequest {
+  readonly opcode: number;
+  readonly key: string;
+  readonly amount: number;
+  readonly initial: number;
+  readonly expiration: number;
+}
+
+function counterRequest(request: Buffer): CounterRequest {
+  const extras = request[4]!;
+  expect(extras).toBe(20);
+  const keyBytes = request.readUInt16BE(2);
+  return {
+    opcode: request[1]!,
+    key: request.toString("utf8", 24 + extras, 24 + extras + keyBytes),
+    amount: Number(request.readBigUInt64BE(24)),
+    initial: Number(request.readBigUInt64BE(32)),
+    expiration: request.readUInt32BE(40),
+  };
+}
+
+/** An 8-byte big-endian counter value, as an increment reply carries it. */
+function counterValue(value: bigint): Buffer {
+  const bytes = Buffer.alloc(8);
+  bytes.writeBigUInt64BE(value);
+  return bytes;
 }
 
 /** A binary-protocol reply. */
@@ -44,7 +80,7 @@ function reply(
   opcode: number,
   opaque: number,
   key = "",
-  value = "",
+  value: string | Buffer = "",
   status = 0,
 ): Buffer {
   const keyBytes = Buffer.from(key);
@@ -170,11 +206,16 @@ describe("McConnection", () => {
   });
 
   it("reports counter increments memcached refused, and fails new operations after shutdown", async () => {
+    const received: CounterRequest[] = [];
     const connection = await connectTo((socket) => {
-      onRequests(socket, (opcode, opaque) => {
-        if (opcode === 0x0a) socket.write(reply(0x0a, opaque));
+      onRequests(socket, (opcode, opaque, request) => {
+        if (opcode === 0x0a) {
+          socket.write(reply(0x0a, opaque));
+          return;
+        }
+        received.push(counterRequest(request));
         // Status 0x06: "Incr/Decr on non-numeric value".
-        else socket.write(reply(opcode, opaque, "", "non-numeric", 0x06));
+        socket.write(reply(opcode, opaque, "", "non-numeric", 0x06));
       });
     });
     const result = await new Promise<[Error | undefined, number]>((resolve) => {
@@ -190,8 +231,139 @@ describe("McConnection", () => {
     });
     expect(result[1]).toBe(2);
     expect(result[0]?.message).toMatch(/status 0x6: non-numeric/);
+    // The quiet increment (0x15), initial value = the hits.
+    expect(received).toEqual([
+      { opcode: 0x15, key: "a", amount: 1, initial: 1, expiration: 60 },
+      { opcode: 0x15, key: "b", amount: 2, initial: 2, expiration: 60 },
+    ]);
     await connection.shutdown(100);
     const { err } = await getMulti(connection, ["k"]);
     expect(err?.message).toMatch(/is closed/);
+  });
+
+  it("increments answering with the counters' values, in the order sent", async () => {
+    const received: CounterRequest[] = [];
+    const connection = await connectTo((socket) => {
+      onRequests(socket, (opcode, opaque, request) => {
+        if (opcode === 0x0a) {
+          socket.write(reply(0x0a, opaque));
+          return;
+        }
+        const counter = counterRequest(request);
+        received.push(counter);
+        // "b" holds a non-numeric value; "big" is past 2^32.
+        const bytes =
+          counter.key === "b"
+            ? reply(opcode, opaque, "", "non-numeric", 0x06)
+            : reply(
+                opcode,
+                opaque,
+                "",
+                counterValue(counter.key === "big" ? 2n ** 32n + 7n : 3n),
+              );
+        // Split across packets, to exercise reassembly.
+        socket.write(bytes.subarray(0, 30));
+        socket.write(bytes.subarray(30));
+      });
+    });
+    const [err, values] = await new Promise<
+      [Error | undefined, (number | undefined)[]]
+    >((resolve) => {
+      connection.incrementMultiValues(
+        [
+          { key: "a", hits: 3, expiration: 60 },
+          { key: "b", hits: 1, expiration: 60 },
+          { key: "big", hits: 2 ** 32 + 1, expiration: 1_800_000_000 },
+        ],
+        (e, v) => {
+          resolve([e, v]);
+        },
+      );
+    });
+    expect(values).toEqual([3, undefined, 2 ** 32 + 7]);
+    expect(err?.message).toMatch(/increment failed with status 0x6/);
+    // The non-quiet increment (0x05) with the initial value = the hits and the expiration.
+    expect(received).toEqual([
+      { opcode: 0x05, key: "a", amount: 3, initial: 3, expiration: 60 },
+      { opcode: 0x05, key: "b", amount: 1, initial: 1, expiration: 60 },
+      {
+        opcode: 0x05,
+        key: "big",
+        amount: 2 ** 32 + 1,
+        initial: 2 ** 32 + 1,
+        expiration: 1_800_000_000,
+      },
+    ]);
+  });
+
+  it("reports no value when the node answers fewer increments than sent", async () => {
+    const connection = await connectTo((socket) => {
+      let answered = false;
+      onRequests(socket, (opcode, opaque) => {
+        if (opcode === 0x0a) socket.write(reply(0x0a, opaque));
+        else if (!answered) {
+          answered = true;
+          socket.write(reply(opcode, opaque, "", counterValue(1n)));
+        }
+      });
+    });
+    const [err, values] = await new Promise<
+      [Error | undefined, (number | undefined)[]]
+    >((resolve) => {
+      connection.incrementMultiValues(
+        [
+          { key: "a", hits: 1, expiration: 60 },
+          { key: "b", hits: 1, expiration: 60 },
+        ],
+        (e, v) => {
+          resolve([e, v]);
+        },
+      );
+    });
+    expect(values).toEqual([undefined, undefined]);
+    expect(err?.message).toMatch(/answered 1 of 2 increments/);
+  });
+
+  it("sends quiet decrements that never create a counter; a missing counter is no failure", async () => {
+    const received: CounterRequest[] = [];
+    const connection = await connectTo((socket) => {
+      onRequests(socket, (opcode, opaque, request) => {
+        if (opcode === 0x0a) {
+          socket.write(reply(0x0a, opaque));
+          return;
+        }
+        const counter = counterRequest(request);
+        received.push(counter);
+        // Quiet: silent on success; "gone" expired (0x01), "junk" is non-numeric (0x06).
+        if (counter.key === "gone")
+          socket.write(reply(opcode, opaque, "", "Not found", 0x01));
+        if (counter.key === "junk")
+          socket.write(reply(opcode, opaque, "", "non-numeric", 0x06));
+      });
+    });
+    const [err, failed] = await new Promise<[Error | undefined, number]>(
+      (resolve) => {
+        connection.decrementMulti(
+          [
+            { key: "a", hits: 2 },
+            { key: "gone", hits: 1 },
+            { key: "junk", hits: 1 },
+          ],
+          (e, f) => {
+            resolve([e, f]);
+          },
+        );
+      },
+    );
+    expect(failed).toBe(1);
+    expect(err?.message).toMatch(/decrement failed with status 0x6/);
+    // DECREMENTQ (0x16) with an expiration of all ones: "do not create".
+    expect(
+      received.map((r) => [r.opcode, r.key, r.amount, r.expiration]),
+    ).toEqual([
+      [0x16, "a", 2, 0xffff_ffff],
+      [0x16, "gone", 1, 0xffff_ffff],
+      [0x16, "junk", 1, 0xffff_ffff],
+    ]);
   });
 });

@@ -151,4 +151,23 @@ describe("McRateLimitCache", () => {
     expect(cache.stats.incrementError.value()).toBe(1);
     await cache.close();
   });
+
+  it("fails open for all-or-nothing with no node: admitted, nothing compensated", async () => {
+    const cache = newCache({ srv: true });
+    const aon = testRateLimit(createStatsManager(), "d.k", 5, undefined, {
+      allOrNothing: true,
+    });
+    const [status] = await cache.doLimit(
+      "d",
+      [descriptor(["k", "v"])],
+      [aon],
+      [2],
+    );
+    expect(status!.code).toBe(Code.OK);
+    expect(status!.limitRemaining).toBe(3);
+    expect(cache.stats.multigetError.value()).toBe(1);
+    // The increment failed before the answer (no background work is left).
+    expect(cache.stats.incrementError.value()).toBe(1);
+    await cache.close();
+  });
 });
