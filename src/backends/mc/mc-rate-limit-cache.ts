@@ -39,7 +39,8 @@ const maxCounterValue = 2_147_483_647;
  * incremented in the background (created with the hits and an expiration of one unit plus
  * jitter when missing), so a client may briefly exceed its quota under exactly simultaneous
  * requests (spec "Memcached-protocol backend settings"). {@link flush} and {@link close} wait
- * for those increments.
+ * for those increments. Domains charged all-or-nothing are decided by a check-then-increment
+ * with compensation instead, whose increments are awaited (docs/mc-backend.md).
  *
  * Node failures fail open as upstream does: the node's keys read as 0, the request succeeds,
  * the failure is logged and counted in `ratelimit.mc.*`. Unlike upstream, a descriptor whose
