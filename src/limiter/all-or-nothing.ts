@@ -126,10 +126,11 @@ export interface CheckThenIncrementSteps {
   /**
    * Adds each descriptor's hits to its current window's counter.
    *
+   * @param before - what {@link read} returned
    * @returns parallel to the descriptors: the counters after the increment (ignored where
    *   no key was sent)
    */
-  increment(): Promise<readonly number[]>;
+  increment(before: RequestCounters): Promise<readonly number[]>;
   /** Takes back the hits {@link increment} added (the compensation). */
   undo(): Promise<void>;
 }
@@ -178,7 +179,7 @@ export async function checkThenIncrement(
   if (!allFit(base, keys, limits, hitsAddends, before, cached, nowSeconds))
     return statuses(before, false);
   const n = keys.length;
-  const after = await steps.increment();
+  const after = await steps.increment(before);
   const counters = { current: after, previous: before.previous };
   // The values after the increment already hold this request's hits.
   const noHits = new Array<number>(n).fill(0);

@@ -4,7 +4,6 @@ import {
   allOrNothingCompensatedStat,
   chargesAllOrNothing,
   checkThenIncrement,
-  type RequestCounters,
 } from "../../limiter/all-or-nothing.js";
 import type { BaseLimiter } from "../../limiter/base-limiter.js";
 import { CacheKeyError } from "../../limiter/cache-key-error.js";
@@ -227,7 +226,6 @@ export class McRateLimitCache implements RateLimitCache {
     const base = this.base;
     const n = keys.length;
     const cached = base.localCacheHits(keys);
-    let before: RequestCounters | undefined;
     let applied: McDecrement[] | undefined;
     return checkThenIncrement(
       base,
@@ -257,10 +255,9 @@ export class McRateLimitCache implements RateLimitCache {
             current[i] = this.storedCounter(found, k.key);
             previous[i] = this.storedCounter(found, k.previousKey);
           }
-          before = { current, previous };
-          return before;
+          return { current, previous };
         },
-        increment: async () => {
+        increment: async (before) => {
           const increments: McIncrement[] = [];
           const indexes: number[] = [];
           for (let i = 0; i < n; i++) {
@@ -285,7 +282,7 @@ export class McRateLimitCache implements RateLimitCache {
             const value = values[j];
             const hits = hitsAddends[i]!;
             // Fail-open: no reply, take the value as read (the check said it fits).
-            after[i] = value ?? before!.current[i]! + hits;
+            after[i] = value ?? before.current[i]! + hits;
             if (value !== undefined && hits > 0)
               undo.push({ key: increments[j]!.key, hits });
           }
