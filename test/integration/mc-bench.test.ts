@@ -14,7 +14,8 @@ import { testRateLimit } from "../helpers/rate-limit.js";
  * one descriptor per call over 1 000 keys. Opt-in (`RLS_BENCH=1`), prints decisions per second
  * and CPU microseconds per decision; `RLS_BENCH_CONNS` sets the connections per node
  * (default 1), `RLS_BENCH_NODES` the nodes (default 1), `RLS_BENCH_CALLS` the calls (default
- * 200 000). Checks that every hit reached the store.
+ * 200 000), `RLS_BENCH_AON=1` charges all-or-nothing (increments awaited, with their values).
+ * Checks that every hit reached the store.
  */
 describe.runIf(process.env["RLS_BENCH"] === "1")(
   "mc backend throughput",
@@ -23,6 +24,7 @@ describe.runIf(process.env["RLS_BENCH"] === "1")(
       const nodeCount = Number(process.env["RLS_BENCH_NODES"] ?? "1");
       const conns = Number(process.env["RLS_BENCH_CONNS"] ?? "1");
       const calls = Number(process.env["RLS_BENCH_CALLS"] ?? "200000");
+      const allOrNothing = process.env["RLS_BENCH_AON"] === "1";
       const nodes = await Promise.all(
         Array.from({ length: nodeCount }, () => startMemcached()),
       );
@@ -36,7 +38,15 @@ describe.runIf(process.env["RLS_BENCH"] === "1")(
       });
       try {
         await cache.start();
-        const limit = testRateLimit(stats, "bench.k", 1_000_000_000);
+        const limit = testRateLimit(
+          stats,
+          "bench.k",
+          1_000_000_000,
+          undefined,
+          {
+            allOrNothing,
+          },
+        );
         const descriptors = Array.from({ length: 1000 }, (_, i) =>
           create(RateLimitDescriptorSchema, {
             entries: [{ key: "k", value: `v${i}` }],
@@ -56,7 +66,7 @@ describe.runIf(process.env["RLS_BENCH"] === "1")(
         const used = process.cpuUsage(cpu);
         await cache.flush();
         console.log(
-          `mc bench ${nodeCount} node(s) x ${conns} conn(s): ${Math.round(calls / seconds)} decisions/s, ` +
+          `mc bench ${nodeCount} node(s) x ${conns} conn(s)${allOrNothing ? ", all-or-nothing" : ""}: ${Math.round(calls / seconds)} decisions/s, ` +
             `${((used.user + used.system) / calls).toFixed(1)} CPU µs/decision`,
         );
         expect(limit.stats.totalHits.value()).toBe(calls);
