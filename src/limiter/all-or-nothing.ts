@@ -1,6 +1,6 @@
 import type { RateLimit } from "../config/rate-limit-config.js";
 import type { RateLimitResponse_DescriptorStatus } from "../proto.js";
-import type { Counter } from "../stats/stats-store.js";
+import type { Counter, StatsStore } from "../stats/stats-store.js";
 import type { BaseLimiter } from "./base-limiter.js";
 import type { CacheKey } from "./cache-key.js";
 
@@ -115,6 +115,23 @@ export function allOrNothingStatuses(
  */
 export const allOrNothingCompensatedStat =
   "ratelimit.all_or_nothing.compensated";
+
+/**
+ * Returns the {@link allOrNothingCompensatedStat} counter, allocated in `statsStore` on its
+ * first `add` only, so deployments without all-or-nothing domains keep exactly the reference's
+ * set of statistics (nothing new appears at 0 in pull stats or `/stats`).
+ */
+export function lazyCompensatedCounter(
+  statsStore: StatsStore | undefined,
+): Pick<Counter, "add"> | undefined {
+  if (statsStore === undefined) return undefined;
+  let counter: Counter | undefined;
+  return {
+    add(n) {
+      (counter ??= statsStore.counter(allOrNothingCompensatedStat)).add(n);
+    },
+  };
+}
 
 /**
  * The store operations of one all-or-nothing request decided by

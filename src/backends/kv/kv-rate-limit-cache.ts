@@ -1,7 +1,7 @@
 import type { RateLimit } from "../../config/rate-limit-config.js";
 import type { HealthChecker } from "../../health/health.js";
 import {
-  allOrNothingCompensatedStat,
+  lazyCompensatedCounter,
   allOrNothingStatuses,
   anySliding,
   chargesAllOrNothing,
@@ -61,7 +61,7 @@ export class KvRateLimitCache implements RateLimitCache {
   private readonly perSecond: KvClient | undefined;
   private readonly stopIncrementWhenOverlimit: boolean;
   private readonly startup: KvStartupOptions;
-  private readonly compensated: Counter | undefined;
+  private readonly compensated: Pick<Counter, "add"> | undefined;
   private closing: Promise<void> | undefined;
 
   /**
@@ -79,7 +79,7 @@ export class KvRateLimitCache implements RateLimitCache {
       maxIntervalMs: resolved.startupMaxIntervalMs,
       maxElapsedTimeMs: resolved.startupMaxElapsedTimeMs,
     };
-    this.compensated = options.statsStore?.counter(allOrNothingCompensatedStat);
+    this.compensated = lazyCompensatedCounter(options.statsStore);
     const health = options.health;
     health?.register("backend", true);
     const followHealth =

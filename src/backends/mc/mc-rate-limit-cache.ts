@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import type { RateLimit } from "../../config/rate-limit-config.js";
 import {
-  allOrNothingCompensatedStat,
+  lazyCompensatedCounter,
   chargesAllOrNothing,
   checkThenIncrement,
 } from "../../limiter/all-or-nothing.js";
@@ -72,15 +72,7 @@ export class McRateLimitCache implements RateLimitCache {
     this.base = resolved.baseLimiter;
     this.logger = resolved.logger;
     this.stats = createMcStats(resolved.statsStore);
-    const statsStore = resolved.statsStore;
-    let compensated: Counter | undefined;
-    this.compensated = {
-      add(n) {
-        (compensated ??= statsStore.counter(allOrNothingCompensatedStat)).add(
-          n,
-        );
-      },
-    };
+    this.compensated = lazyCompensatedCounter(resolved.statsStore)!;
     this.client = new McClient(resolved, this.stats);
   }
 
