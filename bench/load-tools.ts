@@ -23,6 +23,8 @@ export interface LoadResult extends Percentiles {
   readonly nonOk: number;
   /** Status → count, e.g. `{ OK: 1000 }` or `{ "200": 990, "429": 10 }`. */
   readonly statuses: Record<string, number>;
+  /** The load tool's distinct error messages (at most 3), if any. */
+  readonly errors?: readonly string[];
 }
 
 /** Percentiles (nearest rank) of latencies given in nanoseconds. */
@@ -130,6 +132,7 @@ interface VegetaReport {
   rate: number;
   latencies: Record<string, number>;
   status_codes: Record<string, number> | null;
+  errors: string[] | null;
 }
 
 /**
@@ -178,6 +181,7 @@ export async function runVegeta(
     perSecond: Math.round(r.rate),
     nonOk,
     statuses,
+    errors: (r.errors ?? []).slice(0, 3),
     p50Ms: ms("50th"),
     p90Ms: ms("90th"),
     p99Ms: ms("99th"),

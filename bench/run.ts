@@ -273,12 +273,12 @@ async function measure(
   name: string,
   target: Target,
   store: Store | undefined,
-  selected: readonly Load[] = loads,
+  idleBefore?: ReturnType<typeof treeMemory>,
 ): Promise<void> {
   const ghz = tool(benchBin, "ghz");
   const address = `127.0.0.1:${target.grpcPort}`;
   const pid = target.process.pid;
-  const idle = treeMemory(pid);
+  const idle = idleBefore ?? treeMemory(pid);
   progress(`${name}: warm-up ${warmupSeconds}s`);
   await runGhz({
     ghz,
@@ -289,7 +289,7 @@ async function measure(
     seconds: warmupSeconds,
     request: distinctRequest,
   });
-  for (const load of selected) {
+  for (const load of loads) {
     progress(`${name}: ${load.label}, ${seconds}s`);
     const cpu0 = treeCpuSeconds(pid);
     const store0 = store !== undefined ? treeCpuSeconds(store.pid) : 0;
@@ -336,6 +336,7 @@ async function floor(): Promise<void> {
   ]);
   try {
     await waitForPort(port, started);
+    const idle = treeMemory(started.pid);
     const h2load = await h2loadRow(started.pid, port);
     if (h2load !== undefined) rows.push(h2load);
     await measure(
@@ -345,6 +346,7 @@ async function floor(): Promise<void> {
         grpcPort: port,
       },
       undefined,
+      idle,
     );
   } finally {
     await started.stop();
@@ -559,6 +561,8 @@ async function throughEnvoy(name: string, target: Target): Promise<void> {
         const after = await count();
         const delta = (counter: string): number =>
           (after[prefix + counter] ?? 0) - (before[prefix + counter] ?? 0);
+        for (const error of result.errors ?? [])
+          notes.push(`${name} through Envoy at ${rate}/s: vegeta: ${error}`);
         envoyRows.push({
           target: name,
           rate,
