@@ -755,6 +755,10 @@ async function main(): Promise<void> {
   process.stdout.write(`\n${tables}\n\n`);
   mkdirSync(join(root, ".bench"), { recursive: true });
   writeFileSync(join(root, ".bench", "last-run.md"), `${tables}\n`);
+  writeFileSync(
+    join(root, ".bench", "last-run.json"),
+    `${JSON.stringify({ rows, memoryRows, envoyRows, notes }, null, 2)}\n`,
+  );
 }
 
 try {
