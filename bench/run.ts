@@ -174,6 +174,8 @@ interface EnvoyRow {
   readonly overLimit: number;
   readonly error: number;
   readonly unchecked: number;
+  /** The service's CPU µs per request (process tree). */
+  readonly cpuUs: number;
 }
 
 const rows: Row[] = [];
@@ -551,6 +553,7 @@ async function throughEnvoy(name: string, target: Target): Promise<void> {
       for (const rate of envoyRates) {
         progress(`${name} through Envoy: ${rate}/s, ${envoySeconds}s`);
         const before = await count();
+        const cpu0 = treeCpuSeconds(target.process.pid);
         const result = await runVegeta(
           vegeta,
           url,
@@ -558,6 +561,7 @@ async function throughEnvoy(name: string, target: Target): Promise<void> {
           envoySeconds,
           join(dir, `${rate}.bin`),
         );
+        const cpu1 = treeCpuSeconds(target.process.pid);
         const after = await count();
         const delta = (counter: string): number =>
           (after[prefix + counter] ?? 0) - (before[prefix + counter] ?? 0);
@@ -571,6 +575,7 @@ async function throughEnvoy(name: string, target: Target): Promise<void> {
           overLimit: delta("over_limit"),
           error: delta("error"),
           unchecked: delta("failure_mode_allowed"),
+          cpuUs: ((cpu1 - cpu0) * 1e6) / Math.max(1, result.count),
         });
       }
     } finally {
@@ -632,15 +637,15 @@ function printTables(): string {
       "",
       `Through Envoy (examples/envoy/envoy.yaml: timeout 0.02s, failure_mode_deny false), vegeta GET at a fixed rate for ${envoySeconds}s:`,
       "",
-      "| service | rate/s | requests | e2e p50 ms | e2e p90 ms | e2e p99 ms | e2e max ms | checked OK | over limit | RLS errors | let through unchecked | non-2xx/429 |",
-      "|---|---|---|---|---|---|---|---|---|---|---|---|",
+      "| service | rate/s | requests | e2e p50 ms | e2e p90 ms | e2e p99 ms | e2e max ms | checked OK | over limit | RLS errors | let through unchecked | non-2xx/429 | service CPU µs/request |",
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     );
     for (const e of envoyRows) {
       const r = e.result;
       const share =
         r.count > 0 ? ` (${fmt((100 * e.unchecked) / r.count)} %)` : "";
       out.push(
-        `| ${e.target} | ${e.rate} | ${r.count} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.p999Ms)} | ${e.ok} | ${e.overLimit} | ${e.error} | ${e.unchecked} of ${r.count}${share} | ${r.nonOk} |`,
+        `| ${e.target} | ${e.rate} | ${r.count} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.p999Ms)} | ${e.ok} | ${e.overLimit} | ${e.error} | ${e.unchecked} of ${r.count}${share} | ${r.nonOk} | ${fmt(e.cpuUs, 1)} |`,
       );
     }
   }
