@@ -1,7 +1,14 @@
 // Processes for `make bench`: start and stop targets, wait for them, run load tools (bounded),
 // and read CPU time and resident memory of a target's whole process tree from /proc.
 import { spawn, type ChildProcess } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import {
+  closeSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  statSync,
+} from "node:fs";
 import { connect, createServer } from "node:net";
 
 const children = new Set<ChildProcess>();
@@ -33,29 +40,30 @@ export function freePort(): Promise<number> {
 export interface Started {
   readonly child: ChildProcess;
   readonly pid: number;
-  /** The last 8,000 characters of stdout + stderr. */
+  /** The last 8,000 bytes of stdout + stderr. */
   output(): string;
   /** SIGTERM, SIGKILL after 10 s; resolves once it has exited. */
   stop(): Promise<void>;
 }
 
-/** Spawns `command` with `env` added to this process's environment. */
+/**
+ * Spawns `command` with `env` added to this process's environment. Its stdout and stderr go to
+ * `logFile` (not through a pipe to this process, whose reading would cost CPU on the machine
+ * under test: both services write a statistics line per call when no sink is configured).
+ */
 export function startProcess(
   command: string,
   args: readonly string[],
-  env: Record<string, string> = {},
+  env: Record<string, string>,
+  logFile: string,
 ): Started {
+  const fd = openSync(logFile, "w");
   const child = spawn(command, args, {
     env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: ["ignore", fd, fd],
   });
+  closeSync(fd);
   children.add(child);
-  let out = "";
-  const collect = (d: Buffer): void => {
-    out = (out + d.toString()).slice(-8000);
-  };
-  child.stdout.on("data", collect);
-  child.stderr.on("data", collect);
   const exited = new Promise<void>((resolve) => {
     child.once("exit", () => {
       children.delete(child);
@@ -66,7 +74,21 @@ export function startProcess(
   return {
     child,
     pid: child.pid,
-    output: () => out,
+    output: () => {
+      try {
+        const size = statSync(logFile).size;
+        const tail = Buffer.alloc(Math.min(size, 8000));
+        const read = openSync(logFile, "r");
+        try {
+          readSync(read, tail, 0, tail.length, size - tail.length);
+        } finally {
+          closeSync(read);
+        }
+        return tail.toString();
+      } catch {
+        return "";
+      }
+    },
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill("SIGTERM");

@@ -77,6 +77,22 @@ const only = new Set(
 const wanted = (id: string): boolean => only.size === 0 || only.has(id);
 
 const work = mkdtempSync(join(tmpdir(), "rls-bench-"));
+let logFiles = 0;
+/** A new file in the work directory for one process's output. */
+function logFile(name: string): string {
+  logFiles += 1;
+  return join(work, `${name}-${logFiles}.log`);
+}
+/**
+ * Statistics: `log` (default) leaves both services on their sink for "no sink configured"
+ * (the reference's USE_STATSD=false logging sink, our USE_PUSHSTATS=false stdout sink: both
+ * write a line per call's timer); `off` sets DISABLE_STATS=true on both.
+ */
+const statsMode = env["BENCH_STATS"] ?? "log";
+if (statsMode !== "log" && statsMode !== "off")
+  throw new Error(`BENCH_STATS must be log or off, got "${statsMode}"`);
+const statsEnv: Record<string, string> =
+  statsMode === "off" ? { DISABLE_STATS: "true" } : {};
 const benchBin = join(root, ".bench", "bin");
 
 const benchConfig = `
@@ -244,7 +260,8 @@ async function startOurs(
   const started = startProcess(
     process.execPath,
     [join(root, "dist", "src", "main.js")],
-    { ...common.env, USE_PUSHSTATS: "false", ...extra },
+    { ...common.env, USE_PUSHSTATS: "false", ...statsEnv, ...extra },
+    logFile("ours"),
   );
   await waitForHttp200(`http://127.0.0.1:${common.http}/healthcheck`, started);
   await waitForPort(common.grpc, started);
@@ -258,13 +275,19 @@ async function startReference(
   kvAddress: string,
 ): Promise<Target> {
   const common = await commonEnv(runtime);
-  const started = startProcess(binary, [], {
-    ...common.env,
-    USE_STATSD: "false",
-    BACKEND_TYPE: "redis",
-    REDIS_SOCKET_TYPE: "tcp",
-    REDIS_URL: kvAddress,
-  });
+  const started = startProcess(
+    binary,
+    [],
+    {
+      ...common.env,
+      USE_STATSD: "false",
+      ...statsEnv,
+      BACKEND_TYPE: "redis",
+      REDIS_SOCKET_TYPE: "tcp",
+      REDIS_URL: kvAddress,
+    },
+    logFile("reference"),
+  );
   await waitForHttp200(`http://127.0.0.1:${common.http}/healthcheck`, started);
   await waitForPort(common.grpc, started);
   return { process: started, grpcPort: common.grpc };
@@ -332,10 +355,12 @@ async function measure(
 /** The floor: bare node:http2 under h2load (fixed body, as before) and under ghz. */
 async function floor(): Promise<void> {
   const port = await freePort();
-  const started = startProcess(process.execPath, [
-    join(root, "dist", "bench", "floor.js"),
-    String(port),
-  ]);
+  const started = startProcess(
+    process.execPath,
+    [join(root, "dist", "bench", "floor.js"), String(port)],
+    {},
+    logFile("floor"),
+  );
   try {
     await waitForPort(port, started);
     const idle = treeMemory(started.pid);
@@ -435,18 +460,23 @@ async function startRedis(): Promise<{
   const port = await freePort();
   const dir = join(work, "redis");
   mkdirSync(dir, { recursive: true });
-  const started = startProcess("redis-server", [
-    "--port",
-    String(port),
-    "--bind",
-    "127.0.0.1",
-    "--save",
-    "",
-    "--appendonly",
-    "no",
-    "--dir",
-    dir,
-  ]);
+  const started = startProcess(
+    "redis-server",
+    [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--dir",
+      dir,
+    ],
+    {},
+    logFile("redis"),
+  );
   await waitForPort(port, started);
   return {
     started,
@@ -472,15 +502,20 @@ async function startMemcached(): Promise<{
   address: string;
 }> {
   const port = await freePort();
-  const started = startProcess("memcached", [
-    "-l",
-    "127.0.0.1",
-    "-p",
-    String(port),
-    "-U",
-    "0",
-    ...(process.getuid?.() === 0 ? ["-u", "root"] : []),
-  ]);
+  const started = startProcess(
+    "memcached",
+    [
+      "-l",
+      "127.0.0.1",
+      "-p",
+      String(port),
+      "-U",
+      "0",
+      ...(process.getuid?.() === 0 ? ["-u", "root"] : []),
+    ],
+    {},
+    logFile("memcached"),
+  );
   await waitForPort(port, started);
   return {
     started,
@@ -513,10 +548,12 @@ async function withTarget(
 async function throughEnvoy(name: string, target: Target): Promise<void> {
   const vegeta = tool(benchBin, "vegeta");
   const upstreamPort = await freePort();
-  const upstream = startProcess(process.execPath, [
-    join(root, "dist", "bench", "upstream.js"),
-    String(upstreamPort),
-  ]);
+  const upstream = startProcess(
+    process.execPath,
+    [join(root, "dist", "bench", "upstream.js"), String(upstreamPort)],
+    {},
+    logFile("upstream"),
+  );
   const dir = mkdtempSync(join(work, "envoy-"));
   const adminPort = await freePort();
   const listenerPort = await freePort();
@@ -651,7 +688,7 @@ function printTables(): string {
   }
   out.push(
     "",
-    `ghz: ${inFlight} calls in flight over ${connections} HTTP/2 connections, ${seconds}s per load after a ${warmupSeconds}s warm-up per target; fixed rate: ghz --rps ${fixedRate}. ` +
+    `ghz: ${inFlight} calls in flight over ${connections} HTTP/2 connections, ${seconds}s per load after a ${warmupSeconds}s warm-up per target; fixed rate: ghz --rps ${fixedRate}; statistics: ${statsMode === "off" ? "DISABLE_STATS=true on both" : "each service's default sink with none configured (a log line per call)"}. ` +
       `One machine (${availableParallelism()} CPUs), shared with other work: compare rows of this run only.`,
   );
   for (const note of notes) out.push(`note: ${note}`);
