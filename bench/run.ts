@@ -190,6 +190,10 @@ interface EnvoyRow {
   readonly overLimit: number;
   readonly error: number;
   readonly unchecked: number;
+  /** Connections Envoy opened to the service during the load. */
+  readonly connections: number;
+  /** Connections the service closed with GOAWAY during the load. */
+  readonly goaways: number;
   /** The service's CPU µs per request (process tree). */
   readonly cpuUs: number;
 }
@@ -574,7 +578,7 @@ async function throughEnvoy(name: string, target: Target): Promise<void> {
       const url = `${envoy.url}/`;
       const prefix = "cluster.backend.ratelimit.";
       const count = async (): Promise<Record<string, number>> =>
-        envoy.counters(prefix);
+        envoy.counters("cluster.");
       // Warm-up at the first rate: connections from Envoy opened, the target's JIT warm.
       const warmRate = Math.min(...envoyRates);
       progress(
@@ -600,8 +604,8 @@ async function throughEnvoy(name: string, target: Target): Promise<void> {
         );
         const cpu1 = treeCpuSeconds(target.process.pid);
         const after = await count();
-        const delta = (counter: string): number =>
-          (after[prefix + counter] ?? 0) - (before[prefix + counter] ?? 0);
+        const delta = (counter: string, p = prefix): number =>
+          (after[p + counter] ?? 0) - (before[p + counter] ?? 0);
         for (const error of result.errors ?? [])
           notes.push(`${name} through Envoy at ${rate}/s: vegeta: ${error}`);
         envoyRows.push({
@@ -612,6 +616,8 @@ async function throughEnvoy(name: string, target: Target): Promise<void> {
           overLimit: delta("over_limit"),
           error: delta("error"),
           unchecked: delta("failure_mode_allowed"),
+          connections: delta("upstream_cx_total", "cluster.ratelimit."),
+          goaways: delta("upstream_cx_close_notify", "cluster.ratelimit."),
           cpuUs: ((cpu1 - cpu0) * 1e6) / Math.max(1, result.count),
         });
       }
@@ -674,15 +680,15 @@ function printTables(): string {
       "",
       `Through Envoy (examples/envoy/envoy.yaml: timeout 0.02s, failure_mode_deny false), vegeta GET at a fixed rate for ${envoySeconds}s:`,
       "",
-      "| service | rate/s | requests | e2e p50 ms | e2e p90 ms | e2e p99 ms | e2e max ms | checked OK | over limit | RLS errors | let through unchecked | non-2xx/429 | service CPU µs/request |",
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+      "| service | rate/s | requests | e2e p50 ms | e2e p90 ms | e2e p99 ms | e2e max ms | checked OK | over limit | RLS errors | let through unchecked | non-2xx/429 | connections opened to the service (GOAWAYs from it) | service CPU µs/request |",
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     );
     for (const e of envoyRows) {
       const r = e.result;
       const share =
         r.count > 0 ? ` (${fmt((100 * e.unchecked) / r.count)} %)` : "";
       out.push(
-        `| ${e.target} | ${e.rate} | ${r.count} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.p999Ms)} | ${e.ok} | ${e.overLimit} | ${e.error} | ${e.unchecked} of ${r.count}${share} | ${r.nonOk} | ${fmt(e.cpuUs, 1)} |`,
+        `| ${e.target} | ${e.rate} | ${r.count} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.p999Ms)} | ${e.ok} | ${e.overLimit} | ${e.error} | ${e.unchecked} of ${r.count}${share} | ${r.nonOk} | ${e.connections} (${e.goaways}) | ${fmt(e.cpuUs, 1)} |`,
       );
     }
   }
