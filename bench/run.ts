@@ -1,27 +1,99 @@
-// `make bench`: measures ShouldRateLimit against a floor on this machine and prints a table.
-// Cases: the floor (bare node:http2 handler), the service on the memory backend, on the
-// key-value backend (a redis-server started here), /json over HTTP/1.1, and latency at a fixed
-// moderate rate. Tools: h2load (fixed body, per-request log) and bench/load.ts (thousands of
-// distinct values). Numbers are for comparison within one run; the machine is shared.
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+// `make bench`: measures the Go reference service and ours in one run, one target after the
+// other, under independent load tools, and prints markdown tables (see bench/README.md).
+//
+// Targets: the floor (a bare node:http2 handler; h2load and ghz), the reference on kv
+// (redis-server), ours on kv, ours on kv with WORKERS=2, ours on memory, ours on mc
+// (memcached). Each under ghz: closed loop at BENCH_IN_FLIGHT calls in flight with one key and
+// with every value distinct, and a fixed rate (BENCH_RPS) with distinct values. Then a real
+// Envoy running examples/envoy/envoy.yaml in front of a trivial upstream, asking the reference
+// and ours (kv), under vegeta at fixed rates. Everything listens on 127.0.0.1 only and every
+// load is bounded in time.
 import {
+  existsSync,
+  mkdirSync,
   mkdtempSync,
-  readdirSync,
   readFileSync,
   rmSync,
   writeFileSync,
-  mkdirSync,
 } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { RateLimitRequestSchema } from "../src/proto.js";
+import { envoyConfig, startEnvoy } from "./envoy.js";
+import {
+  percentilesOfNs,
+  runGhz,
+  runVegeta,
+  tool,
+  type LoadResult,
+} from "./load-tools.js";
+import {
+  freePort,
+  killAll,
+  runTool,
+  startProcess,
+  treeCpuSeconds,
+  treeMemory,
+  waitForHttp200,
+  waitForPort,
+  type Started,
+} from "./procs.js";
 
 const root = join(import.meta.dirname, "..", "..");
+const env = process.env;
+const quick = env["BENCH_QUICK"] === "1";
+
+/** Reads a positive number from the environment. */
+function setting(name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0)
+    throw new Error(`${name} must be a positive number, got "${raw}"`);
+  return value;
+}
+
+/** Seconds of each measured load. */
+const seconds = setting("BENCH_DURATION", quick ? 2 : 10);
+/** Seconds of warm-up load per target (not reported). */
+const warmupSeconds = setting("BENCH_WARMUP", quick ? 1 : 3);
+const inFlight = setting("BENCH_IN_FLIGHT", 64);
+const connections = setting("BENCH_CONNECTIONS", 4);
+const fixedRate = setting("BENCH_RPS", 2000);
+const h2loadCalls = setting("BENCH_CALLS", quick ? 10_000 : 100_000);
+const envoySeconds = setting("BENCH_ENVOY_DURATION", quick ? 2 : 10);
+const envoyRates = (env["BENCH_ENVOY_RATES"] ?? "1000,2000")
+  .split(",")
+  .map(Number)
+  .filter((n) => n > 0);
+/** Which targets to run (comma-separated ids); all by default. */
+const only = new Set(
+  (env["BENCH_TARGETS"] ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== ""),
+);
+const wanted = (id: string): boolean => only.size === 0 || only.has(id);
+
 const work = mkdtempSync(join(tmpdir(), "rls-bench-"));
-const calls = Number(process.env["BENCH_CALLS"] ?? "100000");
-const children: ChildProcess[] = [];
+let logFiles = 0;
+/** A new file in the work directory for one process's output. */
+function logFile(name: string): string {
+  logFiles += 1;
+  return join(work, `${name}-${logFiles}.log`);
+}
+/**
+ * Statistics: `log` (default) leaves both services on their sink for "no sink configured"
+ * (the reference's USE_STATSD=false logging sink, our USE_PUSHSTATS=false stdout sink: both
+ * write a line per call's timer); `off` sets DISABLE_STATS=true on both.
+ */
+const statsMode = env["BENCH_STATS"] ?? "log";
+if (statsMode !== "log" && statsMode !== "off")
+  throw new Error(`BENCH_STATS must be log or off, got "${statsMode}"`);
+const statsEnv: Record<string, string> =
+  statsMode === "off" ? { DISABLE_STATS: "true" } : {};
+const benchBin = join(root, ".bench", "bin");
 
 const benchConfig = `
 domain: bench
@@ -32,472 +104,714 @@ descriptors:
     value: /api/v1/*
     share_threshold: true
     rate_limit: { unit: minute, requests_per_unit: 1000000000 }
-  - key: path
-    value: /admin/*
-    rate_limit: { unit: minute, requests_per_unit: 10 }
-  - key: tenant
-    descriptors:
-      - key: plan
-        value: free
-        rate_limit: { unit: hour, requests_per_unit: 1000000000 }
-      - key: plan
-        value: pro
-        rate_limit: { unit: hour, requests_per_unit: 1000000000 }
+`;
+// The domain of examples/envoy/envoy.yaml; vegeta's requests carry remote_address only.
+const envoyDomainConfig = `
+domain: rl
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 1000000 }
 `;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port =
-        typeof address === "object" && address !== null ? address.port : 0;
-      server.close(() => {
-        resolve(port);
-      });
-    });
-  });
+/** The reference binary: $BENCH_REFERENCE, else shared/reference/bin next to the repository. */
+function referenceBinary(): string | undefined {
+  const candidates = [
+    env["BENCH_REFERENCE"],
+    join(root, "..", "shared", "reference", "bin", "ratelimit-reference"),
+    join(root, "..", "..", "shared", "reference", "bin", "ratelimit-reference"),
+  ];
+  return candidates.find((c) => c !== undefined && c !== "" && existsSync(c));
 }
 
-function start(
-  command: string,
-  args: string[],
-  env: Record<string, string>,
-  ready: string,
-  readyCount = 1,
-): Promise<ChildProcess> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    children.push(child);
-    let output = "";
-    const onData = (d: Buffer): void => {
-      output += d.toString();
-      if (output.split(ready).length - 1 >= readyCount) resolve(child);
-    };
-    child.stdout.on("data", onData);
-    child.stderr.on("data", onData);
-    child.once("exit", (code) => {
-      reject(
-        new Error(
-          `${command} exited with ${String(code)} before it was ready:\n${output}`,
-        ),
-      );
-    });
-  });
+const oneKeyRequest = JSON.stringify({
+  domain: "bench",
+  descriptors: [{ entries: [{ key: "remote_address", value: "10.1.2.3" }] }],
+});
+// ghz fills in the call's sequence number: every call asks about a value never seen before.
+const distinctRequest = JSON.stringify({
+  domain: "bench",
+  descriptors: [
+    { entries: [{ key: "remote_address", value: "v{{.RequestNumber}}" }] },
+  ],
+});
+
+interface Load {
+  readonly id: "one-key" | "distinct" | "fixed";
+  readonly label: string;
+  readonly request: string;
+  readonly rps?: number;
 }
 
-/** Resolves once something accepts TCP connections on the loopback port (≤ 10 s). */
-async function waitForPort(port: number): Promise<void> {
-  const { connect } = await import("node:net");
-  for (let i = 0; i < 200; i++) {
-    const up = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, "127.0.0.1");
-      socket.once("connect", () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once("error", () => {
-        resolve(false);
-      });
-    });
-    if (up) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`nothing listens on 127.0.0.1:${port}`);
-}
-
-/** The process and its children (worker processes of WORKERS > 1). */
-function processTree(pid: number): number[] {
-  const pids = [pid];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      if (Number(stat.split(") ")[1]?.split(" ")[1]) === pid)
-        pids.push(Number(entry));
-    } catch {
-      // The process ended while we looked.
-    }
-  }
-  return pids;
-}
-
-/** CPU seconds (user + system) used so far by a process and its worker processes. */
-function cpuSeconds(pid: number): number {
-  let total = 0;
-  for (const p of processTree(pid)) {
-    const fields = readFileSync(`/proc/${p}/stat`, "utf8")
-      .split(") ")[1]!
-      .split(" ");
-    total += (Number(fields[11]) + Number(fields[12])) / 100;
-  }
-  return total;
-}
-
-/** Peak resident set size of a process and its worker processes (summed), in MiB. */
-function peakRssMiB(pid: number): number {
-  let kib = 0;
-  for (const p of processTree(pid)) {
-    const match = /VmHWM:\s+(\d+) kB/.exec(
-      readFileSync(`/proc/${p}/status`, "utf8"),
-    );
-    kib += Number(match?.[1] ?? 0);
-  }
-  return Math.round(kib / 1024);
-}
-
-interface Result {
-  perSecond: number;
-  p50Ms: number;
-  p90Ms: number;
-  p99Ms: number;
-  errors: number;
-}
-
-function percentiles(
-  durationsUs: number[],
-): Pick<Result, "p50Ms" | "p90Ms" | "p99Ms"> {
-  const sorted = durationsUs.sort((a, b) => a - b);
-  const at = (q: number): number =>
-    Math.round(
-      (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ??
-        0) / 10,
-    ) / 100;
-  return { p50Ms: at(0.5), p90Ms: at(0.9), p99Ms: at(0.99) };
-}
-
-/** Runs h2load and reads its per-request log. */
-function h2load(args: string[], url: string): Result {
-  const log = join(work, "h2load.log");
-  const run = spawnSync("h2load", [...args, "--log-file", log, url], {
-    encoding: "utf8",
-  });
-  if (run.status !== 0) throw new Error(`h2load failed: ${run.stderr}`);
-  const rate = /finished in [\d.]+\w+, ([\d.]+) req\/s/.exec(run.stdout);
-  const rows = readFileSync(log, "utf8")
-    .trim()
-    .split("\n")
-    .map((l) => l.split("\t"));
-  const failed = rows.filter((r) => r[1] !== "200").length;
-  return {
-    perSecond: Math.round(Number(rate?.[1] ?? 0)),
-    ...percentiles(rows.map((r) => Number(r[2]))),
-    errors: failed,
-  };
-}
-
-function grpcBody(): string {
-  const message = toBinary(
-    RateLimitRequestSchema,
-    create(RateLimitRequestSchema, {
-      domain: "bench",
-      descriptors: [
-        { entries: [{ key: "remote_address", value: "10.1.2.3" }] },
-        { entries: [{ key: "path", value: "/api/v1/items/7" }] },
-      ],
-    }),
-  );
-  const frame = Buffer.alloc(5 + message.length);
-  frame.writeUInt32BE(message.length, 1);
-  frame.set(message, 5);
-  const file = join(work, "request.bin");
-  writeFileSync(file, frame);
-  return file;
-}
-
-const grpcHeaders = [
-  "-H",
-  "content-type: application/grpc",
-  "-H",
-  "te: trailers",
+const loads: readonly Load[] = [
+  {
+    id: "one-key",
+    label: `${inFlight} in flight, one key`,
+    request: oneKeyRequest,
+  },
+  {
+    id: "distinct",
+    label: `${inFlight} in flight, distinct values`,
+    request: distinctRequest,
+  },
+  {
+    id: "fixed",
+    label: `fixed ${fixedRate}/s, distinct values`,
+    request: distinctRequest,
+    rps: fixedRate,
+  },
 ];
-const rlsPath = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
 interface Row {
-  name: string;
-  result: Result;
-  cpuUsPerDecision: number;
-  rssMiB: number;
+  readonly target: string;
+  readonly load: string;
+  readonly loadId: string;
+  readonly result: LoadResult;
+  /** CPU µs per answered call, summed over the target's process tree. */
+  readonly cpuUs: number;
+  /** CPU µs per answered call of the counter store (redis-server / memcached), if any. */
+  readonly storeCpuUs: number | undefined;
+  /** Peak RSS of the target's process tree so far, MiB. */
+  readonly peakMiB: number;
 }
 
-/** Measures one gRPC target with a warm-up, then h2load (fixed body) and load.ts (distinct values). */
-function measureGrpc(
-  name: string,
-  pid: number,
-  port: number,
-  body: string,
-): Row[] {
-  const url = `http://127.0.0.1:${port}${rlsPath}`;
-  h2load(
-    ["-n", "20000", "-c", "4", "-m", "64", ...grpcHeaders, "-d", body],
-    url,
-  );
-  let cpu0 = cpuSeconds(pid);
-  const fixed = h2load(
-    ["-n", String(calls), "-c", "4", "-m", "64", ...grpcHeaders, "-d", body],
-    url,
-  );
-  let cpu1 = cpuSeconds(pid);
-  const rows: Row[] = [
-    {
-      name: `${name}, h2load fixed body`,
-      result: fixed,
-      cpuUsPerDecision: ((cpu1 - cpu0) * 1e6) / calls,
-      rssMiB: peakRssMiB(pid),
-    },
-  ];
-  cpu0 = cpuSeconds(pid);
-  const load = spawnSync(
-    process.execPath,
-    [
-      join(root, "dist", "bench", "load.js"),
-      `127.0.0.1:${port}`,
-      String(calls),
-      "256",
-      "4",
-      "5000",
-    ],
-    { encoding: "utf8" },
-  );
-  cpu1 = cpuSeconds(pid);
-  if (load.status === 0) {
-    const r = JSON.parse(load.stdout) as Result;
-    rows.push({
-      name: `${name}, 5000 distinct values`,
-      result: r,
-      cpuUsPerDecision: ((cpu1 - cpu0) * 1e6) / calls,
-      rssMiB: peakRssMiB(pid),
-    });
-  }
-  return rows;
+interface MemoryRow {
+  readonly target: string;
+  readonly processes: number;
+  readonly idleMiB: number;
+  readonly peakMiB: number;
+  readonly maxProcessPeakMiB: number;
 }
 
-async function service(
-  env: Record<string, string>,
-  processes = 1,
-): Promise<{ child: ChildProcess; grpc: number; http: number }> {
-  const configRoot = join(work, "runtime");
-  mkdirSync(join(configRoot, "config"), { recursive: true });
-  writeFileSync(join(configRoot, "config", "bench.yaml"), benchConfig);
+interface EnvoyRow {
+  readonly target: string;
+  readonly rate: number;
+  readonly result: LoadResult;
+  readonly ok: number;
+  readonly overLimit: number;
+  readonly error: number;
+  readonly unchecked: number;
+  /** Connections Envoy opened to the service during the load. */
+  readonly connections: number;
+  /** Connections the service closed with GOAWAY during the load. */
+  readonly goaways: number;
+  /** The service's CPU µs per request (process tree). */
+  readonly cpuUs: number;
+}
+
+const rows: Row[] = [];
+const memoryRows: MemoryRow[] = [];
+const envoyRows: EnvoyRow[] = [];
+const notes: string[] = [];
+
+const mib = (kib: number): number => Math.round(kib / 1024);
+
+/** A started gRPC target. */
+interface Target {
+  readonly process: Started;
+  readonly grpcPort: number;
+}
+
+/** The counter store a target uses, for its CPU column. */
+interface Store {
+  readonly pid: number;
+  flush(): Promise<void>;
+}
+
+function progress(message: string): void {
+  process.stderr.write(`bench: ${message}\n`);
+}
+
+/** Writes the runtime directory shared by every target. */
+function runtimeRoot(): string {
+  const dir = join(work, "runtime");
+  mkdirSync(join(dir, "config"), { recursive: true });
+  writeFileSync(join(dir, "config", "bench.yaml"), benchConfig);
+  writeFileSync(join(dir, "config", "rl.yaml"), envoyDomainConfig);
+  return dir;
+}
+
+/** Environment both services understand with the same names. */
+async function commonEnv(
+  runtime: string,
+): Promise<{ env: Record<string, string>; grpc: number; http: number }> {
   const grpc = await freePort();
   const http = await freePort();
-  const child = await start(
-    process.execPath,
-    [join(root, "dist", "src", "main.js")],
-    {
+  return {
+    grpc,
+    http,
+    env: {
       HOST: "127.0.0.1",
       PORT: String(http),
       GRPC_HOST: "127.0.0.1",
       GRPC_PORT: String(grpc),
       DEBUG_HOST: "127.0.0.1",
       DEBUG_PORT: String(await freePort()),
-      RUNTIME_ROOT: configRoot,
+      RUNTIME_ROOT: runtime,
+      RUNTIME_SUBDIRECTORY: "",
+      RUNTIME_APPDIRECTORY: "config",
       RUNTIME_WATCH_ROOT: "false",
-      USE_PUSHSTATS: "false",
-      DISABLE_STATS: "true",
       LOG_LEVEL: "warn",
-      ...env,
     },
-    "listening for HTTP",
-    processes,
-  );
-  return { child, grpc, http };
+  };
 }
 
-function stop(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null) {
-      resolve();
-      return;
-    }
-    child.removeAllListeners("exit");
-    child.once("exit", () => {
-      resolve();
+/** Starts ours (dist/src/main.js) with `extra` settings; resolves once healthy. */
+async function startOurs(
+  runtime: string,
+  extra: Record<string, string>,
+): Promise<Target> {
+  const common = await commonEnv(runtime);
+  const started = startProcess(
+    process.execPath,
+    [join(root, "dist", "src", "main.js")],
+    { ...common.env, USE_PUSHSTATS: "false", ...statsEnv, ...extra },
+    logFile("ours"),
+  );
+  await waitForHttp200(`http://127.0.0.1:${common.http}/healthcheck`, started);
+  await waitForPort(common.grpc, started);
+  return { process: started, grpcPort: common.grpc };
+}
+
+/** Starts the reference with the reference's setting names; resolves once healthy. */
+async function startReference(
+  binary: string,
+  runtime: string,
+  kvAddress: string,
+): Promise<Target> {
+  const common = await commonEnv(runtime);
+  const started = startProcess(
+    binary,
+    [],
+    {
+      ...common.env,
+      USE_STATSD: "false",
+      ...statsEnv,
+      BACKEND_TYPE: "redis",
+      REDIS_SOCKET_TYPE: "tcp",
+      REDIS_URL: kvAddress,
+    },
+    logFile("reference"),
+  );
+  await waitForHttp200(`http://127.0.0.1:${common.http}/healthcheck`, started);
+  await waitForPort(common.grpc, started);
+  return { process: started, grpcPort: common.grpc };
+}
+
+/** Runs the ghz loads against a started target and records its rows. */
+async function measure(
+  name: string,
+  target: Target,
+  store: Store | undefined,
+  idleBefore?: ReturnType<typeof treeMemory>,
+): Promise<void> {
+  const ghz = tool(benchBin, "ghz");
+  const address = `127.0.0.1:${target.grpcPort}`;
+  const pid = target.process.pid;
+  const idle = idleBefore ?? treeMemory(pid);
+  progress(`${name}: warm-up ${warmupSeconds}s`);
+  await runGhz({
+    ghz,
+    root,
+    address,
+    inFlight,
+    connections,
+    seconds: warmupSeconds,
+    request: distinctRequest,
+  });
+  for (const load of loads) {
+    progress(`${name}: ${load.label}, ${seconds}s`);
+    const cpu0 = treeCpuSeconds(pid);
+    const store0 = store !== undefined ? treeCpuSeconds(store.pid) : 0;
+    const result = await runGhz({
+      ghz,
+      root,
+      address,
+      inFlight,
+      connections,
+      seconds,
+      request: load.request,
+      ...(load.rps !== undefined ? { rps: load.rps } : {}),
     });
-    child.kill("SIGTERM");
+    const cpu1 = treeCpuSeconds(pid);
+    const store1 = store !== undefined ? treeCpuSeconds(store.pid) : 0;
+    const calls = Math.max(1, result.count);
+    rows.push({
+      target: name,
+      load: load.label,
+      loadId: load.id,
+      result,
+      cpuUs: ((cpu1 - cpu0) * 1e6) / calls,
+      storeCpuUs:
+        store !== undefined ? ((store1 - store0) * 1e6) / calls : undefined,
+      peakMiB: mib(treeMemory(pid).peakKiB),
+    });
+  }
+  const end = treeMemory(pid);
+  memoryRows.push({
+    target: name,
+    processes: end.processes,
+    idleMiB: mib(idle.rssKiB),
+    peakMiB: mib(end.peakKiB),
+    maxProcessPeakMiB: mib(end.maxProcessPeakKiB),
   });
 }
 
-async function main(): Promise<void> {
-  const body = grpcBody();
-  const rows: Row[] = [];
-  const notes: string[] = [];
-
-  const floorPort = await freePort();
-  const floor = await start(
+/** The floor: bare node:http2 under h2load (fixed body, as before) and under ghz. */
+async function floor(): Promise<void> {
+  const port = await freePort();
+  const started = startProcess(
     process.execPath,
-    [join(root, "dist", "bench", "floor.js"), String(floorPort)],
+    [join(root, "dist", "bench", "floor.js"), String(port)],
     {},
-    "floor listening",
+    logFile("floor"),
   );
-  rows.push(
-    ...measureGrpc("floor (bare node:http2)", floor.pid!, floorPort, body),
-  );
-  await stop(floor);
+  try {
+    await waitForPort(port, started);
+    const idle = treeMemory(started.pid);
+    const h2load = await h2loadRow(started.pid, port);
+    if (h2load !== undefined) rows.push(h2load);
+    await measure(
+      "floor (bare node:http2)",
+      {
+        process: started,
+        grpcPort: port,
+      },
+      undefined,
+      idle,
+    );
+  } finally {
+    await started.stop();
+  }
+}
 
-  const memory = await service({ BACKEND_TYPE: "memory" });
-  rows.push(
-    ...measureGrpc("memory backend", memory.child.pid!, memory.grpc, body),
-  );
-  const jsonBody = join(work, "request.json");
-  writeFileSync(
-    jsonBody,
-    JSON.stringify({
+/** h2load with one fixed request body at the same calls in flight, against the floor. */
+async function h2loadRow(pid: number, port: number): Promise<Row | undefined> {
+  const message = toBinary(
+    RateLimitRequestSchema,
+    create(RateLimitRequestSchema, {
       domain: "bench",
       descriptors: [
         { entries: [{ key: "remote_address", value: "10.1.2.3" }] },
-        { entries: [{ key: "path", value: "/api/v1/items/7" }] },
       ],
     }),
   );
-  const jsonUrl = `http://127.0.0.1:${memory.http}/json`;
-  h2load(["--h1", "-n", "20000", "-c", "64", "-d", jsonBody], jsonUrl);
-  let cpu0 = cpuSeconds(memory.child.pid!);
-  const json = h2load(
-    ["--h1", "-n", String(calls), "-c", "64", "-d", jsonBody],
-    jsonUrl,
-  );
-  rows.push({
-    name: "memory backend, /json HTTP/1.1 (h2load --h1)",
-    result: json,
-    cpuUsPerDecision: ((cpuSeconds(memory.child.pid!) - cpu0) * 1e6) / calls,
-    rssMiB: peakRssMiB(memory.child.pid!),
-  });
-  await stop(memory.child);
-
-  const redisPort = await freePort();
-  let kvFixedRate: Result | undefined;
-  try {
-    await start(
-      "redis-server",
-      [
-        "--port",
-        String(redisPort),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-      ],
-      {},
-      "Ready to accept connections",
-    );
-    const kv = await service({
-      BACKEND_TYPE: "kv",
-      KV_SOCKET_TYPE: "tcp",
-      KV_URL: `127.0.0.1:${redisPort}`,
-    });
-    rows.push(
-      ...measureGrpc("kv backend (redis-server)", kv.child.pid!, kv.grpc, body),
-    );
-    // Latency at a fixed, moderate rate: 4 clients × 500 calls/s = 2,000 decisions/s for 10 s.
-    cpu0 = cpuSeconds(kv.child.pid!);
-    kvFixedRate = h2load(
-      [
-        "-c",
-        "4",
-        "-m",
-        "1",
-        "--rps",
-        "500",
-        "-D",
-        "10",
-        ...grpcHeaders,
-        "-d",
-        body,
-      ],
-      `http://127.0.0.1:${kv.grpc}${rlsPath}`,
-    );
-    await stop(kv.child);
-    const kvWorkers = await service(
-      {
-        BACKEND_TYPE: "kv",
-        KV_SOCKET_TYPE: "tcp",
-        KV_URL: `127.0.0.1:${redisPort}`,
-        WORKERS: "2",
-      },
-      2,
-    );
-    rows.push(
-      ...measureGrpc(
-        "kv backend, WORKERS=2",
-        kvWorkers.child.pid!,
-        kvWorkers.grpc,
-        body,
-      ),
-    );
-    await stop(kvWorkers.child);
-  } catch (err) {
-    notes.push(
-      `kv backend not measured: ${err instanceof Error ? (err.message.split("\n")[0] ?? "") : String(err)}`,
-    );
-  }
-
-  const memcachedPort = await freePort();
-  try {
-    // Not verbose: -vv would log every command through our pipe.
-    const memcached = spawn(
-      "memcached",
-      [
-        "-l",
-        "127.0.0.1",
-        "-p",
-        String(memcachedPort),
-        "-U",
-        "0",
-        ...(process.getuid?.() === 0 ? ["-u", "root"] : []),
-      ],
-      { stdio: "ignore" },
-    );
-    children.push(memcached);
-    await waitForPort(memcachedPort);
-    const mc = await service({
-      BACKEND_TYPE: "mc",
-      MC_HOST_PORT: `127.0.0.1:${memcachedPort}`,
-    });
-    rows.push(
-      ...measureGrpc("mc backend (memcached)", mc.child.pid!, mc.grpc, body),
-    );
-    await stop(mc.child);
-  } catch (err) {
-    notes.push(
-      `mc backend not measured: ${err instanceof Error ? (err.message.split("\n")[0] ?? "") : String(err)}`,
-    );
-  }
-
-  const floorRate = rows[0]?.result.perSecond ?? 1;
-  const floorCpu = rows[0]?.cpuUsPerDecision ?? 1;
-  const lines = [
-    "| case | decisions/s | vs floor | p50 ms | p90 ms | p99 ms | CPU µs/decision | vs floor CPU | peak RSS MiB | errors |",
-    "|---|---|---|---|---|---|---|---|---|---|",
+  const frame = Buffer.alloc(5 + message.length);
+  frame.writeUInt32BE(message.length, 1);
+  frame.set(message, 5);
+  const body = join(work, "request.bin");
+  writeFileSync(body, frame);
+  const log = join(work, "h2load.log");
+  const perConnection = Math.max(1, Math.round(inFlight / connections));
+  const args = [
+    "-n",
+    String(h2loadCalls),
+    "-c",
+    String(connections),
+    "-m",
+    String(perConnection),
+    "-H",
+    "content-type: application/grpc",
+    "-H",
+    "te: trailers",
+    "-d",
+    body,
+    "--log-file",
+    log,
+    `http://127.0.0.1:${port}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`,
   ];
+  progress(`floor: h2load, ${h2loadCalls} calls`);
+  const cpu0 = treeCpuSeconds(pid);
+  const run = await runTool("h2load", args, 120_000).catch((err: unknown) => ({
+    code: -1,
+    stdout: "",
+    stderr: String(err),
+  }));
+  const cpu1 = treeCpuSeconds(pid);
+  if (run.code !== 0) {
+    notes.push(
+      `h2load floor row not measured: ${run.stderr.split("\n")[0] ?? ""}`,
+    );
+    return undefined;
+  }
+  const rate = /finished in [\d.]+\w+, ([\d.]+) req\/s/.exec(run.stdout);
+  const lines = readFileSync(log, "utf8").trim().split("\n");
+  const entries = lines.map((l) => l.split("\t"));
+  const nonOk = entries.filter((e) => e[1] !== "200").length;
+  return {
+    target: "floor (bare node:http2)",
+    load: `h2load, ${inFlight} in flight, one fixed body`,
+    loadId: "h2load",
+    result: {
+      count: entries.length,
+      perSecond: Math.round(Number(rate?.[1] ?? 0)),
+      nonOk,
+      statuses: { "200": entries.length - nonOk },
+      // h2load logs microseconds.
+      ...percentilesOfNs(entries.map((e) => Number(e[2]) * 1000)),
+    },
+    cpuUs: ((cpu1 - cpu0) * 1e6) / Math.max(1, entries.length),
+    storeCpuUs: undefined,
+    peakMiB: mib(treeMemory(pid).peakKiB),
+  };
+}
+
+/** Starts redis-server on a free loopback port without persistence. */
+async function startRedis(): Promise<{
+  started: Started;
+  store: Store;
+  address: string;
+}> {
+  const port = await freePort();
+  const dir = join(work, "redis");
+  mkdirSync(dir, { recursive: true });
+  const started = startProcess(
+    "redis-server",
+    [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--dir",
+      dir,
+    ],
+    {},
+    logFile("redis"),
+  );
+  await waitForPort(port, started);
+  return {
+    started,
+    address: `127.0.0.1:${port}`,
+    store: {
+      pid: started.pid,
+      async flush() {
+        const run = await runTool(
+          "redis-cli",
+          ["-h", "127.0.0.1", "-p", String(port), "FLUSHALL"],
+          30_000,
+        );
+        if (run.code !== 0) throw new Error(`FLUSHALL failed: ${run.stderr}`);
+      },
+    },
+  };
+}
+
+/** Starts memcached on a free loopback port (TCP only). */
+async function startMemcached(): Promise<{
+  started: Started;
+  store: Store;
+  address: string;
+}> {
+  const port = await freePort();
+  const started = startProcess(
+    "memcached",
+    [
+      "-l",
+      "127.0.0.1",
+      "-p",
+      String(port),
+      "-U",
+      "0",
+      ...(process.getuid?.() === 0 ? ["-u", "root"] : []),
+    ],
+    {},
+    logFile("memcached"),
+  );
+  await waitForPort(port, started);
+  return {
+    started,
+    address: `127.0.0.1:${port}`,
+    store: { pid: started.pid, flush: () => Promise.resolve() },
+  };
+}
+
+/** Runs `body` with a started target and always stops it. */
+async function withTarget(
+  name: string,
+  start: () => Promise<Target>,
+  body: (target: Target) => Promise<void>,
+): Promise<void> {
+  progress(`${name}: starting`);
+  let target: Target | undefined;
+  try {
+    target = await start();
+    await body(target);
+  } catch (err) {
+    notes.push(
+      `${name} not (fully) measured: ${err instanceof Error ? (err.message.split("\n")[0] ?? "") : String(err)}`,
+    );
+  } finally {
+    await target?.process.stop();
+  }
+}
+
+/** The Envoy rows: Envoy (examples/envoy/envoy.yaml) asking `target` under vegeta. */
+async function throughEnvoy(name: string, target: Target): Promise<void> {
+  const vegeta = tool(benchBin, "vegeta");
+  const upstreamPort = await freePort();
+  const upstream = startProcess(
+    process.execPath,
+    [join(root, "dist", "bench", "upstream.js"), String(upstreamPort)],
+    {},
+    logFile("upstream"),
+  );
+  const dir = mkdtempSync(join(work, "envoy-"));
+  const adminPort = await freePort();
+  const listenerPort = await freePort();
+  try {
+    await waitForPort(upstreamPort, upstream);
+    const envoy = await startEnvoy(
+      dir,
+      envoyConfig({
+        adminPort,
+        listenerPort,
+        ratelimit: { host: "127.0.0.1", port: target.grpcPort },
+        backend: { host: "127.0.0.1", port: upstreamPort },
+      }),
+      adminPort,
+      listenerPort,
+    );
+    try {
+      const url = `${envoy.url}/`;
+      const prefix = "cluster.backend.ratelimit.";
+      const count = async (): Promise<Record<string, number>> =>
+        envoy.counters("cluster.");
+      // Warm-up at the first rate: connections from Envoy opened, the target's JIT warm.
+      const warmRate = Math.min(...envoyRates);
+      progress(
+        `${name} through Envoy: warm-up ${warmRate}/s, ${warmupSeconds}s`,
+      );
+      await runVegeta(
+        vegeta,
+        url,
+        warmRate,
+        warmupSeconds,
+        join(dir, "warm.bin"),
+      );
+      for (const rate of envoyRates) {
+        progress(`${name} through Envoy: ${rate}/s, ${envoySeconds}s`);
+        const before = await count();
+        const cpu0 = treeCpuSeconds(target.process.pid);
+        const result = await runVegeta(
+          vegeta,
+          url,
+          rate,
+          envoySeconds,
+          join(dir, `${rate}.bin`),
+        );
+        const cpu1 = treeCpuSeconds(target.process.pid);
+        const after = await count();
+        const delta = (counter: string, p = prefix): number =>
+          (after[p + counter] ?? 0) - (before[p + counter] ?? 0);
+        for (const error of result.errors ?? [])
+          notes.push(`${name} through Envoy at ${rate}/s: vegeta: ${error}`);
+        envoyRows.push({
+          target: name,
+          rate,
+          result,
+          ok: delta("ok"),
+          overLimit: delta("over_limit"),
+          error: delta("error"),
+          unchecked: delta("failure_mode_allowed"),
+          connections: delta("upstream_cx_total", "cluster.ratelimit."),
+          goaways: delta("upstream_cx_close_notify", "cluster.ratelimit."),
+          cpuUs: ((cpu1 - cpu0) * 1e6) / Math.max(1, result.count),
+        });
+      }
+    } finally {
+      await envoy.stop();
+    }
+  } finally {
+    await upstream.stop();
+  }
+}
+
+const fmt = (n: number, digits = 2): string =>
+  Number.isFinite(n) ? n.toFixed(digits) : "";
+
+function printTables(): string {
+  const out: string[] = [];
+  out.push(
+    "| target | load | decisions/s | p50 ms | p90 ms | p99 ms | p99.9 ms | CPU µs/decision (tree) | store CPU µs/decision | peak RSS MiB (tree) | non-OK |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
+  );
   for (const row of rows) {
     const r = row.result;
-    lines.push(
-      `| ${row.name} | ${r.perSecond} | ${(r.perSecond / floorRate).toFixed(2)} | ${r.p50Ms} | ${r.p90Ms} | ${r.p99Ms} | ${row.cpuUsPerDecision.toFixed(1)} | ${(row.cpuUsPerDecision / floorCpu).toFixed(2)} | ${row.rssMiB} | ${r.errors} |`,
+    out.push(
+      `| ${row.target} | ${row.load} | ${r.perSecond} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.p999Ms)} | ${fmt(row.cpuUs, 1)} | ${row.storeCpuUs !== undefined ? fmt(row.storeCpuUs, 1) : ""} | ${row.peakMiB} | ${r.nonOk} of ${r.count} |`,
     );
   }
-  if (kvFixedRate !== undefined) {
-    lines.push(
-      `| kv backend, fixed 2,000 decisions/s (h2load --rps) | ${kvFixedRate.perSecond} | | ${kvFixedRate.p50Ms} | ${kvFixedRate.p90Ms} | ${kvFixedRate.p99Ms} | | | | ${kvFixedRate.errors} |`,
+  const reference = rows.filter((r) => r.target.startsWith("reference"));
+  const ours = rows.filter((r) => r.target.startsWith("ours"));
+  if (reference.length > 0 && ours.length > 0) {
+    out.push(
+      "",
+      "Ours ÷ reference (kv), same load, same run (decisions/s: higher is better; the rest: lower is better):",
+      "",
+      "| target | load | decisions/s × | p50 × | p99 × | p99.9 × | CPU µs/decision × |",
+      "|---|---|---|---|---|---|---|",
     );
+    for (const row of ours) {
+      const ref = reference.find((r) => r.loadId === row.loadId);
+      if (ref === undefined) continue;
+      const a = row.result;
+      const b = ref.result;
+      out.push(
+        `| ${row.target} | ${row.load} | ${fmt(a.perSecond / b.perSecond)} | ${fmt(a.p50Ms / b.p50Ms)} | ${fmt(a.p99Ms / b.p99Ms)} | ${fmt(a.p999Ms / b.p999Ms)} | ${fmt(row.cpuUs / ref.cpuUs)} |`,
+      );
+    }
   }
-  process.stdout.write(`\n${lines.join("\n")}\n\n`);
-  process.stdout.write(
-    `calls per case: ${calls}; 256 calls in flight over 4 HTTP/2 connections; /json: 64 HTTP/1.1 connections\n`,
+  if (memoryRows.length > 0) {
+    out.push(
+      "",
+      "| target | processes | idle RSS MiB (tree, after start) | peak RSS MiB (tree) | peak RSS MiB (largest process) |",
+      "|---|---|---|---|---|",
+    );
+    for (const m of memoryRows)
+      out.push(
+        `| ${m.target} | ${m.processes} | ${m.idleMiB} | ${m.peakMiB} | ${m.maxProcessPeakMiB} |`,
+      );
+  }
+  if (envoyRows.length > 0) {
+    out.push(
+      "",
+      `Through Envoy (examples/envoy/envoy.yaml: timeout 0.02s, failure_mode_deny false), vegeta GET at a fixed rate for ${envoySeconds}s:`,
+      "",
+      "| service | rate/s | requests | e2e p50 ms | e2e p90 ms | e2e p99 ms | e2e max ms | checked OK | over limit | RLS errors | let through unchecked | non-2xx/429 | connections opened to the service (GOAWAYs from it) | service CPU µs/request |",
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    );
+    for (const e of envoyRows) {
+      const r = e.result;
+      const share =
+        r.count > 0 ? ` (${fmt((100 * e.unchecked) / r.count)} %)` : "";
+      out.push(
+        `| ${e.target} | ${e.rate} | ${r.count} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.p999Ms)} | ${e.ok} | ${e.overLimit} | ${e.error} | ${e.unchecked} of ${r.count}${share} | ${r.nonOk} | ${e.connections} (${e.goaways}) | ${fmt(e.cpuUs, 1)} |`,
+      );
+    }
+  }
+  out.push(
+    "",
+    `ghz: ${inFlight} calls in flight over ${connections} HTTP/2 connections, ${seconds}s per load after a ${warmupSeconds}s warm-up per target; fixed rate: ghz --rps ${fixedRate}; statistics: ${statsMode === "off" ? "DISABLE_STATS=true on both" : "each service's default sink with none configured (a log line per call)"}. ` +
+      `One machine (${availableParallelism()} CPUs), shared with other work: compare rows of this run only.`,
   );
-  for (const note of notes) process.stdout.write(`note: ${note}\n`);
+  for (const note of notes) out.push(`note: ${note}`);
+  return out.join("\n");
+}
+
+async function main(): Promise<void> {
+  const runtime = runtimeRoot();
+  const reference = referenceBinary();
+  if (reference === undefined && (wanted("reference") || wanted("envoy")))
+    notes.push(
+      "reference not measured: no ratelimit-reference found (set BENCH_REFERENCE)",
+    );
+
+  if (wanted("floor")) {
+    try {
+      await floor();
+    } catch (err) {
+      notes.push(`floor not measured: ${String(err)}`);
+    }
+  }
+
+  const needsRedis = ["reference", "kv", "kv-workers", "envoy"].some(wanted);
+  const redis = needsRedis ? await startRedis() : undefined;
+  try {
+    if (redis !== undefined) {
+      const kvEnv = {
+        BACKEND_TYPE: "kv",
+        KV_SOCKET_TYPE: "tcp",
+        KV_URL: redis.address,
+      };
+      if (reference !== undefined && wanted("reference")) {
+        await redis.store.flush();
+        await withTarget(
+          "reference, kv",
+          () => startReference(reference, runtime, redis.address),
+          (t) => measure("reference, kv", t, redis.store),
+        );
+      }
+      if (wanted("kv")) {
+        await redis.store.flush();
+        await withTarget(
+          "ours, kv",
+          () => startOurs(runtime, kvEnv),
+          (t) => measure("ours, kv", t, redis.store),
+        );
+      }
+      if (wanted("kv-workers")) {
+        await redis.store.flush();
+        await withTarget(
+          "ours, kv, WORKERS=2",
+          () => startOurs(runtime, { ...kvEnv, WORKERS: "2" }),
+          (t) => measure("ours, kv, WORKERS=2", t, redis.store),
+        );
+      }
+    }
+    if (wanted("memory")) {
+      await withTarget(
+        "ours, memory",
+        () => startOurs(runtime, { BACKEND_TYPE: "memory" }),
+        (t) => measure("ours, memory", t, undefined),
+      );
+    }
+    if (wanted("mc")) {
+      const memcached = await startMemcached();
+      try {
+        await withTarget(
+          "ours, mc",
+          () =>
+            startOurs(runtime, {
+              BACKEND_TYPE: "mc",
+              MC_HOST_PORT: memcached.address,
+            }),
+          (t) => measure("ours, mc", t, memcached.store),
+        );
+      } finally {
+        await memcached.started.stop();
+      }
+    }
+    if (redis !== undefined && wanted("envoy")) {
+      if (reference !== undefined) {
+        await redis.store.flush();
+        await withTarget(
+          "reference, kv",
+          () => startReference(reference, runtime, redis.address),
+          (t) => throughEnvoy("reference, kv", t),
+        );
+      }
+      await redis.store.flush();
+      await withTarget(
+        "ours, kv",
+        () =>
+          startOurs(runtime, {
+            BACKEND_TYPE: "kv",
+            KV_SOCKET_TYPE: "tcp",
+            KV_URL: redis.address,
+          }),
+        (t) => throughEnvoy("ours, kv", t),
+      );
+    }
+  } finally {
+    await redis?.started.stop();
+  }
+
+  const tables = printTables();
+  process.stdout.write(`\n${tables}\n\n`);
+  mkdirSync(join(root, ".bench"), { recursive: true });
+  writeFileSync(join(root, ".bench", "last-run.md"), `${tables}\n`);
+  writeFileSync(
+    join(root, ".bench", "last-run.json"),
+    `${JSON.stringify({ rows, memoryRows, envoyRows, notes }, null, 2)}\n`,
+  );
 }
 
 try {
   await main();
 } finally {
-  for (const child of children)
-    if (child.exitCode === null) child.kill("SIGKILL");
+  killAll();
   rmSync(work, { recursive: true, force: true });
 }
