@@ -523,6 +523,7 @@ class TypedDecoder {
       valueToMetric,
       shareThreshold,
       metadata,
+      line: node.line,
     };
   }
 

@@ -6,6 +6,7 @@ import {
   createApp,
   type App,
   type AppAddresses,
+  type ExplainSettings,
 } from "../../src/app/create-app.js";
 import { loadSettings } from "../../src/settings/settings.js";
 
@@ -28,7 +29,11 @@ export async function startTestApp(
   files: Record<string, string>,
   env: Record<string, string> = {},
   logger: Logger = pino({ level: "silent" }),
-  deps: { grpcFastPath?: boolean } = {},
+  deps: {
+    grpcFastPath?: boolean;
+    /** Settings the settings table does not declare (yet), merged over the loaded ones. */
+    extraSettings?: ExplainSettings;
+  } = {},
 ): Promise<TestApp> {
   const root = await mkdtemp(join(tmpdir(), "rls-app-"));
   const configDir = join(root, "config");
@@ -52,7 +57,11 @@ export async function startTestApp(
     DISABLE_STATS: "true",
     ...env,
   });
-  const app = createApp(settings, { logger, ...deps });
+  const { extraSettings, ...appDeps } = deps;
+  const app = createApp(
+    { ...settings, ...extraSettings },
+    { logger, ...appDeps },
+  );
   const addresses = await app.start();
   return {
     app,

@@ -1,6 +1,10 @@
 import type { RateLimit } from "../../config/rate-limit-config.js";
 import type { BaseLimiter } from "../../limiter/base-limiter.js";
-import type { RateLimitCache } from "../../limiter/rate-limit-cache.js";
+import { counterReadings, readingKeys } from "../../limiter/counter-reading.js";
+import type {
+  CounterReading,
+  RateLimitCache,
+} from "../../limiter/rate-limit-cache.js";
 import type {
   RateLimitDescriptor,
   RateLimitResponse_DescriptorStatus,
@@ -110,6 +114,19 @@ export class MemoryRateLimitCache implements RateLimitCache {
       statuses[i] = this.base.descriptorStatus(k.key, limit, after, hits, now);
     }
     return Promise.resolve(statuses);
+  }
+
+  /** Reads the counters without changing them (see {@link RateLimitCache.readCounters}). */
+  readCounters(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+  ): Promise<(CounterReading | undefined)[]> {
+    const read = readingKeys(this.base, domain, descriptors, limits);
+    const values = read.keys.map((k) =>
+      k === undefined ? 0 : (this.counters.get(k.key) ?? 0),
+    );
+    return Promise.resolve(counterReadings(read, limits, values));
   }
 
   flush(): Promise<void> {
