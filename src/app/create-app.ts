@@ -242,6 +242,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     stopCacheKeyIncrementWhenOverlimit:
       settings.stopCacheKeyIncrementWhenOverlimit &&
       settings.backendType !== "mc",
+    sameKeyAccumulates: settings.backendType !== "mc",
   });
   const explainHandler = createExplainHandler(
     explainService,

@@ -52,6 +52,12 @@ export interface ExplainServiceOptions {
    * ignores it). @defaultValue false
    */
   readonly stopCacheKeyIncrementWhenOverlimit?: boolean;
+  /**
+   * Whether two descriptors of one request with the same cache key see each other's hits
+   * (memory and kv increment in descriptor order; mc reads every counter first, so it does
+   * not). @defaultValue true
+   */
+  readonly sameKeyAccumulates?: boolean;
 }
 
 /** The Explain API (`ratelimit.explain.v1.ExplainService`). */
@@ -81,6 +87,7 @@ export function createExplainService(
   const globalShadowMode = options.globalShadowMode ?? false;
   const globalQuotaMode = options.globalQuotaMode ?? false;
   const stopIncrement = options.stopCacheKeyIncrementWhenOverlimit ?? false;
+  const sameKeyAccumulates = options.sameKeyAccumulates ?? true;
 
   async function explain(message: ExplainRequest): Promise<ExplainResponse> {
     const request = message.request;
@@ -131,6 +138,8 @@ export function createExplainService(
     }
 
     const predicted: RateLimitResponse_DescriptorStatus[] = [];
+    // Hits earlier descriptors of this request add to a shared cache key.
+    const earlier = new Map<string, number>();
     for (let i = 0; i < n; i++) {
       const d = descriptors[i]!;
       d.hitsAddend = BigInt(hits[i]!);
@@ -149,8 +158,19 @@ export function createExplainService(
           );
         continue;
       }
+      let before = reading?.value ?? 0;
+      if (reading !== undefined && sameKeyAccumulates) {
+        const added = earlier.get(reading.key);
+        if (added !== undefined) {
+          before += added;
+          d.notes.push(
+            `an earlier descriptor of this request adds ${added} to the same counter first`,
+          );
+        }
+        earlier.set(reading.key, (added ?? 0) + increments[i]!);
+      }
       predicted.push(
-        decide(d, limit, reading, hits[i]!, increments[i]!, nowSeconds),
+        decide(d, limit, reading, before, hits[i]!, increments[i]!, nowSeconds),
       );
       if (stopNote !== undefined) d.notes.push(stopNote);
       if (reading === undefined)
@@ -228,12 +248,12 @@ export function createExplainService(
     d: DescriptorExplanation,
     limit: RateLimit,
     reading: CounterReading | undefined,
+    value: number,
     hits: number,
     increment: number,
     nowSeconds: number,
   ): RateLimitResponse_DescriptorStatus {
     const rpu = limit.requestsPerUnit;
-    const value = reading?.value ?? 0;
     const after = value + increment;
     const cached = reading?.localCacheHit === true;
     const nearThreshold = Math.floor(Math.fround(Math.fround(rpu) * ratio));
@@ -244,8 +264,8 @@ export function createExplainService(
     if (reading !== undefined) {
       d.counter = create(CounterSchema, {
         key: reading.key,
-        value: BigInt(value),
-        valueAfter: BigInt(cached ? value : after),
+        value: BigInt(reading.value),
+        valueAfter: BigInt(cached ? reading.value : after),
         windowStart: timestampFromMs(reading.windowStartSeconds * 1000),
         windowEnd: timestampFromMs(reading.windowEndSeconds * 1000),
         localCacheHit: cached,
