@@ -19,6 +19,7 @@ run: export PORT ?= 8080
 run: export GRPC_PORT ?= 8081
 run: export DEBUG_PORT ?= 6070
 run: export LOG_LEVEL ?= info
+run: export EXPLAIN_ENABLED ?= true
 
 docs: build ## regenerate docs/settings.md from the settings table
 	node dist/src/main.js --help-markdown > docs/settings.md

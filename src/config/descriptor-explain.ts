@@ -44,7 +44,7 @@ export interface MatchRecord {
   readonly outcome: MatchOutcome;
   /** The rule matched, when one was. */
   readonly node: DescriptorNode | undefined;
-  /** Wildcard patterns tried in order after the exact lookup missed. */
+  /** Wildcard patterns tried in vain, in order, after the exact lookup missed. */
   readonly wildcardsTried: readonly string[];
 }
 
@@ -94,12 +94,12 @@ export function explainRateLimit(
     node = level.nodes.get(finalKey);
     if (node === undefined) {
       for (const wildcard of level.wildcards) {
-        tried.push(wildcard.pattern);
         if (matchesWildcard(wildcard, finalKey)) {
           node = wildcard.node;
           outcome = "wildcard";
           break;
         }
+        tried.push(wildcard.pattern);
       }
     }
     if (node === undefined) {

@@ -39,7 +39,7 @@ domain: rl
 descriptors:
   - key: category
     value: account
-    rate_limit: { unit: minute, requests_per_unit: 3 }
+    rate_limit: { unit: hour, requests_per_unit: 3 }
   - key: user
     rate_limit: { unit: hour, requests_per_unit: 100 }
 `;

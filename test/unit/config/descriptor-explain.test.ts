@@ -79,7 +79,9 @@ describe("match path (behavior.md §3 matching table)", () => {
   it("2. the first matching wildcard beats the key-only default", () => {
     const e = config.explainLimit!("d", descriptor([["k", "vvv"]]));
     expect(e.path[0]!.outcome).toBe("wildcard");
-    expect(e.path[0]!.wildcardsTried).toEqual(["k_v*"]);
+    expect(e.path[0]!.wildcardsTried).toEqual([]);
+    const miss = config.explainLimit!("d", descriptor([["k", "zzz"]]));
+    expect(miss.path[0]!.wildcardsTried).toEqual(["k_v*"]);
     expect(e.limit?.fullKey).toBe("d.k_v*");
   });
 
