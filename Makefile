@@ -41,8 +41,9 @@ system-deps: ## install redis-server, memcached (apt-get) when missing
 generate: deps ## regenerate gen/ from proto/
 	buf generate
 
-build: deps ## compile src/ and gen/ to dist/
+build: deps ## compile src/ and gen/ to dist/, bundle the debug console (esbuild)
 	rm -rf dist && tsc -p tsconfig.build.json
+	node scripts/build-console.mjs
 
 run: build ## build, then run the service on the memory backend with examples/config/
 	node dist/src/main.js
@@ -50,8 +51,9 @@ run: build ## build, then run the service on the memory backend with examples/co
 check-proto: deps ## buf lint, gen/ freshness, buf breaking against the previous commit
 	scripts/check-proto.sh
 
-typecheck: deps ## tsc --noEmit over src, gen, test
+typecheck: deps ## tsc --noEmit over src, gen, test (and the browser console)
 	tsc --noEmit -p .
+	tsc --noEmit -p src/console
 
 lint: deps ## ESLint (type-aware), no warnings allowed
 	eslint --max-warnings=0 .
