@@ -107,8 +107,7 @@ function descriptorLines(
         (c.localCacheHit ? " [local cache]" : ""),
     );
   }
-  if (d.hitsAddend > 0n || d.counter !== undefined)
-    items.push(`hits addend: ${d.hitsAddend}`);
+  if (d.counter !== undefined) items.push(`hits addend: ${d.hitsAddend}`);
   const status = d.status;
   let decision = verdictText[d.verdict];
   if (status !== undefined && d.verdict !== Verdict.UNSPECIFIED) {

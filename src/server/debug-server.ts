@@ -37,6 +37,10 @@ export interface DebugServerOptions {
 }
 
 const paths: readonly (readonly [string, string])[] = [
+  [
+    "/",
+    "the web console (config tree, health, counters, Explain) for browsers (Accept: text/html)",
+  ],
   ["/debug/pprof/", "index of the profiling endpoints"],
   [
     "/debug/pprof/heap",
@@ -48,10 +52,6 @@ const paths: readonly (readonly [string, string])[] = [
   ],
   ["/rlconfig", "print out the currently loaded configuration for debugging"],
   ["/stats", "print out every statistic with its current value"],
-  [
-    "/",
-    "the web console (config tree, health, counters, Explain) for browsers (Accept: text/html)",
-  ],
 ];
 
 const pprofIndex =
