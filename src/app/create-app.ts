@@ -66,16 +66,6 @@ export interface App {
   close(graceMs?: number): Promise<void>;
 }
 
-/**
- * Settings of the Explain API and CORS, read when the settings declare them (the lead adds
- * them to the settings schema): `EXPLAIN_ENABLED` (bool, default false: Explain on the gRPC
- * and HTTP ports) and `CORS_ALLOWED_ORIGINS` (comma list, default empty = CORS off; `*` any).
- */
-export interface ExplainSettings {
-  readonly explainEnabled?: boolean;
-  readonly corsAllowedOrigins?: readonly string[];
-}
-
 /** Injected dependencies of {@link createApp}. */
 export interface AppDependencies {
   readonly logger: Logger;
@@ -227,9 +217,6 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     logger: logger.child({ component: "grpc" }),
     tracing: settings.tracingEnabled,
   });
-  // EXPLAIN_ENABLED / CORS_ALLOWED_ORIGINS: read when the settings declare them (see
-  // ExplainSettings); off by default.
-  const extra = settings as Settings & ExplainSettings;
   const explainService = createExplainService({
     service,
     cache,
@@ -248,8 +235,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     explainService,
     logger.child({ component: "explain" }),
   );
-  const publicExplain =
-    extra.explainEnabled === true ? explainHandler : undefined;
+  const publicExplain = settings.explainEnabled ? explainHandler : undefined;
   const routes = createRoutes({
     shouldRateLimit,
     health,
@@ -347,7 +333,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
         explainJsonHandler: createExplainJsonHandler({
           explain: publicExplain,
         }),
-        corsAllowedOrigins: extra.corsAllowedOrigins ?? [],
+        corsAllowedOrigins: settings.corsAllowedOrigins,
         health,
         logger: logger.child({ component: "http" }),
         host: settings.host,

@@ -6,7 +6,6 @@ import {
   createApp,
   type App,
   type AppAddresses,
-  type ExplainSettings,
 } from "../../src/app/create-app.js";
 import { loadSettings } from "../../src/settings/settings.js";
 
@@ -29,11 +28,7 @@ export async function startTestApp(
   files: Record<string, string>,
   env: Record<string, string> = {},
   logger: Logger = pino({ level: "silent" }),
-  deps: {
-    grpcFastPath?: boolean;
-    /** Settings the settings table does not declare (yet), merged over the loaded ones. */
-    extraSettings?: ExplainSettings;
-  } = {},
+  deps: { grpcFastPath?: boolean } = {},
 ): Promise<TestApp> {
   const root = await mkdtemp(join(tmpdir(), "rls-app-"));
   const configDir = join(root, "config");
@@ -57,11 +52,7 @@ export async function startTestApp(
     DISABLE_STATS: "true",
     ...env,
   });
-  const { extraSettings, ...appDeps } = deps;
-  const app = createApp(
-    { ...settings, ...extraSettings },
-    { logger, ...appDeps },
-  );
+  const app = createApp(settings, { logger, ...deps });
   const addresses = await app.start();
   return {
     app,

@@ -204,6 +204,8 @@ describe("CORS for a page on another origin (gRPC-web)", () => {
         other.server.close(() => {
           resolve();
         });
+        // The browser keeps its connections alive.
+        other.server.closeAllConnections();
       }),
   );
 
@@ -228,9 +230,7 @@ describe("CORS for a page on another origin (gRPC-web)", () => {
   it("is allowed with CORS_ALLOWED_ORIGINS naming the origin", async () => {
     const t = await startTestApp(
       { "rl.yaml": config },
-      { DISABLE_STATS: "true" },
-      undefined,
-      { extraSettings: { corsAllowedOrigins: [other.origin] } },
+      { DISABLE_STATS: "true", CORS_ALLOWED_ORIGINS: other.origin },
     );
     try {
       expect(await callFromOtherOrigin(t)).toBe("code 1");

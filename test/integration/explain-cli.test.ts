@@ -34,11 +34,7 @@ describe("ratelimit-client -explain", () => {
   beforeAll(async () => {
     t = await startTestApp(
       { "rl.yaml": config },
-      { DISABLE_STATS: "true" },
-      undefined,
-      {
-        extraSettings: { explainEnabled: true },
-      },
+      { DISABLE_STATS: "true", EXPLAIN_ENABLED: "true" },
     );
   });
   afterAll(async () => {

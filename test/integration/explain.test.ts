@@ -193,9 +193,7 @@ for (const backend of backends(() => current)) {
     beforeAll(async () => {
       t = await startTestApp(
         { "rl.yaml": config },
-        { ...backend.env(), DISABLE_STATS: "true" },
-        undefined,
-        { extraSettings: { explainEnabled: true } },
+        { ...backend.env(), DISABLE_STATS: "true", EXPLAIN_ENABLED: "true" },
       );
       current = t;
     });
