@@ -48,12 +48,12 @@ export function counterReadings(
   return read.keys.map((k, i) => {
     const limit = limits[i];
     if (k === undefined || limit === undefined) return undefined;
-    const start = windowStartSeconds(read.nowSeconds, limit.unitSeconds);
+    const start = windowStartSeconds(read.nowSeconds, limit.windowSeconds);
     return {
       key: k.key,
       value: values[i] ?? 0,
       windowStartSeconds: start,
-      windowEndSeconds: start + limit.unitSeconds,
+      windowEndSeconds: start + limit.windowSeconds,
       localCacheHit: read.localCacheHits?.[i] === true,
     };
   });

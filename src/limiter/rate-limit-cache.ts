@@ -4,7 +4,7 @@ import type {
   RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
 
-/** One counter as {@link RateLimitCache.readCounters} found it. */
+/** One counter as {@link RateLimitCache.peekCounters} found it. */
 export interface CounterReading {
   /** The cache key, as stored. */
   readonly key: string;
@@ -50,7 +50,7 @@ export interface RateLimitCache {
    * @returns parallel to `descriptors`; `undefined` where `limits[i]` is undefined
    * @throws {@link BackendError} when the backend fails
    */
-  readCounters?(
+  peekCounters?(
     domain: string,
     descriptors: readonly RateLimitDescriptor[],
     limits: readonly (RateLimit | undefined)[],

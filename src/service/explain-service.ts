@@ -36,7 +36,7 @@ import { checkRequest } from "./request-checks.js";
 export interface ExplainServiceOptions {
   /** The decision service: its config snapshot, and the decision itself with `charge`. */
   readonly service: RateLimitService;
-  /** The counter backend; without `readCounters` counters read as absent. */
+  /** The counter backend; without `peekCounters` counters read as absent. */
   readonly cache: RateLimitCache;
   readonly clock: Clock;
   /** Backend name shown in answers: `memory`, `kv` or `mc`. */
@@ -110,9 +110,9 @@ export function createExplainService(
       hitsAddendFor(d, request.hitsAddend),
     );
     const readings: (CounterReading | undefined)[] =
-      cache.readCounters === undefined || limits.every((l) => l === undefined)
+      cache.peekCounters === undefined || limits.every((l) => l === undefined)
         ? new Array<CounterReading | undefined>(n).fill(undefined)
-        : await cache.readCounters(request.domain, request.descriptors, limits);
+        : await cache.peekCounters(request.domain, request.descriptors, limits);
     const nowSeconds = clock.nowSeconds();
 
     // What each counter becomes (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, behavior.md §4.8).
@@ -260,7 +260,7 @@ export function createExplainService(
     const reset =
       reading !== undefined
         ? reading.windowEndSeconds - nowSeconds
-        : limit.unitSeconds - (nowSeconds % limit.unitSeconds);
+        : limit.windowSeconds - (nowSeconds % limit.windowSeconds);
     if (reading !== undefined) {
       d.counter = create(CounterSchema, {
         key: reading.key,
@@ -279,6 +279,14 @@ export function createExplainService(
     }
     if (hits === 0)
       d.notes.push("hits addend 0: checks the counter without consuming");
+    if (limit.sliding)
+      d.notes.push(
+        "algorithm: sliding_window: the explanation reads the current window's counter only; the decision also weighs the previous window (with charge, status is ShouldRateLimit's own)",
+      );
+    if (limit.allOrNothing)
+      d.notes.push(
+        "charge: all_or_nothing: when any limit of the request is over, no counter is incremented (with charge, status is ShouldRateLimit's own)",
+      );
     let code = isOver ? RlsCode.OVER_LIMIT : RlsCode.OK;
     if (isOver && limit.shadowMode) {
       code = RlsCode.OK;

@@ -20,6 +20,7 @@ import { SettingsError } from "./settings-error.js";
 export type { SettingsEnv } from "./env-reader.js";
 export type {
   BackendType,
+  ChargeMode,
   ConfigType,
   KvPoolOnEmptyBehavior,
   KvSocketType,
