@@ -103,11 +103,19 @@ let memcached: MemcachedServer;
 
 beforeAll(async () => {
   redis = track(await startRedisServer());
-  memcached = await startMemcached();
+  // A fresh free port each try: on a loaded machine the first one may be taken meanwhile.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      memcached = await startMemcached();
+      break;
+    } catch (err) {
+      if (attempt === 3) throw err;
+    }
+  }
 });
 afterAll(async () => {
   await stopAllRedisServers();
-  await memcached.stop();
+  await (memcached as MemcachedServer | undefined)?.stop();
 });
 
 function backends(getApp: () => TestApp): Backend[] {
