@@ -320,6 +320,33 @@ describe("Explain while EXPLAIN_ENABLED is off", () => {
     }
   });
 
+  it("serves the console to HTML clients and the plain index to others", async () => {
+    const base = `http://${t.addresses.debug}`;
+    const html = await fetch(`${base}/`, { headers: { accept: "text/html" } });
+    expect(html.headers.get("content-type")).toContain("text/html");
+    expect(await html.text()).toContain(
+      '<script type="module" src="/console/app.js">',
+    );
+    const plain = await (await fetch(`${base}/`)).text();
+    expect(plain).toContain("/rlconfig:");
+    const state = (await (
+      await fetch(`${base}/console/state.json`)
+    ).json()) as {
+      domains: {
+        domain: string;
+        rules: { fullKey: string; source: { line: number } }[];
+      }[];
+    };
+    expect(state.domains[0]!.rules[0]).toMatchObject({
+      fullKey: "rl.category_account",
+      source: { line: 4 },
+    });
+    const js = await fetch(`${base}/console/app.js`);
+    // Built by `make build`; a source-only checkout answers 404 naming the fix.
+    expect([200, 404]).toContain(js.status);
+    if (js.status === 404) expect(await js.text()).toContain("make build");
+  });
+
   it("refuses bad input with ShouldRateLimit's errors", async () => {
     const client = createClient(
       ExplainService,
