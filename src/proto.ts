@@ -59,3 +59,22 @@ export {
   HealthListResponseSchema,
   type HealthCheckResponse,
 } from "../gen/grpc/health/v1/health_pb.js";
+export {
+  ExplainService,
+  ExplainRequestSchema,
+  ExplainResponseSchema,
+  DescriptorExplanationSchema,
+  DescriptorExplanation_Verdict,
+  MatchStepSchema,
+  MatchStep_Outcome,
+  RuleSchema,
+  CounterSchema,
+  SourceSchema,
+  type ExplainRequest,
+  type ExplainResponse,
+  type DescriptorExplanation,
+  type MatchStep,
+  type Rule,
+  type Counter,
+  type Source,
+} from "../gen/ratelimit/explain/v1/explain_pb.js";

@@ -15,13 +15,19 @@ import { createLocalCache } from "../limiter/local-cache.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
 import type { ConfigProvider } from "../provider/config-provider.js";
 import { createFileProvider } from "../provider/file/file-provider.js";
+import { createConsole } from "../server/console.js";
 import { startDebugServer } from "../server/debug-server.js";
+import {
+  createExplainHandler,
+  createExplainJsonHandler,
+} from "../server/explain-handler.js";
 import { startGrpcServer } from "../server/grpc-server.js";
 import { startHttpServer } from "../server/http-server.js";
 import { createJsonHandler } from "../server/json-handler.js";
 import type { Listening } from "../server/listen.js";
 import { createRoutes } from "../server/routes.js";
 import { createShouldRateLimitHandler } from "../server/should-rate-limit-handler.js";
+import { createExplainService } from "../service/explain-service.js";
 import {
   createRateLimitService,
   type RateLimitService,
@@ -212,7 +218,32 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     logger: logger.child({ component: "grpc" }),
     tracing: settings.tracingEnabled,
   });
-  const routes = createRoutes({ shouldRateLimit, health, statsManager });
+  const explainService = createExplainService({
+    service,
+    cache,
+    clock,
+    backend: settings.backendType,
+    nearLimitRatio: settings.nearLimitRatio,
+    globalShadowMode: settings.shadowMode,
+    globalQuotaMode: settings.quotaMode,
+    // The mc backend ignores STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, as upstream.
+    stopCacheKeyIncrementWhenOverlimit:
+      settings.stopCacheKeyIncrementWhenOverlimit &&
+      settings.backendType !== "mc",
+    sameKeyAccumulates: settings.backendType !== "mc",
+  });
+  const explainHandler = createExplainHandler(
+    explainService,
+    logger.child({ component: "explain" }),
+  );
+  const publicExplain = settings.explainEnabled ? explainHandler : undefined;
+  const routes = createRoutes({
+    shouldRateLimit,
+    health,
+    statsManager,
+    ...(publicExplain !== undefined ? { explain: publicExplain } : {}),
+  });
+  const startedAtMs = clock.nowMs();
   let listeners: Listening[] = [];
   let sinks: StatsSinks | undefined;
   let closing: Promise<void> | undefined;
@@ -244,6 +275,14 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
         const debug = await startDebugServer({
           currentConfig: () => service.currentConfig(),
           statsStore: statsManager.store,
+          explain: explainHandler,
+          console: createConsole({
+            currentConfig: () => service.currentConfig(),
+            health,
+            statsStore: statsManager.store,
+            startedAtMs,
+            nowMs: () => clock.nowMs(),
+          }),
           logger: logger.child({ component: "debug" }),
           host: settings.debugHost,
           port: settings.debugPort,
@@ -292,6 +331,10 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
           logger: logger.child({ component: "json" }),
           tracing: settings.tracingEnabled,
         }),
+        explainJsonHandler: createExplainJsonHandler({
+          explain: publicExplain,
+        }),
+        corsAllowedOrigins: settings.corsAllowedOrigins,
         health,
         logger: logger.child({ component: "http" }),
         host: settings.host,

@@ -3,6 +3,8 @@ import { create, toJsonString } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import {
+  ExplainResponseSchema,
+  ExplainService,
   RateLimitRequestSchema,
   RateLimitResponseSchema,
   RateLimitResponse_Code,
@@ -12,6 +14,7 @@ import {
   type RateLimitDescriptor_Entry,
   type RateLimitResponse,
 } from "../proto.js";
+import { formatExplanation } from "./explain-format.js";
 import {
   FlagError,
   flagUsage,
@@ -42,6 +45,14 @@ const flags = {
     help: "hits to add (0 means 1)",
   },
   json: { kind: "bool", help: "print the response as proto3 JSON" },
+  explain: {
+    kind: "bool",
+    help: "call the Explain API instead of ShouldRateLimit (the server needs EXPLAIN_ENABLED=true): match path, rule, counter and decision, charging nothing",
+  },
+  charge: {
+    kind: "bool",
+    help: "with -explain: also decide and count the request, as ShouldRateLimit does",
+  },
   "grpc-use-tls": { kind: "bool", help: "use TLS to connect to the server" },
   "grpc-server-ca-file": {
     kind: "string",
@@ -108,7 +119,9 @@ export function formatResponse(
 }
 
 /**
- * Runs the client: sends one `ShouldRateLimit` over gRPC and prints the response.
+ * Runs the client: sends one `ShouldRateLimit` over gRPC and prints the response; with
+ * `-explain`, calls `ratelimit.explain.v1.ExplainService/Explain` instead and prints the
+ * explanation as a tree (`-json`: proto3 JSON).
  *
  * @returns the exit code: 0 on a response (OK or OVER_LIMIT), 1 on a connection or request error, 2 on bad flags
  */
@@ -163,13 +176,31 @@ export async function runClient(
       ...(key !== undefined ? { key } : {}),
     },
   });
+  const json = parsed.values.get("json") === "true";
+  if (parsed.values.get("explain") === "true") {
+    try {
+      const response = await createClient(ExplainService, transport).explain(
+        { request, charge: parsed.values.get("charge") === "true" },
+        { timeoutMs: 10_000 },
+      );
+      out(
+        json
+          ? toJsonString(ExplainResponseSchema, response)
+          : formatExplanation(response, request),
+      );
+      return 0;
+    } catch (e) {
+      err(`request error: ${e instanceof Error ? e.message : String(e)}`);
+      return 1;
+    }
+  }
   const client = createClient(RateLimitService, transport);
   try {
     const response = await client.shouldRateLimit(request, {
       timeoutMs: 10_000,
     });
     out(
-      parsed.values.get("json") === "true"
+      json
         ? toJsonString(RateLimitResponseSchema, response)
         : `domain: ${request.domain}\n${formatResponse(response, texts)}`,
     );

@@ -1,8 +1,17 @@
 import { readdirSync, readFileSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { create } from "@bufbuild/protobuf";
+import { explainConfig } from "../config/explain-message.js";
 import { loadConfig, type ConfigFile } from "../config/load-config.js";
+import type { RateLimitConfig } from "../config/rate-limit-config.js";
+import {
+  ExplainResponseSchema,
+  RateLimitRequestSchema,
+  type RateLimitRequest,
+} from "../proto.js";
 import { createStatsManager } from "../stats/stats-manager.js";
+import { formatExplanation } from "./explain-format.js";
 import {
   FlagError,
   flagUsage,
@@ -19,6 +28,11 @@ const flags = {
   merge_domain_configs: {
     kind: "bool",
     help: "whether to merge configurations, referencing the same domain",
+  },
+  explain: {
+    kind: "string",
+    default: "",
+    help: "after a successful check, explain a request offline: 'domain:k1=v1,k2=v2' (';' between descriptors); match path and rule, no counters",
   },
 } as const satisfies Record<string, FlagSpec>;
 
@@ -41,6 +55,10 @@ const usage = `usage of ratelimit-config-check:\n${flagUsage(flags)}`;
  * `--config_dir=DIR`, `-merge_domain_configs`)
  * @param out - receives each output line (without newline)
  * @param err - receives flag errors and their usage text; `-h` usage goes to `out`
+ * With `-explain 'domain:k1=v1,k2=v2'`, a successful check is followed by the offline
+ * explanation of that request (match path and rule, as the Explain API gives them; no
+ * counters).
+ *
  * @returns the exit code: 0 when every config is valid, 1 when a directory, file or config is
  * bad, 2 for bad flags
  */
@@ -86,8 +104,9 @@ export function runConfigCheck(
       return 1;
     }
   }
+  let config: RateLimitConfig;
   try {
-    loadConfig(files, {
+    config = loadConfig(files, {
       statsManager: createStatsManager(),
       mergeDomainConfig,
     });
@@ -97,7 +116,77 @@ export function runConfigCheck(
     return 1;
   }
   out("all rate limit configs ok");
+  const explain = parsed.values.get("explain") ?? "";
+  if (explain === "") return 0;
+  let request: RateLimitRequest;
+  try {
+    request = parseExplainFlag(explain);
+  } catch (e) {
+    err(messageOf(e));
+    return 2;
+  }
+  out(explainOffline(config, request));
   return 0;
+}
+
+/**
+ * Parses `-explain`: `domain:k1=v1,k2=v2`, several descriptors separated by `;`.
+ *
+ * @throws {@link FlagError} naming the problem
+ */
+export function parseExplainFlag(text: string): RateLimitRequest {
+  const colon = text.indexOf(":");
+  if (colon <= 0)
+    throw new FlagError(
+      `invalid -explain "${text}": expected 'domain:key=value,key=value'`,
+    );
+  const domain = text.slice(0, colon);
+  const descriptors = text
+    .slice(colon + 1)
+    .split(";")
+    .map((part) => {
+      const entries = part.split(",").map((pair) => {
+        const [key, value, extra] = pair.split("=");
+        if (
+          key === undefined ||
+          key === "" ||
+          value === undefined ||
+          extra !== undefined
+        ) {
+          throw new FlagError(
+            `invalid -explain "${text}": '${pair}' is not key=value`,
+          );
+        }
+        return { key, value };
+      });
+      return { entries };
+    });
+  return create(RateLimitRequestSchema, { domain, descriptors });
+}
+
+/** Explains a request against a loaded config, without counters (no backend). */
+export function explainOffline(
+  config: RateLimitConfig,
+  request: RateLimitRequest,
+): string {
+  const explained = explainConfig(
+    (domain, descriptor) =>
+      config.explainLimit?.(domain, descriptor) ?? {
+        domainFound: false,
+        path: [],
+        limit: undefined,
+        source: undefined,
+        fromOverride: false,
+      },
+    request,
+  );
+  const response = create(ExplainResponseSchema, {
+    backend: "none",
+    domainFound: explained.domainFound,
+    descriptors: explained.descriptors,
+    summary: "offline: match path and rule only; counters are not read",
+  });
+  return formatExplanation(response, request);
 }
 
 /** Orders names by their UTF-8 bytes, as Go's `os.ReadDir` does. */

@@ -3,7 +3,7 @@ import type { RateLimitDescriptor_Entry } from "../proto.js";
 import { RateLimitResponse_RateLimit_Unit as Unit } from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";
 import { ConfigError } from "./config-error.js";
-import type { RateLimit } from "./rate-limit-config.js";
+import type { RateLimit, RuleSource } from "./rate-limit-config.js";
 import {
   maxWindowSeconds,
   unitByName,
@@ -30,6 +30,8 @@ export interface DescriptorNode {
   readonly valueToMetric: boolean;
   /** `share_threshold` of this rule (only allowed when the composite key contains `*`). */
   readonly shareThreshold: boolean;
+  /** Where the rule is defined (Explain and the debug console; never read by lookups). */
+  readonly source: RuleSource;
 }
 
 /**
@@ -71,6 +73,8 @@ export interface LoadContext {
   readonly configName: string;
   /** Stats handles of every limit are created at load time. */
   readonly statsManager: StatsManager;
+  /** xDS `version_info` of the resource being loaded; recorded in each rule's source. */
+  readonly sourceVersion?: string | undefined;
   /** The domain's charge mode is `all_or_nothing`. @defaultValue false */
   readonly allOrNothing?: boolean;
 }
@@ -176,6 +180,11 @@ export function loadDescriptors(
       children,
       valueToMetric: rule.valueToMetric,
       shareThreshold: rule.shareThreshold,
+      source: Object.freeze({
+        name: context.configName,
+        line: rule.line ?? 0,
+        version: context.sourceVersion ?? "",
+      }),
     });
     target.nodes.set(compositeKey, node);
     if (isWildcard) {
@@ -451,8 +460,8 @@ function startsWithEntryKey(pattern: string, entryKey: string): boolean {
   );
 }
 
-/** `strings.TrimPrefix(pattern, entryKey + "_")`. */
-function patternValue(pattern: string, entryKey: string): string {
+/** `strings.TrimPrefix(pattern, entryKey + "_")`: the value part of a wildcard rule. */
+export function patternValue(pattern: string, entryKey: string): string {
   return startsWithEntryKey(pattern, entryKey)
     ? pattern.slice(entryKey.length + 1)
     : pattern;

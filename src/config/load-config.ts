@@ -11,6 +11,12 @@ import {
   findRateLimit,
   loadDescriptors,
 } from "./descriptor-tree.js";
+import {
+  explainRateLimit,
+  ruleTree,
+  type DomainTree,
+  type LimitExplanation,
+} from "./descriptor-explain.js";
 import { parseConfigFile } from "./parse-config-file.js";
 import type { RateLimit, RateLimitConfig } from "./rate-limit-config.js";
 import { unitFromNumber, unitToSeconds } from "./units.js";
@@ -29,6 +35,8 @@ export interface ConfigFile {
 export interface NamedYamlRoot {
   readonly name: string;
   readonly root: YamlRoot;
+  /** xDS `version_info` of the resource, kept as each rule's source (Explain, console). */
+  readonly version?: string | undefined;
 }
 
 /** Options of {@link loadConfig} and {@link loadConfigFromRoots}. */
@@ -83,7 +91,7 @@ export function loadConfigFromRoots(
   const merge = options.mergeDomainConfig ?? false;
   const domains = new Map<string, DescriptorLevel>();
   const charges = domainChargeModes(roots, options.chargeMode ?? "each");
-  for (const { name, root } of roots) {
+  for (const { name, root, version } of roots) {
     if (root.domain === "") {
       throw new ConfigError(`${name}: config file cannot have empty domain`);
     }
@@ -99,6 +107,7 @@ export function loadConfigFromRoots(
     loadDescriptors(level, root.descriptors, `${root.domain}.`, {
       configName: name,
       statsManager: options.statsManager,
+      sourceVersion: version,
       allOrNothing: charges.get(root.domain) === "all_or_nothing",
     });
   }
@@ -206,6 +215,60 @@ class LoadedRateLimitConfig implements RateLimitConfig {
       metadata: undefined,
       shareThresholdValues: undefined,
     };
+  }
+
+  /** See {@link RateLimitConfig.explainLimit}; same order of checks as {@link getLimit}. */
+  explainLimit(
+    domain: string,
+    descriptor: RateLimitDescriptor,
+  ): LimitExplanation {
+    const root = this.domainLevels.get(domain);
+    if (root === undefined) {
+      return {
+        domainFound: false,
+        path: [
+          {
+            entryIndex: 0,
+            key: "",
+            value: "",
+            outcome: "unknown-domain",
+            node: undefined,
+            wildcardsTried: [],
+          },
+        ],
+        limit: undefined,
+        source: undefined,
+        fromOverride: false,
+      };
+    }
+    const override = descriptor.limit;
+    if (override !== undefined) {
+      return {
+        domainFound: true,
+        path: [
+          {
+            entryIndex: 0,
+            key: "",
+            value: "",
+            outcome: "override",
+            node: undefined,
+            wildcardsTried: [],
+          },
+        ],
+        limit: this.overrideLimit(domain, descriptor, override),
+        source: undefined,
+        fromOverride: true,
+      };
+    }
+    return explainRateLimit(root, descriptor.entries);
+  }
+
+  /** See {@link RateLimitConfig.tree}: domains sorted. */
+  tree(): readonly DomainTree[] {
+    return this.domains.map((domain) => {
+      const level = this.domainLevels.get(domain);
+      return { domain, rules: level === undefined ? [] : ruleTree(level) };
+    });
   }
 
   /** Dump lines of every domain, domains sorted, rules depth-first in load order. */

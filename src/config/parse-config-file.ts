@@ -548,6 +548,7 @@ class TypedDecoder {
       valueToMetric,
       shareThreshold,
       metadata,
+      line: node.line,
     };
   }
 

@@ -1,3 +1,4 @@
+import type { DomainTree, LimitExplanation } from "./descriptor-explain.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type {
   RateLimitDescriptor,
@@ -76,6 +77,16 @@ export interface RateLimit {
   readonly shareThresholdValues: readonly (string | undefined)[] | undefined;
 }
 
+/** Where a rule is defined: a config file and line, or an xDS resource and its version. */
+export interface RuleSource {
+  /** File name (runtime key, e.g. `config.basic.yaml`) or xDS resource name. */
+  readonly name: string;
+  /** 1-based line of the rule in the file; 0 when unknown (xDS). */
+  readonly line: number;
+  /** xDS `version_info` of the resource; "" for files. */
+  readonly version: string;
+}
+
 /** A loaded, immutable rate-limit configuration (all domains). */
 export interface RateLimitConfig {
   /**
@@ -99,4 +110,15 @@ export interface RateLimitConfig {
   readonly domainCount: number;
   /** Loaded domain names, sorted. */
   readonly domains: readonly string[];
+  /**
+   * Explains how one request descriptor meets the config (Explain API): the match path
+   * entry by entry and the limit that applies. Reads only: counts no statistic (not even
+   * `domain_not_found`). Never called by ShouldRateLimit. Absent in test fakes.
+   */
+  explainLimit?(
+    domain: string,
+    descriptor: RateLimitDescriptor,
+  ): LimitExplanation;
+  /** The rules of every domain as a tree, for the debug console. Absent in test fakes. */
+  tree?(): readonly DomainTree[];
 }

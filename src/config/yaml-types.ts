@@ -86,6 +86,8 @@ export interface YamlDescriptor {
    * stringified (the shape of a protobuf `Struct`). Absent when missing or null.
    */
   readonly metadata?: JsonObject | undefined;
+  /** 1-based line of the rule in its file, when parsed from YAML (Explain and console). */
+  readonly line?: number | undefined;
 }
 
 /**

@@ -4,6 +4,20 @@ import type {
   RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
 
+/** One counter as {@link RateLimitCache.peekCounters} found it. */
+export interface CounterReading {
+  /** The cache key, as stored. */
+  readonly key: string;
+  /** The stored count (0 when absent). */
+  readonly value: number;
+  /** Start of the counter's window, seconds since the Unix epoch. */
+  readonly windowStartSeconds: number;
+  /** End of the counter's window (exclusive), seconds since the Unix epoch. */
+  readonly windowEndSeconds: number;
+  /** The local over-limit cache knows the key is over limit (the backend was not read). */
+  readonly localCacheHit: boolean;
+}
+
 /**
  * The counter backend interface the service calls and every backend (memory, kv, mc)
  * implements; the TS form of upstream `limiter/cache.go` `RateLimitCache`.
@@ -27,6 +41,20 @@ export interface RateLimitCache {
     limits: readonly (RateLimit | undefined)[],
     hitsAddends: readonly number[],
   ): Promise<RateLimitResponse_DescriptorStatus[]>;
+  /**
+   * Reads the counters a request would charge, without changing them or any statistic
+   * (Explain API with `charge` false): memory reads its map, kv sends `GET` (one pipeline per
+   * instance), mc one multi-get. Optional: a backend without it explains without counters.
+   *
+   * @param limits - as for {@link RateLimitCache.doLimit}
+   * @returns parallel to `descriptors`; `undefined` where `limits[i]` is undefined
+   * @throws {@link BackendError} when the backend fails
+   */
+  peekCounters?(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+  ): Promise<(CounterReading | undefined)[]>;
   /**
    * Connects and waits until the backend answers, retrying as the backend's options say;
    * the service opens its listeners only after it resolves. Absent for in-process backends.

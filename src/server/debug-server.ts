@@ -4,7 +4,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { RateLimitConfig } from "../config/rate-limit-config.js";
 import type { StatsStore } from "../stats/stats-store.js";
+import { ExplainService } from "../proto.js";
+import { createConnectHandler } from "./connect-handler.js";
+import type { Console } from "./console.js";
 import { listen, type Listening } from "./listen.js";
+import { registerExplain, type ExplainHandler } from "./routes.js";
 
 /** Options of {@link startDebugServer}. */
 export interface DebugServerOptions {
@@ -22,9 +26,21 @@ export interface DebugServerOptions {
    * Longest profile `?seconds=` may ask for, in seconds (≥ 1). @defaultValue 300
    */
   readonly maxProfileSeconds?: number;
+  /**
+   * Serves `ratelimit.explain.v1.ExplainService` over Connect and gRPC-web on this port,
+   * whatever `EXPLAIN_ENABLED` says (like `/rlconfig`, the debug port is for operators).
+   * Needs `logger` (handler failures are logged there). @defaultValue not served
+   */
+  readonly explain?: ExplainHandler;
+  /** The web console at `/` for HTML clients (see `createConsole`). @defaultValue none */
+  readonly console?: Console;
 }
 
 const paths: readonly (readonly [string, string])[] = [
+  [
+    "/",
+    "the web console (config tree, health, counters, Explain) for browsers (Accept: text/html)",
+  ],
   ["/debug/pprof/", "index of the profiling endpoints"],
   [
     "/debug/pprof/heap",
@@ -126,7 +142,10 @@ function statsText(store: StatsStore): string {
 
 /**
  * Starts the debug server:
- * - `/` (and any unknown path) lists the paths, one `<path>: <help>` line each, sorted;
+ * - `/` answers the web console to an HTML client (with `console`);
+ * - `/ratelimit.explain.v1.ExplainService/Explain` serves Explain over Connect and gRPC-web
+ *   (with `explain`);
+ * - `/` for other clients (and any unknown path) lists the paths, one `<path>: <help>` line each, sorted;
  * - `/rlconfig` dumps the loaded config in the reference's format (empty before the first load);
  * - `/stats` lists every statistic with its current value, including the rate-limit counters
  *   (the reference shows only its runtime variables), plus `cmdline` and `memstats`;
@@ -190,9 +209,26 @@ export function startDebugServer(
       });
   }
 
+  const { explain, logger } = options;
+  const connect =
+    explain === undefined || logger === undefined
+      ? undefined
+      : createConnectHandler({
+          routes: (router) => {
+            registerExplain(router, explain);
+          },
+          logger,
+        });
+  const explainPrefix = `/${ExplainService.typeName}/`;
+
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://debug");
     const path = url.pathname;
+    if (connect !== undefined && path.startsWith(explainPrefix)) {
+      connect(req, res);
+      return;
+    }
+    if (options.console?.handle(req, res, path) === true) return;
     res.setHeader("content-type", "text/plain; charset=utf-8");
     switch (path) {
       case "/rlconfig":

@@ -6,6 +6,7 @@ import {
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { createConnectHandler } from "./connect-handler.js";
+import { createCors } from "./cors.js";
 import type { HealthChecker } from "../health/health.js";
 import { listen, type Listening } from "./listen.js";
 
@@ -15,6 +16,19 @@ export interface HttpServerOptions {
   readonly routes: (router: ConnectRouter) => void;
   /** The `/json` handler (see `createJsonHandler`). */
   readonly jsonHandler: (req: IncomingMessage, res: ServerResponse) => void;
+  /**
+   * The `POST /explain` handler (see `createExplainJsonHandler`; it answers 404 itself while
+   * Explain is disabled). @defaultValue `/explain` goes to the Connect router (404)
+   */
+  readonly explainJsonHandler?: (
+    req: IncomingMessage,
+    res: ServerResponse,
+  ) => void;
+  /**
+   * Origins allowed to call from a browser (`CORS_ALLOWED_ORIGINS`; `*` for any); empty
+   * disables CORS. See `createCors`. @defaultValue []
+   */
+  readonly corsAllowedOrigins?: readonly string[];
   readonly health: HealthChecker;
   readonly logger: Logger;
   /** Bind host (`HOST`). */
@@ -24,9 +38,10 @@ export interface HttpServerOptions {
 }
 
 /**
- * Starts the HTTP/1.1 server: `/json` (decision as proto3 JSON), `/healthcheck` (200 `OK`
- * when healthy, 500 with the failing components otherwise), and the Connect router for
- * everything else (gRPC-web and Connect-protocol clients).
+ * Starts the HTTP/1.1 server: `/json` (decision as proto3 JSON), `/explain` (Explain as proto3
+ * JSON), `/healthcheck` (200 `OK` when healthy, 500 with the failing components otherwise),
+ * and the Connect router for everything else (gRPC-web and Connect-protocol clients); with
+ * `corsAllowedOrigins`, CORS headers and preflight answers for browsers on those origins.
  *
  * @throws the listen error when the address cannot be bound
  */
@@ -37,9 +52,15 @@ export function startHttpServer(
     routes: options.routes,
     logger: options.logger,
   });
-  const { health, jsonHandler } = options;
+  const { health, jsonHandler, explainJsonHandler } = options;
+  const cors = createCors(options.corsAllowedOrigins ?? []);
   const server = createServer((req, res) => {
+    if (cors(req, res)) return;
     const path = (req.url ?? "/").split("?", 1)[0];
+    if (path === "/explain" && explainJsonHandler !== undefined) {
+      explainJsonHandler(req, res);
+      return;
+    }
     if (path === "/json") {
       jsonHandler(req, res);
       return;

@@ -7,6 +7,9 @@ import {
   HealthCheckResponse_ServingStatus as ServingStatus,
   HealthListResponseSchema,
   RateLimitService,
+  ExplainService,
+  type ExplainRequest,
+  type ExplainResponse,
   type HealthCheckResponse,
 } from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";
@@ -18,20 +21,52 @@ export interface RoutesOptions {
   readonly shouldRateLimit: ShouldRateLimitHandler;
   readonly health: HealthChecker;
   readonly statsManager: StatsManager;
+  /**
+   * Serves `ratelimit.explain.v1.ExplainService` (`EXPLAIN_ENABLED`); when absent the method
+   * answers UNIMPLEMENTED with a message naming the setting. @defaultValue disabled
+   */
+  readonly explain?: ExplainHandler;
+}
+
+/** The Explain entry point the routes call (see `createExplainHandler`). */
+export type ExplainHandler = (
+  request: ExplainRequest,
+) => Promise<ExplainResponse>;
+
+/** Message of the UNIMPLEMENTED answer (and of `/explain`'s 404) while Explain is off. */
+export const explainDisabledMessage =
+  "the Explain API is disabled on this port: set EXPLAIN_ENABLED=true to enable it (the debug port's console always serves it)";
+
+/**
+ * Registers `ratelimit.explain.v1.ExplainService` on a router: the handler, or an
+ * UNIMPLEMENTED answer naming `EXPLAIN_ENABLED` when it is undefined.
+ */
+export function registerExplain(
+  router: ConnectRouter,
+  explain: ExplainHandler | undefined,
+): void {
+  router.service(ExplainService, {
+    explain:
+      explain ??
+      (() => {
+        throw new ConnectError(explainDisabledMessage, Code.Unimplemented);
+      }),
+  });
 }
 
 /** Name under which the gRPC health service reports the rate-limit service. */
 export const healthServiceName = "ratelimit";
 
 /**
- * Returns the Connect route registration: `envoy.service.ratelimit.v3.RateLimitService` and
+ * Returns the Connect route registration: `envoy.service.ratelimit.v3.RateLimitService`,
+ * `ratelimit.explain.v1.ExplainService` (see {@link registerExplain}) and
  * `grpc.health.v1.Health`. The same routes serve gRPC (HTTP/2 port), and gRPC-web and the
  * Connect protocol (HTTP/1.1 port).
  */
 export function createRoutes(
   options: RoutesOptions,
 ): (router: ConnectRouter) => void {
-  const { shouldRateLimit, health, statsManager } = options;
+  const { shouldRateLimit, health, statsManager, explain } = options;
   const checkRequests = statsManager.serverTotalRequests("Check");
 
   function statusOf(name: string): ServingStatus | undefined {
@@ -51,6 +86,7 @@ export function createRoutes(
       shouldRateLimit: (request, context) =>
         shouldRateLimit(request, context.requestHeader),
     });
+    registerExplain(router, explain);
     router.service(Health, {
       check(request) {
         checkRequests.add(1);

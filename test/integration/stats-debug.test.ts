@@ -58,6 +58,7 @@ describe("debug server", () => {
         .filter(Boolean)
         .map((l) => l.split(":")[0]),
     ).toEqual([
+      "/",
       "/debug/pprof/",
       "/debug/pprof/heap",
       "/debug/pprof/profile",

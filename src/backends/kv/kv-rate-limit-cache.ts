@@ -10,7 +10,11 @@ import {
 } from "../../limiter/all-or-nothing.js";
 import type { BaseLimiter } from "../../limiter/base-limiter.js";
 import type { CacheKey } from "../../limiter/cache-key.js";
-import type { RateLimitCache } from "../../limiter/rate-limit-cache.js";
+import { counterReadings, readingKeys } from "../../limiter/counter-reading.js";
+import type {
+  CounterReading,
+  RateLimitCache,
+} from "../../limiter/rate-limit-cache.js";
 import type {
   RateLimitDescriptor,
   RateLimitResponse_DescriptorStatus,
@@ -232,6 +236,45 @@ export class KvRateLimitCache implements RateLimitCache {
             : base.descriptorStatus(k.key, limit, after[i]!, hits, now);
     }
     return statuses;
+  }
+
+  /**
+   * Reads the counters with `GET` (one pipeline per instance, main first) without changing
+   * them (see {@link RateLimitCache.peekCounters}); keys known over limit in the local cache
+   * are not read.
+   *
+   * @throws {@link BackendError} when the store fails
+   */
+  async peekCounters(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+  ): Promise<(CounterReading | undefined)[]> {
+    const read = readingKeys(this.base, domain, descriptors, limits);
+    const values = new Array<number>(descriptors.length).fill(0);
+    const main = { cacheKeys: [] as string[], indexes: [] as number[] };
+    const perSecond =
+      this.perSecond === undefined
+        ? main
+        : { cacheKeys: [] as string[], indexes: [] as number[] };
+    read.keys.forEach((k, i) => {
+      if (k === undefined || read.localCacheHits?.[i] === true) return;
+      const group = k.perSecond ? perSecond : main;
+      group.cacheKeys.push(k.key);
+      group.indexes.push(i);
+    });
+    for (const [client, group] of [
+      [this.main, main],
+      [this.perSecond, perSecond === main ? undefined : perSecond],
+    ] as const) {
+      if (client === undefined || group === undefined) continue;
+      if (group.cacheKeys.length === 0) continue;
+      const got = await client.get(group.cacheKeys);
+      got.forEach((value, j) => {
+        values[group.indexes[j]!] = value;
+      });
+    }
+    return counterReadings(read, limits, values);
   }
 
   /**

@@ -8,8 +8,12 @@ import {
 import type { BaseLimiter } from "../../limiter/base-limiter.js";
 import { CacheKeyError } from "../../limiter/cache-key-error.js";
 import type { CacheKey } from "../../limiter/cache-key.js";
-import type { RateLimitCache } from "../../limiter/rate-limit-cache.js";
 import type { Counter } from "../../stats/stats-store.js";
+import { counterReadings, readingKeys } from "../../limiter/counter-reading.js";
+import type {
+  CounterReading,
+  RateLimitCache,
+} from "../../limiter/rate-limit-cache.js";
 import type {
   RateLimitDescriptor,
   RateLimitResponse_DescriptorStatus,
@@ -193,6 +197,37 @@ export class McRateLimitCache implements RateLimitCache {
       for (const resolve of waiters) resolve();
     });
     return statuses;
+  }
+
+  /**
+   * Reads the counters with one multi-get per node without changing them (see
+   * {@link RateLimitCache.peekCounters}); keys known over limit in the local cache, and keys
+   * memcached cannot hold, are not read (they read as 0). Node failures read as 0, as in
+   * `doLimit`.
+   */
+  async peekCounters(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+  ): Promise<(CounterReading | undefined)[]> {
+    const read = readingKeys(this.base, domain, descriptors, limits);
+    const fetchKeys: string[] = [];
+    read.keys.forEach((k, i) => {
+      if (k === undefined || read.localCacheHits?.[i] === true) return;
+      if (mcKeyProblem(k.key) !== undefined) return;
+      fetchKeys.push(k.key);
+    });
+    const found =
+      fetchKeys.length === 0
+        ? new Map<string, Buffer>()
+        : await this.client.getMulti(fetchKeys);
+    const values = read.keys.map((k) => {
+      const stored = k === undefined ? undefined : found.get(k.key);
+      return stored === undefined || k === undefined
+        ? 0
+        : this.counterValue(stored, k.key);
+    });
+    return counterReadings(read, limits, values);
   }
 
   /**

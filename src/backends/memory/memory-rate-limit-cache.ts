@@ -6,7 +6,11 @@ import {
 } from "../../limiter/all-or-nothing.js";
 import type { BaseLimiter } from "../../limiter/base-limiter.js";
 import type { CacheKey } from "../../limiter/cache-key.js";
-import type { RateLimitCache } from "../../limiter/rate-limit-cache.js";
+import { counterReadings, readingKeys } from "../../limiter/counter-reading.js";
+import type {
+  CounterReading,
+  RateLimitCache,
+} from "../../limiter/rate-limit-cache.js";
 import type {
   RateLimitDescriptor,
   RateLimitResponse_DescriptorStatus,
@@ -137,6 +141,19 @@ export class MemoryRateLimitCache implements RateLimitCache {
         : this.base.descriptorStatus(k.key, limit, after, hits, now);
     }
     return Promise.resolve(statuses);
+  }
+
+  /** Reads the counters without changing them (see {@link RateLimitCache.peekCounters}). */
+  peekCounters(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+  ): Promise<(CounterReading | undefined)[]> {
+    const read = readingKeys(this.base, domain, descriptors, limits);
+    const values = read.keys.map((k) =>
+      k === undefined ? 0 : (this.counters.get(k.key) ?? 0),
+    );
+    return Promise.resolve(counterReadings(read, limits, values));
   }
 
   flush(): Promise<void> {

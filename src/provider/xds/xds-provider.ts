@@ -212,7 +212,10 @@ export class XdsProvider implements ConfigProvider {
     const version = response.versionInfo;
     let roots: NamedYamlRoot[];
     try {
-      roots = decodeRateLimitConfigs(response.resources);
+      roots = decodeRateLimitConfigs(response.resources).map((r) => ({
+        ...r,
+        version,
+      }));
     } catch (err) {
       const error =
         err instanceof ConfigError

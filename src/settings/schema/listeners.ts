@@ -1,7 +1,15 @@
 // Listeners: HTTP, debug and gRPC addresses, gRPC connection ageing and TLS.
 
 import { quote } from "../env-reader.js";
-import { durationMs, flag, integer, listenPort, text } from "./codecs.js";
+import { EnvParseError, parseList } from "../env-parsers.js";
+import {
+  custom,
+  durationMs,
+  flag,
+  integer,
+  listenPort,
+  text,
+} from "./codecs.js";
 import {
   setting,
   settingsGroup,
@@ -23,6 +31,31 @@ export const listeners = settingsGroup("listeners", {
     codec: integer(listenPort),
     default: 8080,
     meaning: "HTTP listener port.",
+  }),
+  /**
+   * Serve `ratelimit.explain.v1.ExplainService` on the gRPC port and the HTTP port (gRPC-web,
+   * Connect, `POST /explain`). Off, they answer UNIMPLEMENTED / 404 naming this setting; the
+   * debug port serves Explain whatever it says (docs/explain.md).
+   */
+  explainEnabled: setting({
+    env: "EXPLAIN_ENABLED",
+    codec: flag,
+    default: false,
+    meaning:
+      "Serve the Explain API on the gRPC and HTTP ports (it discloses config and counters); the debug port always does.",
+  }),
+  /**
+   * Origins (`scheme://host[:port]`, or `*` for any) whose browser pages may call the HTTP port
+   * with gRPC-web or Connect (CORS with Connect's header lists); empty disables CORS.
+   */
+  corsAllowedOrigins: setting({
+    env: "CORS_ALLOWED_ORIGINS",
+    codec: custom(parseOrigins, (value) =>
+      value.length === 0 ? "(empty)" : value.join(","),
+    ),
+    default: [],
+    meaning:
+      "Comma-separated origins allowed to call the HTTP port from a browser (CORS); * allows any; empty disables CORS.",
   }),
   /** Debug listener host. */
   debugHost: setting({
@@ -147,3 +180,23 @@ export const listenerChecks: readonly SettingsCheck<
     }
   },
 ];
+
+/**
+ * Parses `CORS_ALLOWED_ORIGINS`: comma-separated, items trimmed, empty items dropped; each `*`
+ * or an origin `http(s)://host[:port]` without path.
+ * @throws {@link EnvParseError} naming the first bad item
+ */
+function parseOrigins(text: string): readonly string[] {
+  const origins = parseList(text)
+    .map((item) => item.trim())
+    .filter((item) => item !== "");
+  for (const origin of origins) {
+    if (origin !== "*" && !/^https?:\/\/[^/\s?#]+$/.test(origin)) {
+      throw new EnvParseError(
+        "* or comma-separated origins like https://app.example.com",
+        `invalid origin "${origin}"`,
+      );
+    }
+  }
+  return origins;
+}

@@ -232,6 +232,7 @@ describe("parseConfigFile typed decode", () => {
       valueToMetric: false,
       shareThreshold: false,
       metadata: undefined,
+      line: 3,
     });
   });
 

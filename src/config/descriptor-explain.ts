@@ -1,0 +1,238 @@
+import type { RateLimitDescriptor_Entry } from "../proto.js";
+import {
+  matchesWildcard,
+  patternValue,
+  type DescriptorLevel,
+  type DescriptorNode,
+} from "./descriptor-tree.js";
+import type { RateLimit, RuleSource } from "./rate-limit-config.js";
+import { unitName } from "./units.js";
+
+// The recording variant of `findRateLimit` (descriptor-tree.ts), for the Explain API and the
+// debug console only. ShouldRateLimit never calls it, so the lookup on the hot path stays as
+// it is; the unit and property tests check that both walks agree.
+
+/**
+ * How one request entry met the config tree at one level (behavior.md §3.2–3.5):
+ * - `exact`: `key_value` equals a rule's composite key;
+ * - `wildcard`: the first wildcard rule (config order) matching `key_value`;
+ * - `key-only`: the bare-key default rule;
+ * - `whitelisted`: the last entry matched (exactly or by wildcard) a rule without a rate
+ *   limit while the key-only default of the same level has one: the value is exempt;
+ * - `no-such-key`: nothing matched at this level (the walk stops, no limit);
+ * - `deeper-than-config`: the previous rule has no nested rules (the walk stops, no limit);
+ * - `unknown-domain`: the domain is not loaded;
+ * - `override`: the descriptor carries its own limit; config matching is skipped.
+ */
+export type MatchOutcome =
+  | "exact"
+  | "wildcard"
+  | "key-only"
+  | "whitelisted"
+  | "no-such-key"
+  | "deeper-than-config"
+  | "unknown-domain"
+  | "override";
+
+/** One step of a match path. */
+export interface MatchRecord {
+  /** Index of the request entry (0-based). */
+  readonly entryIndex: number;
+  /** The request entry's key and value ("" for the `unknown-domain` / `override` steps). */
+  readonly key: string;
+  readonly value: string;
+  readonly outcome: MatchOutcome;
+  /** The rule matched, when one was. */
+  readonly node: DescriptorNode | undefined;
+  /** Wildcard patterns tried in vain, in order, after the exact lookup missed. */
+  readonly wildcardsTried: readonly string[];
+}
+
+/** What {@link explainRateLimit} found for one request descriptor. */
+export interface LimitExplanation {
+  /** Whether the domain is loaded. */
+  readonly domainFound: boolean;
+  /** The walk, one step per entry reached (plus the step where it stopped). */
+  readonly path: readonly MatchRecord[];
+  /**
+   * The limit that applies, with `shareThresholdValues` as the lookup sets them (so cache keys
+   * are the ones ShouldRateLimit uses). Its stats handles are those of the rule, not of a
+   * derived stats key: do not count with them.
+   */
+  readonly limit: RateLimit | undefined;
+  /** Where the applying rule is defined; undefined for an override or no limit. */
+  readonly source: RuleSource | undefined;
+  /** The limit is the request's own override. */
+  readonly fromOverride: boolean;
+}
+
+/**
+ * Walks one domain tree like `findRateLimit` and records every step. Allocates freely; counts
+ * no statistic.
+ */
+export function explainRateLimit(
+  root: DescriptorLevel,
+  entries: readonly RateLimitDescriptor_Entry[],
+): LimitExplanation {
+  const path: MatchRecord[] = [];
+  const count = entries.length;
+  const matched: { node: DescriptorNode; wildcard: boolean }[] = [];
+  let level = root;
+  let node: DescriptorNode | undefined;
+  const none = (): LimitExplanation => ({
+    domainFound: true,
+    path,
+    limit: undefined,
+    source: undefined,
+    fromOverride: false,
+  });
+  for (let i = 0; i < count; i++) {
+    const entry = entries[i]!;
+    const finalKey = entry.key + "_" + entry.value;
+    const tried: string[] = [];
+    let outcome: MatchOutcome = "exact";
+    node = level.nodes.get(finalKey);
+    if (node === undefined) {
+      for (const wildcard of level.wildcards) {
+        if (matchesWildcard(wildcard, finalKey)) {
+          node = wildcard.node;
+          outcome = "wildcard";
+          break;
+        }
+        tried.push(wildcard.pattern);
+      }
+    }
+    if (node === undefined) {
+      node = level.nodes.get(entry.key);
+      outcome = "key-only";
+    }
+    if (node === undefined) {
+      path.push({
+        entryIndex: i,
+        key: entry.key,
+        value: entry.value,
+        outcome: "no-such-key",
+        node: undefined,
+        wildcardsTried: tried,
+      });
+      return none();
+    }
+    if (
+      i === count - 1 &&
+      outcome !== "key-only" &&
+      node.limit === undefined &&
+      level.nodes.get(entry.key)?.limit !== undefined
+    ) {
+      outcome = "whitelisted";
+    }
+    path.push({
+      entryIndex: i,
+      key: entry.key,
+      value: entry.value,
+      outcome,
+      node,
+      wildcardsTried: tried,
+    });
+    matched.push({ node, wildcard: outcome === "wildcard" });
+    if (i < count - 1) {
+      if (node.children === undefined) {
+        const next = entries[i + 1]!;
+        path.push({
+          entryIndex: i + 1,
+          key: next.key,
+          value: next.value,
+          outcome: "deeper-than-config",
+          node: undefined,
+          wildcardsTried: [],
+        });
+        return none();
+      }
+      level = node.children;
+    }
+  }
+  const limit = node?.limit;
+  if (node === undefined || limit === undefined) return none();
+  let shareThresholdValues: (string | undefined)[] | undefined;
+  matched.forEach((step, i) => {
+    if (step.wildcard && step.node.shareThreshold) {
+      shareThresholdValues ??= new Array<string | undefined>(count).fill(
+        undefined,
+      );
+      shareThresholdValues[i] = patternValue(
+        step.node.compositeKey,
+        entries[i]!.key,
+      );
+    }
+  });
+  return {
+    domainFound: true,
+    path,
+    limit:
+      shareThresholdValues === undefined
+        ? limit
+        : { ...limit, shareThresholdValues },
+    source: node.source,
+    fromOverride: false,
+  };
+}
+
+/** One rule of the console tree. */
+export interface RuleTreeNode {
+  /** Composite key: `key`, or `key_value` (wildcards keep `*`). */
+  readonly compositeKey: string;
+  /** Config path `<domain>.<ck1>.<ck2>…`. */
+  readonly fullKey: string;
+  /** The rate limit, when the rule has one. */
+  readonly limit:
+    | {
+        readonly name: string;
+        /** Unit name (`SECOND` … `YEAR`, `UNKNOWN` when unlimited). */
+        readonly unit: string;
+        readonly requestsPerUnit: number;
+        readonly unlimited: boolean;
+        readonly replaces: readonly string[];
+      }
+    | undefined;
+  /** Flags set on the rule, by their YAML names (`shadow_mode`, `share_threshold`, …). */
+  readonly flags: readonly string[];
+  readonly source: RuleSource;
+  readonly children: readonly RuleTreeNode[];
+}
+
+/** The rules of one domain, in load order. */
+export interface DomainTree {
+  readonly domain: string;
+  readonly rules: readonly RuleTreeNode[];
+}
+
+/** Returns the rules of one level as plain data, depth-first in load order. */
+export function ruleTree(level: DescriptorLevel): RuleTreeNode[] {
+  const out: RuleTreeNode[] = [];
+  for (const node of level.nodes.values()) {
+    const limit = node.limit;
+    const flags: string[] = [];
+    if (limit?.shadowMode === true) flags.push("shadow_mode");
+    if (limit?.quotaMode === true) flags.push("quota_mode");
+    if (limit?.detailedMetric === true) flags.push("detailed_metric");
+    if (node.valueToMetric) flags.push("value_to_metric");
+    if (node.shareThreshold) flags.push("share_threshold");
+    out.push({
+      compositeKey: node.compositeKey,
+      fullKey: node.fullKey,
+      limit:
+        limit === undefined
+          ? undefined
+          : {
+              name: limit.name,
+              unit: unitName(limit.unit),
+              requestsPerUnit: limit.requestsPerUnit,
+              unlimited: limit.unlimited,
+              replaces: limit.replaces,
+            },
+      flags,
+      source: node.source,
+      children: node.children === undefined ? [] : ruleTree(node.children),
+    });
+  }
+  return out;
+}

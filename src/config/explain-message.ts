@@ -1,0 +1,164 @@
+import { create } from "@bufbuild/protobuf";
+import {
+  DescriptorExplanationSchema,
+  DescriptorExplanation_Verdict as Verdict,
+  MatchStepSchema,
+  MatchStep_Outcome as Outcome,
+  RuleSchema,
+  SourceSchema,
+  type DescriptorExplanation,
+  type MatchStep,
+  type RateLimitRequest,
+  type Rule,
+  type Source,
+} from "../proto.js";
+import type { LimitExplanation, MatchOutcome } from "./descriptor-explain.js";
+import type { RateLimit, RuleSource } from "./rate-limit-config.js";
+
+const outcomes: Record<MatchOutcome, Outcome> = {
+  exact: Outcome.EXACT,
+  wildcard: Outcome.WILDCARD,
+  "key-only": Outcome.KEY_ONLY,
+  whitelisted: Outcome.WHITELISTED,
+  "no-such-key": Outcome.NO_SUCH_KEY,
+  "deeper-than-config": Outcome.DEEPER_THAN_CONFIG,
+  "unknown-domain": Outcome.UNKNOWN_DOMAIN,
+  override: Outcome.OVERRIDE,
+};
+
+/** The `Source` message of a rule source. */
+export function sourceMessage(source: RuleSource): Source {
+  return create(SourceSchema, {
+    name: source.name,
+    line: source.line,
+    version: source.version,
+  });
+}
+
+/** The match path of one descriptor as `MatchStep` messages. */
+export function matchPathMessages(explanation: LimitExplanation): MatchStep[] {
+  return explanation.path.map((step) => {
+    const node = step.node;
+    return create(MatchStepSchema, {
+      entryIndex: step.entryIndex,
+      key: step.key,
+      value: step.value,
+      outcome: outcomes[step.outcome],
+      node: node?.fullKey ?? "",
+      pattern: node?.compositeKey ?? "",
+      hasLimit: node?.limit !== undefined,
+      ...(node !== undefined ? { source: sourceMessage(node.source) } : {}),
+      wildcardsTried: [...step.wildcardsTried],
+    });
+  });
+}
+
+/** The `Rule` message of the limit that applies. */
+export function ruleMessage(
+  limit: RateLimit,
+  explanation: LimitExplanation,
+  entries: RateLimitRequest["descriptors"][number]["entries"],
+): Rule {
+  const shared: string[] = [];
+  limit.shareThresholdValues?.forEach((value, i) => {
+    if (value !== undefined) shared.push(`${entries[i]?.key ?? ""}=${value}`);
+  });
+  return create(RuleSchema, {
+    fullKey: limit.fullKey,
+    name: limit.name,
+    unit: limit.unit,
+    requestsPerUnit: limit.requestsPerUnit,
+    unlimited: limit.unlimited,
+    shadowMode: limit.shadowMode,
+    quotaMode: limit.quotaMode,
+    detailedMetric: limit.detailedMetric,
+    replaces: [...limit.replaces],
+    ...(explanation.source !== undefined
+      ? { source: sourceMessage(explanation.source) }
+      : {}),
+    fromOverride: explanation.fromOverride,
+    shareThreshold: shared,
+  });
+}
+
+/** The config half of a request's explanation, parallel to its descriptors. */
+export interface ConfigExplanation {
+  /** Whether the request's domain is loaded. */
+  readonly domainFound: boolean;
+  /** Path, rule, replaces and (for descriptors without a counter) the verdict. */
+  readonly descriptors: DescriptorExplanation[];
+  /**
+   * The limits ShouldRateLimit would hand the backend: undefined where no limit applies, the
+   * rule is unlimited, or it was replaced (behavior.md §4.4).
+   */
+  readonly limits: (RateLimit | undefined)[];
+  /** Parallel: the rule is unlimited (answered OK with 4294967295 remaining, no counter). */
+  readonly unlimited: boolean[];
+}
+
+/**
+ * Explains how each descriptor of a request meets the config: match path, rule, `replaces`
+ * (a named limit is dropped when any descriptor's rule lists its name, in the same order of
+ * steps as ShouldRateLimit), unlimited rules. Counts nothing.
+ *
+ * @param explain - the config's {@link RateLimitConfig.explainLimit}
+ */
+export function explainConfig(
+  explain: (
+    domain: string,
+    descriptor: RateLimitRequest["descriptors"][number],
+  ) => LimitExplanation,
+  request: RateLimitRequest,
+): ConfigExplanation {
+  const n = request.descriptors.length;
+  const limits = new Array<RateLimit | undefined>(n).fill(undefined);
+  const unlimited = new Array<boolean>(n).fill(false);
+  const replacedBy = new Map<string, string>();
+  const descriptors: DescriptorExplanation[] = [];
+  let domainFound = true;
+  request.descriptors.forEach((descriptor, i) => {
+    const explanation = explain(request.domain, descriptor);
+    if (!explanation.domainFound) domainFound = false;
+    const limit = explanation.limit;
+    const message = create(DescriptorExplanationSchema, {
+      index: i,
+      path: matchPathMessages(explanation),
+      verdict: Verdict.NO_LIMIT,
+    });
+    if (limit !== undefined) {
+      message.rule = ruleMessage(limit, explanation, descriptor.entries);
+      for (const name of limit.replaces) {
+        if (!replacedBy.has(name)) replacedBy.set(name, limit.fullKey);
+      }
+      if (limit.unlimited) {
+        unlimited[i] = true;
+        message.verdict = Verdict.UNLIMITED;
+      } else {
+        limits[i] = limit;
+        message.verdict = Verdict.UNSPECIFIED;
+      }
+    }
+    descriptors.push(message);
+  });
+  for (let i = 0; i < n; i++) {
+    const limit = limits[i];
+    if (limit === undefined || limit.name === "") continue;
+    const by = replacedBy.get(limit.name);
+    if (by === undefined) continue;
+    limits[i] = undefined;
+    descriptors[i]!.replacedBy = by;
+    descriptors[i]!.verdict = Verdict.REPLACED;
+  }
+  // Which names each descriptor's rule actually removed.
+  descriptors.forEach((message) => {
+    const rule = message.rule;
+    if (rule === undefined) return;
+    message.replacedNames = rule.replaces.filter((name) =>
+      descriptors.some(
+        (other) =>
+          other.rule?.name === name && other.replacedBy === rule.fullKey,
+      ),
+    );
+  });
+  return { domainFound, descriptors, limits, unlimited };
+}

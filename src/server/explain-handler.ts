@@ -1,0 +1,147 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Logger } from "pino";
+import { ExplainRequestSchema, ExplainResponseSchema } from "../proto.js";
+import { RequestError } from "../service/errors.js";
+import {
+  explainConnectError,
+  type ExplainService,
+} from "../service/explain-service.js";
+import { explainDisabledMessage, type ExplainHandler } from "./routes.js";
+
+/**
+ * Returns the Explain entry point shared by the Connect routes and `/explain`: the service
+ * call with its errors mapped to Connect codes (see `explainConnectError`).
+ */
+export function createExplainHandler(
+  service: ExplainService,
+  logger: Logger,
+): ExplainHandler {
+  return async (request) => {
+    try {
+      return await service.explain(request);
+    } catch (err) {
+      throw explainConnectError(err, logger);
+    }
+  };
+}
+
+const httpStatusByCode: Partial<Record<Code, number>> = {
+  [Code.InvalidArgument]: 400,
+  [Code.Unavailable]: 503,
+  [Code.ResourceExhausted]: 413,
+  [Code.NotFound]: 404,
+  [Code.Unimplemented]: 404,
+};
+const codeWord = (code: Code): string =>
+  Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** Options of {@link createExplainJsonHandler}. */
+export interface ExplainJsonHandlerOptions {
+  /** The Explain entry point; undefined while `EXPLAIN_ENABLED` is off (404 then). */
+  readonly explain: ExplainHandler | undefined;
+  /** Largest accepted request body, in bytes; larger bodies get 413. @defaultValue 1 MiB */
+  readonly maxBodyBytes?: number;
+}
+
+/**
+ * Returns the `POST /explain` handler, the proto3 JSON twin of `/json`: an `ExplainRequest`
+ * in (`{"request": {<RateLimitRequest>}, "charge": false}`), an `ExplainResponse` out with 200
+ * whatever the decision (the explanation succeeded). Errors answer
+ * `{"code": "<connect code>", "message": "..."}`: 400 (bad input, same texts as
+ * ShouldRateLimit), 404 while Explain is disabled (the message names `EXPLAIN_ENABLED`), 413,
+ * 503 (no config / backend down) or 500.
+ */
+export function createExplainJsonHandler(
+  options: ExplainJsonHandlerOptions,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  const { explain } = options;
+  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+
+  function sendError(res: ServerResponse, err: ConnectError): void {
+    send(
+      res,
+      httpStatusByCode[err.code] ?? 500,
+      JSON.stringify({ code: codeWord(err.code), message: err.rawMessage }),
+    );
+  }
+
+  async function handle(
+    handler: ExplainHandler,
+    body: Buffer,
+    res: ServerResponse,
+  ): Promise<void> {
+    try {
+      let json: JsonValue;
+      try {
+        json = JSON.parse(utf8.decode(body)) as JsonValue;
+      } catch (err) {
+        throw new RequestError(
+          body.length === 0
+            ? "request body must be a JSON ExplainRequest, got an empty body"
+            : `request body is not valid JSON: ${(err as Error).message}`,
+        );
+      }
+      let request;
+      try {
+        request = fromJson(ExplainRequestSchema, json);
+      } catch (err) {
+        throw new RequestError((err as Error).message);
+      }
+      const response = await handler(request);
+      send(res, 200, JSON.stringify(toJson(ExplainResponseSchema, response)));
+    } catch (err) {
+      sendError(
+        res,
+        err instanceof RequestError
+          ? new ConnectError(err.message, Code.InvalidArgument)
+          : ConnectError.from(err),
+      );
+    }
+  }
+
+  return (req, res) => {
+    if (explain === undefined) {
+      req.resume();
+      sendError(res, new ConnectError(explainDisabledMessage, Code.NotFound));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let tooLarge = false;
+    req.on("data", (chunk: Buffer) => {
+      if (tooLarge) return;
+      size += chunk.length;
+      if (size > maxBodyBytes) {
+        tooLarge = true;
+        sendError(
+          res,
+          new ConnectError(
+            `request body exceeds ${maxBodyBytes} bytes`,
+            Code.ResourceExhausted,
+          ),
+        );
+        req.resume();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on("end", () => {
+      if (!tooLarge) void handle(explain, Buffer.concat(chunks), res);
+    });
+    req.on("error", () => {
+      // The client went away; nothing to answer.
+    });
+  };
+}
+
+function send(res: ServerResponse, status: number, body: string): void {
+  if (res.headersSent) return;
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(body),
+  });
+  res.end(body);
+}

@@ -1,0 +1,363 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Logger } from "pino";
+import { explainConfig } from "../config/explain-message.js";
+import type {
+  RateLimit,
+  RateLimitConfig,
+} from "../config/rate-limit-config.js";
+import { BackendError } from "../limiter/backend-error.js";
+import { CacheKeyError } from "../limiter/cache-key-error.js";
+import { hitsAddendFor } from "../limiter/hits-addend.js";
+import type {
+  CounterReading,
+  RateLimitCache,
+} from "../limiter/rate-limit-cache.js";
+import {
+  CounterSchema,
+  DescriptorExplanation_Verdict as Verdict,
+  ExplainResponseSchema,
+  RateLimitResponse_Code as RlsCode,
+  RateLimitResponse_DescriptorStatusSchema,
+  RateLimitResponse_RateLimitSchema,
+  type DescriptorExplanation,
+  type ExplainRequest,
+  type ExplainResponse,
+  type RateLimitRequest,
+  type RateLimitResponse_DescriptorStatus,
+} from "../proto.js";
+import type { Clock } from "../util/clock.js";
+import { NotReadyError, RequestError } from "./errors.js";
+import type { RateLimitService } from "./rate-limit-service.js";
+import { checkRequest } from "./request-checks.js";
+
+/** Options of {@link createExplainService}; mirror the decision service's settings. */
+export interface ExplainServiceOptions {
+  /** The decision service: its config snapshot, and the decision itself with `charge`. */
+  readonly service: RateLimitService;
+  /** The counter backend; without `peekCounters` counters read as absent. */
+  readonly cache: RateLimitCache;
+  readonly clock: Clock;
+  /** Backend name shown in answers: `memory`, `kv` or `mc`. */
+  readonly backend: string;
+  /** `NEAR_LIMIT_RATIO`, 0 ≤ ratio ≤ 1. @defaultValue 0.8 */
+  readonly nearLimitRatio?: number;
+  /** `SHADOW_MODE`. @defaultValue false */
+  readonly globalShadowMode?: boolean;
+  /** `QUOTA_MODE`. @defaultValue false */
+  readonly globalQuotaMode?: boolean;
+  /**
+   * `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` as the backend applies it (false for mc, which
+   * ignores it). @defaultValue false
+   */
+  readonly stopCacheKeyIncrementWhenOverlimit?: boolean;
+  /**
+   * Whether two descriptors of one request with the same cache key see each other's hits
+   * (memory and kv increment in descriptor order; mc reads every counter first, so it does
+   * not). @defaultValue true
+   */
+  readonly sameKeyAccumulates?: boolean;
+}
+
+/** The Explain API (`ratelimit.explain.v1.ExplainService`). */
+export interface ExplainService {
+  /**
+   * Explains one request: per descriptor the match path, the rule, replaces, the counter and
+   * the decision; then the overall decision and the deciding descriptor. With `charge` false
+   * nothing changes (counters are read, no statistic moves); with `charge` true the request is
+   * decided by ShouldRateLimit itself and the answer carries its response.
+   *
+   * @throws {@link RequestError} for what ShouldRateLimit refuses (same texts), and a missing
+   *   `request`
+   * @throws {@link NotReadyError} before any config has loaded
+   * @throws {@link BackendError} when the backend fails
+   */
+  explain(request: ExplainRequest): Promise<ExplainResponse>;
+}
+
+const maxUint32 = 4294967295;
+
+/** Creates the Explain service. */
+export function createExplainService(
+  options: ExplainServiceOptions,
+): ExplainService {
+  const { service, cache, clock } = options;
+  const ratio = Math.fround(options.nearLimitRatio ?? 0.8);
+  const globalShadowMode = options.globalShadowMode ?? false;
+  const globalQuotaMode = options.globalQuotaMode ?? false;
+  const stopIncrement = options.stopCacheKeyIncrementWhenOverlimit ?? false;
+  const sameKeyAccumulates = options.sameKeyAccumulates ?? true;
+
+  async function explain(message: ExplainRequest): Promise<ExplainResponse> {
+    const request = message.request;
+    if (request === undefined)
+      throw new RequestError("request must be set (the RateLimitRequest)");
+    let config: RateLimitConfig | undefined;
+    checkRequest(request, () => {
+      config = service.currentConfig();
+      if (config === undefined)
+        throw new NotReadyError("no rate limit configuration loaded");
+    });
+    const snapshot = config!;
+    const explainLimit = snapshot.explainLimit?.bind(snapshot);
+    if (explainLimit === undefined)
+      throw new NotReadyError("the loaded configuration cannot be explained");
+    const explained = explainConfig(explainLimit, request);
+    const { limits, unlimited, descriptors } = explained;
+    const n = request.descriptors.length;
+    const hits = request.descriptors.map((d) =>
+      hitsAddendFor(d, request.hitsAddend),
+    );
+    const readings: (CounterReading | undefined)[] =
+      cache.peekCounters === undefined || limits.every((l) => l === undefined)
+        ? new Array<CounterReading | undefined>(n).fill(undefined)
+        : await cache.peekCounters(request.domain, request.descriptors, limits);
+    const nowSeconds = clock.nowSeconds();
+
+    // What each counter becomes (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, behavior.md §4.8).
+    const increments = hits.slice();
+    let stopNote: string | undefined;
+    if (stopIncrement) {
+      const anyCached = readings.some((r) => r?.localCacheHit === true);
+      const exceeding = readings.map(
+        (r, i) =>
+          r !== undefined && r.value + hits[i]! > limits[i]!.requestsPerUnit,
+      );
+      if (anyCached) {
+        increments.fill(0);
+        stopNote =
+          "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a key of this request is over limit in the local cache, so no counter of the request is incremented";
+      } else if (exceeding.some(Boolean)) {
+        exceeding.forEach((over, i) => {
+          if (!over) increments[i] = 0;
+        });
+        stopNote =
+          "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a descriptor of this request goes over its limit, so only the counters that go over are incremented";
+      }
+    }
+
+    const predicted: RateLimitResponse_DescriptorStatus[] = [];
+    // Hits earlier descriptors of this request add to a shared cache key.
+    const earlier = new Map<string, number>();
+    for (let i = 0; i < n; i++) {
+      const d = descriptors[i]!;
+      d.hitsAddend = BigInt(hits[i]!);
+      const limit = limits[i];
+      const reading = readings[i];
+      if (limit === undefined) {
+        predicted.push(
+          create(RateLimitResponse_DescriptorStatusSchema, {
+            code: RlsCode.OK,
+            limitRemaining: unlimited[i] === true ? maxUint32 : 0,
+          }),
+        );
+        if (unlimited[i] === true)
+          d.notes.push(
+            "unlimited: answered OK with 4294967295 remaining; no counter is read or written",
+          );
+        continue;
+      }
+      let before = reading?.value ?? 0;
+      if (reading !== undefined && sameKeyAccumulates) {
+        const added = earlier.get(reading.key);
+        if (added !== undefined) {
+          before += added;
+          d.notes.push(
+            `an earlier descriptor of this request adds ${added} to the same counter first`,
+          );
+        }
+        earlier.set(reading.key, (added ?? 0) + increments[i]!);
+      }
+      predicted.push(
+        decide(d, limit, reading, before, hits[i]!, increments[i]!, nowSeconds),
+      );
+      if (stopNote !== undefined) d.notes.push(stopNote);
+      if (reading === undefined)
+        d.notes.push("this backend cannot read counters: counted as 0");
+    }
+
+    let statuses = predicted;
+    const response = create(ExplainResponseSchema, {
+      charged: message.charge,
+      domainFound: explained.domainFound,
+      backend: options.backend,
+      descriptors,
+    });
+    let overallCode: RlsCode;
+    if (message.charge) {
+      const actual = await service.shouldRateLimit(request);
+      response.response = actual;
+      statuses = actual.statuses;
+      overallCode = actual.overallCode;
+    } else {
+      overallCode = RlsCode.OK;
+    }
+    // Overall code and the deciding descriptor (behavior.md §5.1 quota rule).
+    let deciding: number | undefined;
+    let firstQuotaOver: number | undefined;
+    let quotaCount = 0;
+    let quotaOver = 0;
+    let over = false;
+    for (let i = 0; i < n; i++) {
+      const d = descriptors[i]!;
+      const status = statuses[i]!;
+      d.status = status;
+      if (unlimited[i] === true) continue;
+      const isQuota = limits[i]?.quotaMode === true || globalQuotaMode;
+      const isOver = status.code === RlsCode.OVER_LIMIT;
+      if (isQuota) {
+        quotaCount++;
+        if (isOver) {
+          quotaOver++;
+          firstQuotaOver ??= i;
+          d.notes.push(
+            "quota_mode: over limit here only makes the request over limit when every quota descriptor is",
+          );
+        }
+      } else if (isOver) {
+        over = true;
+        deciding ??= i;
+      }
+    }
+    if (deciding === undefined && quotaCount > 0 && quotaOver === quotaCount)
+      deciding = firstQuotaOver;
+    if (!message.charge) {
+      overallCode =
+        over || (quotaCount > 0 && quotaOver === quotaCount)
+          ? RlsCode.OVER_LIMIT
+          : RlsCode.OK;
+      if (overallCode === RlsCode.OVER_LIMIT && globalShadowMode) {
+        overallCode = RlsCode.OK;
+        response.globalShadowMode = true;
+      }
+    } else if (deciding !== undefined && overallCode === RlsCode.OK) {
+      response.globalShadowMode = globalShadowMode;
+    }
+    response.overallCode = overallCode;
+    if (deciding !== undefined) {
+      response.decidingDescriptor = deciding;
+      descriptors[deciding]!.deciding = true;
+    }
+    response.summary = summary(response, request);
+    return response;
+  }
+
+  /** Decides one counted descriptor without counting (mirrors the base limiter's decision). */
+  function decide(
+    d: DescriptorExplanation,
+    limit: RateLimit,
+    reading: CounterReading | undefined,
+    value: number,
+    hits: number,
+    increment: number,
+    nowSeconds: number,
+  ): RateLimitResponse_DescriptorStatus {
+    const rpu = limit.requestsPerUnit;
+    const after = value + increment;
+    const cached = reading?.localCacheHit === true;
+    const nearThreshold = Math.floor(Math.fround(Math.fround(rpu) * ratio));
+    const reset =
+      reading !== undefined
+        ? reading.windowEndSeconds - nowSeconds
+        : limit.windowSeconds - (nowSeconds % limit.windowSeconds);
+    if (reading !== undefined) {
+      d.counter = create(CounterSchema, {
+        key: reading.key,
+        value: BigInt(reading.value),
+        valueAfter: BigInt(cached ? reading.value : after),
+        windowStart: timestampFromMs(reading.windowStartSeconds * 1000),
+        windowEnd: timestampFromMs(reading.windowEndSeconds * 1000),
+        localCacheHit: cached,
+      });
+    }
+    const isOver = cached || after > rpu;
+    if (cached) {
+      d.notes.push(
+        "the local over-limit cache holds this key: OVER_LIMIT without a backend round trip",
+      );
+    }
+    if (hits === 0)
+      d.notes.push("hits addend 0: checks the counter without consuming");
+    if (limit.sliding)
+      d.notes.push(
+        "algorithm: sliding_window: the explanation reads the current window's counter only; the decision also weighs the previous window (with charge, status is ShouldRateLimit's own)",
+      );
+    if (limit.allOrNothing)
+      d.notes.push(
+        "charge: all_or_nothing: when any limit of the request is over, no counter is incremented (with charge, status is ShouldRateLimit's own)",
+      );
+    let code = isOver ? RlsCode.OVER_LIMIT : RlsCode.OK;
+    if (isOver && limit.shadowMode) {
+      code = RlsCode.OK;
+      d.verdict = Verdict.OVER_LIMIT_SHADOW;
+      d.notes.push("shadow_mode: over the limit, answered OK");
+    } else if (isOver) {
+      d.verdict = Verdict.OVER_LIMIT;
+    } else if (after > nearThreshold) {
+      d.verdict = Verdict.NEAR_LIMIT;
+      d.notes.push(
+        `near limit: ${after} > near-limit threshold ${nearThreshold} (NEAR_LIMIT_RATIO ${String(options.nearLimitRatio ?? 0.8)})`,
+      );
+    } else {
+      d.verdict = Verdict.WITHIN_LIMIT;
+    }
+    return create(RateLimitResponse_DescriptorStatusSchema, {
+      code,
+      currentLimit: create(RateLimitResponse_RateLimitSchema, {
+        name: limit.name,
+        requestsPerUnit: rpu,
+        unit: limit.unit,
+      }),
+      limitRemaining: isOver ? 0 : rpu - after,
+      durationUntilReset: { seconds: BigInt(reset), nanos: 0 },
+    });
+  }
+
+  return { explain };
+}
+
+/** One line summing up the answer. */
+function summary(response: ExplainResponse, request: RateLimitRequest): string {
+  const code = RlsCode[response.overallCode];
+  if (!response.domainFound)
+    return `${code}: domain '${request.domain}' is not loaded; no descriptor is limited`;
+  const deciding = response.decidingDescriptor;
+  if (deciding !== undefined) {
+    const rule = response.descriptors[deciding]?.rule?.fullKey ?? "";
+    const text = `descriptors[${deciding}] (${rule}) is over its limit`;
+    return response.globalShadowMode
+      ? `${code}: ${text}, answered OK because of SHADOW_MODE`
+      : `${code}: ${text}`;
+  }
+  const limited = response.descriptors.filter(
+    (d) =>
+      d.verdict === Verdict.WITHIN_LIMIT ||
+      d.verdict === Verdict.NEAR_LIMIT ||
+      d.verdict === Verdict.OVER_LIMIT_SHADOW,
+  ).length;
+  return limited === 0
+    ? `${code}: no rate limit applies`
+    : `${code}: ${limited} descriptor(s) within their limits`;
+}
+
+/**
+ * Maps an error of {@link ExplainService.explain} to a Connect error, as ShouldRateLimit's
+ * boundary does (INVALID_ARGUMENT, UNAVAILABLE, INTERNAL), without counting it in the
+ * `should_rate_limit` error stats.
+ */
+export function explainConnectError(
+  err: unknown,
+  logger: Logger,
+): ConnectError {
+  if (err instanceof ConnectError) return err;
+  if (err instanceof RequestError || err instanceof CacheKeyError)
+    return new ConnectError(err.message, Code.InvalidArgument);
+  if (err instanceof NotReadyError || err instanceof BackendError)
+    return new ConnectError(err.message, Code.Unavailable);
+  logger.error({ err }, "explain failed");
+  return new ConnectError(
+    `internal error: ${err instanceof Error ? err.message : String(err)}`,
+    Code.Internal,
+  );
+}

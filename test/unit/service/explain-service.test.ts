@@ -1,0 +1,287 @@
+import { create } from "@bufbuild/protobuf";
+import fc from "fast-check";
+import { pino } from "pino";
+import { describe, expect, it } from "vitest";
+import { MemoryRateLimitCache } from "../../../src/backends/memory/memory-rate-limit-cache.js";
+import { loadConfig } from "../../../src/config/load-config.js";
+import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { createLocalCache } from "../../../src/limiter/local-cache.js";
+import {
+  DescriptorExplanation_Verdict as Verdict,
+  ExplainRequestSchema,
+  RateLimitRequestSchema,
+  RateLimitResponse_Code as Code,
+  type RateLimitRequest,
+  type RateLimitResponse_DescriptorStatus,
+} from "../../../src/proto.js";
+import { createExplainService } from "../../../src/service/explain-service.js";
+import { RequestError } from "../../../src/service/errors.js";
+import { createRateLimitService } from "../../../src/service/rate-limit-service.js";
+import { createStatsManager } from "../../../src/stats/stats-manager.js";
+import { FakeClock } from "../../helpers/fake-clock.js";
+
+interface Setup {
+  readonly stop: boolean;
+  readonly localCache: boolean;
+  readonly shadow: boolean;
+}
+
+/** A fresh service + Explain over a fresh memory backend, config loaded. */
+function build(configText: string, setup: Setup) {
+  const clock = new FakeClock(1_700_000_030);
+  const statsManager = createStatsManager();
+  const baseLimiter = createBaseLimiter({
+    clock,
+    expirationJitterMaxSeconds: 0,
+    ...(setup.localCache
+      ? { localCache: createLocalCache({ maxBytes: 1 << 20, clock }) }
+      : {}),
+  });
+  const cache = new MemoryRateLimitCache({
+    baseLimiter,
+    clock,
+    stopCacheKeyIncrementWhenOverlimit: setup.stop,
+  });
+  const service = createRateLimitService({
+    cache,
+    statsManager,
+    clock,
+    logger: pino({ level: "silent" }),
+    globalShadowMode: setup.shadow,
+  });
+  service.applyConfigUpdate({
+    ok: true,
+    config: loadConfig([{ name: "c.yaml", text: configText }], {
+      statsManager,
+    }),
+  });
+  const explain = createExplainService({
+    service,
+    cache,
+    clock,
+    backend: "memory",
+    globalShadowMode: setup.shadow,
+    stopCacheKeyIncrementWhenOverlimit: setup.stop,
+  });
+  return { service, explain, cache, statsManager };
+}
+
+const comparable = (s: RateLimitResponse_DescriptorStatus) => ({
+  code: s.code,
+  limitRemaining: s.limitRemaining,
+  limit: s.currentLimit && {
+    name: s.currentLimit.name,
+    requestsPerUnit: s.currentLimit.requestsPerUnit,
+    unit: s.currentLimit.unit,
+  },
+  reset: s.durationUntilReset?.seconds,
+});
+
+// Random configs over a small alphabet so requests often match.
+const keyArb = fc.constantFrom("a", "b", "c");
+const valueArb = fc.constantFrom("x", "y", "");
+interface Rule {
+  key: string;
+  value: string;
+  rpu: number;
+  unit: string;
+  limited: boolean;
+  unlimited: boolean;
+  shadow: boolean;
+  share: boolean;
+  name: string;
+  replaces: string;
+  children: Rule[];
+}
+const ruleArb: fc.Arbitrary<Rule> = fc.letrec<{ rule: Rule }>((tie) => ({
+  rule: fc.record({
+    key: keyArb,
+    value: fc.constantFrom("x", "y", "", "x*", "*"),
+    rpu: fc.integer({ min: 0, max: 4 }),
+    unit: fc.constantFrom("second", "minute", "hour"),
+    limited: fc.boolean(),
+    unlimited: fc.integer({ min: 0, max: 4 }).map((x) => x === 0),
+    shadow: fc.boolean(),
+    share: fc.boolean(),
+    name: fc.constantFrom("", "n1", "n2"),
+    replaces: fc.constantFrom("", "n1", "n2"),
+    children: fc.oneof(
+      { depthSize: "small", withCrossShrink: true },
+      fc.constant<Rule[]>([]),
+      fc.array(tie("rule"), { maxLength: 3 }),
+    ),
+  }),
+})).rule;
+
+function yamlRules(rules: Rule[]): unknown[] {
+  const seen = new Set<string>();
+  const out: unknown[] = [];
+  for (const r of rules) {
+    const ck = r.value === "" ? r.key : `${r.key}_${r.value}`;
+    if (seen.has(ck)) continue;
+    seen.add(ck);
+    const wildcard = ck.includes("*");
+    const rateLimit = !r.limited
+      ? undefined
+      : r.unlimited
+        ? { unlimited: true, ...(r.name !== "" ? { name: r.name } : {}) }
+        : {
+            unit: r.unit,
+            requests_per_unit: r.rpu,
+            ...(r.name !== "" ? { name: r.name } : {}),
+            ...(r.replaces !== "" && r.replaces !== r.name
+              ? { replaces: [{ name: r.replaces }] }
+              : {}),
+          };
+    out.push({
+      key: r.key,
+      ...(r.value !== "" ? { value: r.value } : {}),
+      ...(rateLimit !== undefined ? { rate_limit: rateLimit } : {}),
+      ...(r.shadow ? { shadow_mode: true } : {}),
+      ...(wildcard && r.share ? { share_threshold: true } : {}),
+      ...(r.children.length > 0 ? { descriptors: yamlRules(r.children) } : {}),
+    });
+  }
+  return out;
+}
+
+const requestArb = fc
+  .record({
+    descriptors: fc.array(
+      fc.array(fc.tuple(keyArb, valueArb), { minLength: 1, maxLength: 3 }),
+      { minLength: 1, maxLength: 3 },
+    ),
+    hitsAddend: fc.integer({ min: 0, max: 3 }),
+  })
+  .map(({ descriptors, hitsAddend }) =>
+    create(RateLimitRequestSchema, {
+      domain: "d",
+      hitsAddend,
+      descriptors: descriptors.map((entries) => ({
+        entries: entries.map(([key, value]) => ({ key, value })),
+      })),
+    }),
+  );
+
+describe("Explain agrees with ShouldRateLimit (property)", () => {
+  it("predicts the decision without charging, and with charge equals ShouldRateLimit on an identical fresh backend", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(ruleArb, { minLength: 1, maxLength: 5 }),
+        fc.array(requestArb, { maxLength: 6 }),
+        requestArb,
+        fc.record({
+          stop: fc.boolean(),
+          localCache: fc.boolean(),
+          shadow: fc.boolean(),
+        }),
+        async (rules, history, request, setup) => {
+          const text = JSON.stringify({
+            domain: "d",
+            descriptors: yamlRules(rules),
+          });
+          const a = build(text, setup);
+          const b = build(text, setup);
+          for (const r of history) {
+            await a.service.shouldRateLimit(r);
+            await b.service.shouldRateLimit(r);
+          }
+          const countersBefore = a.statsManager.store
+            .snapshot()
+            .counters.map((c) => [c.name, c.value()]);
+          const sizeBefore = a.cache.size;
+          const predicted = await a.explain.explain(
+            create(ExplainRequestSchema, { request, charge: false }),
+          );
+          // Reading changed nothing: no counter, no statistic.
+          expect(a.cache.size).toBe(sizeBefore);
+          expect(
+            a.statsManager.store
+              .snapshot()
+              .counters.map((c) => [c.name, c.value()]),
+          ).toEqual(countersBefore);
+          const charged = await a.explain.explain(
+            create(ExplainRequestSchema, { request, charge: true }),
+          );
+          const reference = await b.service.shouldRateLimit(request);
+          const actual = charged.response!;
+          expect(actual.overallCode).toBe(reference.overallCode);
+          expect(actual.statuses.map(comparable)).toEqual(
+            reference.statuses.map(comparable),
+          );
+          expect(charged.overallCode).toBe(reference.overallCode);
+          expect(predicted.overallCode).toBe(reference.overallCode);
+          expect(
+            predicted.descriptors.map((d) => comparable(d.status!)),
+          ).toEqual(reference.statuses.map(comparable));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe("Explain answers", () => {
+  const config = `domain: d
+descriptors:
+  - key: k
+    rate_limit: { unit: minute, requests_per_unit: 5 }
+  - key: s
+    shadow_mode: true
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+`;
+  const req = (key: string, hitsAddend: number): RateLimitRequest =>
+    create(RateLimitRequestSchema, {
+      domain: "d",
+      hitsAddend,
+      descriptors: [{ entries: [{ key, value: "v" }] }],
+    });
+  const setup = { stop: false, localCache: false, shadow: false };
+
+  it("reports near limit with the threshold", async () => {
+    const { explain } = build(config, setup);
+    const r = await explain.explain(
+      create(ExplainRequestSchema, { request: req("k", 5) }),
+    );
+    expect(r.descriptors[0]!.verdict).toBe(Verdict.NEAR_LIMIT);
+    expect(r.descriptors[0]!.notes.join("\n")).toContain("threshold 4");
+    expect(r.descriptors[0]!.counter?.value).toBe(0n);
+    expect(r.descriptors[0]!.counter?.valueAfter).toBe(5n);
+  });
+
+  it("reports shadow mode and names the deciding descriptor", async () => {
+    const { explain, service } = build(config, setup);
+    await service.shouldRateLimit(req("s", 1));
+    const r = await explain.explain(
+      create(ExplainRequestSchema, { request: req("s", 1) }),
+    );
+    expect(r.overallCode).toBe(Code.OK);
+    expect(r.descriptors[0]!.verdict).toBe(Verdict.OVER_LIMIT_SHADOW);
+    expect(r.decidingDescriptor).toBeUndefined();
+  });
+
+  it("reports the window of the counter in RFC 3339 bounds", async () => {
+    const { explain } = build(config, setup);
+    const r = await explain.explain(
+      create(ExplainRequestSchema, { request: req("k", 1) }),
+    );
+    const c = r.descriptors[0]!.counter!;
+    expect(c.key).toBe("d_k_v_1699999980");
+    expect(c.windowStart?.seconds).toBe(1_699_999_980n);
+    expect(c.windowEnd?.seconds).toBe(1_700_000_040n);
+  });
+
+  it("refuses a missing request and bad requests like ShouldRateLimit", async () => {
+    const { explain } = build(config, setup);
+    await expect(
+      explain.explain(create(ExplainRequestSchema, {})),
+    ).rejects.toThrow(RequestError);
+    await expect(
+      explain.explain(
+        create(ExplainRequestSchema, {
+          request: { domain: "d", descriptors: [{ entries: [] }] },
+        }),
+      ),
+    ).rejects.toThrow("descriptors[0].entries must not be empty");
+  });
+});
