@@ -23,7 +23,7 @@ run: export LOG_LEVEL ?= info
 docs: build ## regenerate docs/settings.md from the settings table
 	node dist/src/main.js --help-markdown > docs/settings.md
 
-.PHONY: bench docs format-check help deps system-deps generate build run test check-proto typecheck lint unit integration bench clean
+.PHONY: bench bench-memory docs format-check help deps system-deps generate build run test check-proto typecheck lint unit integration bench clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -66,6 +66,9 @@ integration: deps system-deps build ## integration tests only (real servers)
 
 test: deps system-deps check-proto typecheck lint format-check build ## everything CI runs
 	vitest run
+
+bench-memory: deps build ## memory backend: heap bytes per live key, heapUsed/RSS after expiry
+	node --expose-gc dist/bench/memory-store.js
 
 bench: deps build ## benchmark ShouldRateLimit vs a bare node:http2 floor (needs h2load; installs it)
 	scripts/ensure-system-deps.sh h2load

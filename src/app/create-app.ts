@@ -134,6 +134,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
             clock,
             stopCacheKeyIncrementWhenOverlimit:
               settings.stopCacheKeyIncrementWhenOverlimit,
+            statsStore: statsManager.store,
           });
   const service = createRateLimitService({
     cache,

@@ -5,7 +5,9 @@ import type {
   RateLimitDescriptor,
   RateLimitResponse_DescriptorStatus,
 } from "../../proto.js";
+import type { StatsStore } from "../../stats/stats-store.js";
 import type { Clock } from "../../util/clock.js";
+import { CounterStore, defaultMemoryMaxKeys } from "./counter-store.js";
 
 /** Options of {@link MemoryRateLimitCache}. */
 export interface MemoryRateLimitCacheOptions {
@@ -21,21 +23,36 @@ export interface MemoryRateLimitCacheOptions {
   readonly stopCacheKeyIncrementWhenOverlimit?: boolean;
   /** How often expired windows are removed, in milliseconds. @defaultValue 1000 */
   readonly sweepIntervalMs?: number;
+  /**
+   * Most live counters (`MEMORY_MAX_KEYS`); beyond it the windows that end soonest are
+   * dropped first, counted in `ratelimit.memory.evicted_keys`. @defaultValue 1000000
+   */
+  readonly maxKeys?: number;
+  /**
+   * Where `ratelimit.memory.keys` (live counters, set at each sweep) and
+   * `ratelimit.memory.evicted_keys` live; none when absent.
+   */
+  readonly statsStore?: StatsStore;
 }
+
+/** Statistics of the memory backend. */
+export const memoryStatNames = Object.freeze({
+  keys: "ratelimit.memory.keys",
+  evictedKeys: "ratelimit.memory.evicted_keys",
+});
 
 /**
  * The embedded backend (`BACKEND_TYPE=memory`): exact fixed-window counters in this process,
- * keyed by the same cache keys the key-value backend stores. A counter lives until its window
- * ends; expired windows are swept on a timer, so memory is bounded by the keys of the live
- * windows. Single instance only: counters are not shared between processes.
+ * keyed by the same cache keys the key-value backend stores, in a {@link CounterStore}. A
+ * counter lives until its window ends; expired windows are swept on a timer, so memory is
+ * bounded by the keys of the live windows (and by `maxKeys`). Single instance only: counters
+ * are not shared between processes.
  */
 export class MemoryRateLimitCache implements RateLimitCache {
   private readonly base: BaseLimiter;
   private readonly clock: Clock;
   private readonly stopIncrementWhenOverlimit: boolean;
-  private readonly counters = new Map<string, number>();
-  /** Cache keys by the second their window ends (few distinct values: one per unit). */
-  private readonly keysByExpiry = new Map<number, string[]>();
+  private readonly counters: CounterStore;
   private readonly sweepTimer: NodeJS.Timeout;
 
   constructor(options: MemoryRateLimitCacheOptions) {
@@ -43,8 +60,21 @@ export class MemoryRateLimitCache implements RateLimitCache {
     this.clock = options.clock;
     this.stopIncrementWhenOverlimit =
       options.stopCacheKeyIncrementWhenOverlimit ?? false;
+    const evicted = options.statsStore?.counter(memoryStatNames.evictedKeys);
+    const keys = options.statsStore?.gauge(memoryStatNames.keys);
+    this.counters = new CounterStore({
+      maxKeys: options.maxKeys ?? defaultMemoryMaxKeys,
+      ...(evicted !== undefined
+        ? {
+            onEvict: (count: number) => {
+              evicted.add(count);
+            },
+          }
+        : {}),
+    });
     this.sweepTimer = setInterval(() => {
       this.sweep(this.clock.nowSeconds());
+      keys?.set(this.counters.size);
     }, options.sweepIntervalMs ?? 1000);
     this.sweepTimer.unref();
   }
@@ -83,7 +113,7 @@ export class MemoryRateLimitCache implements RateLimitCache {
       for (let i = 0; i < n; i++) {
         const k = keys[i];
         if (k === undefined) continue;
-        const current = this.counters.get(k.key) ?? 0;
+        const current = this.counters.count(k.key);
         if (current + hitsAddends[i]! > limits[i]!.requestsPerUnit) {
           wouldExceed[i] = true;
           any = true;
@@ -123,11 +153,7 @@ export class MemoryRateLimitCache implements RateLimitCache {
 
   /** Removes every counter whose window ended at or before `nowSeconds`. */
   sweep(nowSeconds: number): void {
-    for (const [expiry, keys] of this.keysByExpiry) {
-      if (expiry > nowSeconds) continue;
-      for (const key of keys) this.counters.delete(key);
-      this.keysByExpiry.delete(expiry);
-    }
+    this.counters.sweep(nowSeconds);
   }
 
   private increment(
@@ -136,18 +162,11 @@ export class MemoryRateLimitCache implements RateLimitCache {
     now: number,
     unitSeconds: number,
   ): number {
-    const current = this.counters.get(key);
-    if (current !== undefined) {
-      const after = current + hits;
-      this.counters.set(key, after);
-      return after;
-    }
-    this.counters.set(key, hits);
     // The key embeds its window start, so it is dead once the window ends.
-    const expiry = now - (now % unitSeconds) + unitSeconds;
-    const bucket = this.keysByExpiry.get(expiry);
-    if (bucket === undefined) this.keysByExpiry.set(expiry, [key]);
-    else bucket.push(key);
-    return hits;
+    return this.counters.add(
+      key,
+      hits,
+      now - (now % unitSeconds) + unitSeconds,
+    );
   }
 }
