@@ -135,6 +135,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
             stopCacheKeyIncrementWhenOverlimit:
               settings.stopCacheKeyIncrementWhenOverlimit,
             statsStore: statsManager.store,
+            maxKeys: settings.memoryMaxKeys,
           });
   const service = createRateLimitService({
     cache,
