@@ -28,6 +28,10 @@ import {
 } from "../service/rate-limit-service.js";
 import type { Settings } from "../settings/settings.js";
 import {
+  startRuntimeStats,
+  type RuntimeStats,
+} from "../stats/runtime-stats.js";
+import {
   createStatsManager,
   type StatsManager,
 } from "../stats/stats-manager.js";
@@ -135,6 +139,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
             stopCacheKeyIncrementWhenOverlimit:
               settings.stopCacheKeyIncrementWhenOverlimit,
             statsStore: statsManager.store,
+            reportKeys: settings.runtimeStatsEnabled,
             maxKeys: settings.memoryMaxKeys,
           });
   const service = createRateLimitService({
@@ -216,6 +221,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
   const routes = createRoutes({ shouldRateLimit, health, statsManager });
   let listeners: Listening[] = [];
   let sinks: StatsSinks | undefined;
+  let runtimeStats: RuntimeStats | undefined;
   let closing: Promise<void> | undefined;
 
   return {
@@ -225,6 +231,11 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
 
     async start() {
       sinks = await startStatsSinks(settings, context);
+      if (settings.runtimeStatsEnabled)
+        runtimeStats = startRuntimeStats({
+          store: statsManager.store,
+          intervalMs: settings.statsFlushIntervalMs,
+        });
       if (cache.start !== undefined) await cache.start();
       if (!settings.forceStartWithoutInitialConfig)
         logger.info("waiting for the initial rate limit config");
@@ -313,6 +324,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
         await Promise.all(open.map((l) => l.close(graceMs)));
         await provider.close();
         await cache.close();
+        runtimeStats?.close();
         await sinks?.close();
       })();
       return closing;

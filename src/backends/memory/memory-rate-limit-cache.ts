@@ -29,10 +29,15 @@ export interface MemoryRateLimitCacheOptions {
    */
   readonly maxKeys?: number;
   /**
-   * Where `ratelimit.memory.keys` (live counters, set at each sweep) and
-   * `ratelimit.memory.evicted_keys` live; none when absent.
+   * Where `ratelimit.memory.evicted_keys` (created at the first eviction) and
+   * `ratelimit.memory.keys` live; none when absent.
    */
   readonly statsStore?: StatsStore;
+  /**
+   * Keep the gauge `ratelimit.memory.keys` (live counters, set at each sweep) in `statsStore`
+   * (`RUNTIME_STATS_ENABLED`). @defaultValue false
+   */
+  readonly reportKeys?: boolean;
 }
 
 /** Statistics of the memory backend. */
@@ -60,14 +65,17 @@ export class MemoryRateLimitCache implements RateLimitCache {
     this.clock = options.clock;
     this.stopIncrementWhenOverlimit =
       options.stopCacheKeyIncrementWhenOverlimit ?? false;
-    const evicted = options.statsStore?.counter(memoryStatNames.evictedKeys);
-    const keys = options.statsStore?.gauge(memoryStatNames.keys);
+    const store = options.statsStore;
+    const keys =
+      options.reportKeys === true
+        ? store?.gauge(memoryStatNames.keys)
+        : undefined;
     this.counters = new CounterStore({
       maxKeys: options.maxKeys ?? defaultMemoryMaxKeys,
-      ...(evicted !== undefined
+      ...(store !== undefined
         ? {
             onEvict: (count: number) => {
-              evicted.add(count);
+              store.counter(memoryStatNames.evictedKeys).add(count);
             },
           }
         : {}),

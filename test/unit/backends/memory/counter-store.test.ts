@@ -83,6 +83,7 @@ describe("MemoryRateLimitCache storage", () => {
       clock,
       sweepIntervalMs: 5,
       statsStore: stats.store,
+      reportKeys: true,
     });
     const limit = testRateLimit(stats, "d.k", 10, Unit.MINUTE);
     const perCall = 1000;
