@@ -1,9 +1,6 @@
 import type { Logger } from "pino";
 import type { AppContext } from "./app-context.js";
-import { createKvCache } from "./kv-cache.js";
-import { createMcCache } from "./mc-cache.js";
 import { startStatsSinks, type StatsSinks } from "./stats-sinks.js";
-import { createXdsProvider } from "./xds-provider.js";
 import { MemoryRateLimitCache } from "../backends/memory/memory-rate-limit-cache.js";
 import { ConfigError } from "../config/config-error.js";
 import type { ConfigUpdate } from "../config/config-update.js";
@@ -87,13 +84,16 @@ export interface AppDependencies {
  * {@link Settings} to each module's options.
  *
  * ```ts
- * const app = createApp(loadSettings(process.env).settings, { logger });
+ * const app = await createApp(loadSettings(process.env).settings, { logger });
  * const addresses = await app.start();
  * ```
  *
  * @throws {@link SettingsError} when the settings ask for a feature this build lacks
  */
-export function createApp(settings: Settings, deps: AppDependencies): App {
+export async function createApp(
+  settings: Settings,
+  deps: AppDependencies,
+): Promise<App> {
   const { logger } = deps;
   const clock = deps.clock ?? systemClock;
 
@@ -128,11 +128,13 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     statsManager,
     baseLimiter,
   };
+  // Backends and the xDS client are imported only when the settings use them (their libraries
+  // cost memory and startup time in every process otherwise).
   const cache: RateLimitCache =
     settings.backendType === "kv"
-      ? createKvCache(settings, context)
+      ? (await import("./kv-cache.js")).createKvCache(settings, context)
       : settings.backendType === "mc"
-        ? createMcCache(settings, context)
+        ? (await import("./mc-cache.js")).createMcCache(settings, context)
         : new MemoryRateLimitCache({
             baseLimiter,
             clock,
@@ -189,8 +191,10 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
   };
   const provider: ConfigProvider =
     settings.configType === "GRPC_XDS_SOTW"
-      ? createXdsProvider(settings, context, (roots) =>
-          guarded(() => loadConfigFromRoots(roots, loadOptions)),
+      ? (await import("./xds-provider.js")).createXdsProvider(
+          settings,
+          context,
+          (roots) => guarded(() => loadConfigFromRoots(roots, loadOptions)),
         )
       : createFileProvider({
           runtimeRoot: settings.runtimeRoot,
