@@ -1,7 +1,11 @@
 // Rate limiting: the counter backend, cache keys, near-limit ratio, modes, response headers,
 // worker processes.
 
-import { anyInteger, nonNegativeInteger } from "../env-parsers.js";
+import {
+  anyInteger,
+  nonNegativeInteger,
+  positiveInteger,
+} from "../env-parsers.js";
 import { flag, integer, oneOf, ratio, text } from "./codecs.js";
 import {
   setting,
@@ -76,6 +80,19 @@ export const rateLimiting = settingsGroup("rate limiting", {
     unit: "processes",
     meaning:
       "Worker processes sharing the listening ports (uses every core); above 1 needs BACKEND_TYPE kv or mc.",
+  }),
+  /**
+   * Most live counters of the memory backend (`BACKEND_TYPE=memory`); beyond it the windows
+   * that end soonest are dropped first, counted in `ratelimit.memory.evicted_keys`. About 110
+   * bytes of heap per live key (docs/performance.md).
+   */
+  memoryMaxKeys: setting({
+    env: "MEMORY_MAX_KEYS",
+    codec: integer(positiveInteger),
+    default: 1_000_000,
+    unit: "keys",
+    meaning:
+      "Most live counters of the memory backend; the windows that end soonest are dropped first.",
   }),
   /** Size of the local over-limit cache in bytes; 0 disables it. */
   localCacheSizeBytes: setting({
