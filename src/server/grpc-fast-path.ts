@@ -4,10 +4,10 @@ import type {
   IncomingHttpHeaders,
   ServerHttp2Stream,
 } from "node:http2";
-import { fromBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
-import { RateLimitRequestSchema, type RateLimitRequest } from "../proto.js";
+import type { RateLimitRequest } from "../proto.js";
+import { decodeRateLimitRequest } from "./rate-limit-request-decoder.js";
 import { encodeRateLimitResponseFrame } from "./rate-limit-response-encoder.js";
 import type { ShouldRateLimitHandler } from "./should-rate-limit-handler.js";
 
@@ -198,7 +198,12 @@ function serveUnary(
     if (answered) return;
     let request: RateLimitRequest;
     try {
-      request = decodeUnaryEnvelope(Buffer.concat(chunks), maxBytes);
+      request = decodeUnaryEnvelope(
+        chunks.length === 1 && chunks[0] !== undefined
+          ? chunks[0]
+          : Buffer.concat(chunks),
+        maxBytes,
+      );
     } catch (err) {
       const e = ConnectError.from(err);
       fail(e.code, e.rawMessage);
@@ -272,7 +277,7 @@ export function decodeUnaryEnvelope(
       Code.Internal,
     );
   try {
-    return fromBinary(RateLimitRequestSchema, body.subarray(5));
+    return decodeRateLimitRequest(body, 5, 5 + length);
   } catch (err) {
     throw new ConnectError(
       `parse binary: ${err instanceof Error ? err.message : String(err)}`,
