@@ -109,118 +109,169 @@ const msPerTimeoutUnit: Readonly<Record<string, number>> = {
   n: 0.000001,
 };
 
+/**
+ * State of one unary call, kept on its stream: the stream's listeners are the shared
+ * module-level functions below (called with the stream as `this`), so a call allocates this
+ * one object instead of a closure per listener.
+ */
+interface UnaryCall {
+  readonly stream: ServerHttp2Stream;
+  readonly headers: IncomingHttpHeaders;
+  readonly options: GrpcFastPathOptions;
+  readonly contentType: string;
+  answered: boolean;
+  deadline: NodeJS.Timeout | undefined;
+  /** The first chunk of the body; later ones (rare: large requests) go to `more`. */
+  first: Buffer | undefined;
+  more: Buffer[] | undefined;
+  received: number;
+}
+
+const callOf = Symbol("ratelimit.fastPathCall");
+type CallStream = ServerHttp2Stream & { [callOf]?: UnaryCall };
+
 /** One unary call on one stream: read the envelope, decide, answer once. */
 function serveUnary(
   stream: ServerHttp2Stream,
   headers: IncomingHttpHeaders,
   options: GrpcFastPathOptions,
 ): void {
-  const contentType = headers["content-type"] ?? "application/grpc";
-  const maxBytes = options.readMaxBytes;
-  let answered = false;
-  let deadline: NodeJS.Timeout | undefined;
-  const chunks: Buffer[] = [];
-  let received = 0;
-
-  const fail = (code: Code, message: string): void => {
-    if (answered) return;
-    answered = true;
-    clearTimeout(deadline);
-    if (stream.destroyed || stream.closed) return;
-    // Trailers-only response: status in the only header block.
-    stream.respond(
-      {
-        ":status": 200,
-        "content-type": contentType,
-        "grpc-status": String(code),
-        "grpc-message": encodeURIComponent(message),
-      },
-      { endStream: true },
-    );
+  const call: UnaryCall = {
+    stream,
+    headers,
+    options,
+    contentType: headers["content-type"] ?? "application/grpc",
+    answered: false,
+    deadline: undefined,
+    first: undefined,
+    more: undefined,
+    received: 0,
   };
-
-  const succeed = (frame: Buffer): void => {
-    if (answered) return;
-    answered = true;
-    clearTimeout(deadline);
-    if (stream.destroyed || stream.closed) return;
-    stream.respond(
-      { ":status": 200, "content-type": contentType },
-      { waitForTrailers: true },
-    );
-    stream.once("wantTrailers", () => {
-      stream.sendTrailers({ "grpc-status": "0" });
-    });
-    stream.end(frame);
-  };
-
   const timeoutMs = parseGrpcTimeoutMs(headers["grpc-timeout"]);
   if (timeoutMs !== undefined) {
     if (Number.isNaN(timeoutMs)) {
       fail(
+        call,
         Code.InvalidArgument,
         `protocol error: invalid grpc timeout value: ${String(headers["grpc-timeout"])}`,
       );
       stream.resume();
       return;
     }
-    deadline = setTimeout(() => {
-      fail(Code.DeadlineExceeded, "the operation timed out");
-    }, timeoutMs);
+    call.deadline = setTimeout(onDeadline, timeoutMs, call);
   }
-
+  (stream as CallStream)[callOf] = call;
   // The client cancelled or the connection went away: there is nobody to answer.
-  stream.once("aborted", () => {
-    answered = true;
-    clearTimeout(deadline);
-  });
-  stream.once("close", () => {
-    clearTimeout(deadline);
-  });
-  stream.on("error", (err) => {
-    options.logger.debug({ err }, "grpc stream error");
-  });
-
-  stream.on("data", (chunk: Buffer) => {
-    if (answered) return;
-    received += chunk.length;
-    if (received > maxBytes + 5) {
-      fail(
-        Code.ResourceExhausted,
-        `message size is larger than configured readMaxBytes ${maxBytes}`,
-      );
-      return;
-    }
-    chunks.push(chunk);
-  });
-
-  stream.once("end", () => {
-    if (answered) return;
-    let request: RateLimitRequest;
-    try {
-      request = decodeUnaryEnvelope(
-        chunks.length === 1 && chunks[0] !== undefined
-          ? chunks[0]
-          : Buffer.concat(chunks),
-        maxBytes,
-      );
-    } catch (err) {
-      const e = ConnectError.from(err);
-      fail(e.code, e.rawMessage);
-      return;
-    }
-    // The headers carry the caller's trace context (read only when tracing is on).
-    options.handler(request, headers).then(
-      (response) => {
-        succeed(encodeRateLimitResponseFrame(response));
-      },
-      (err: unknown) => {
-        const e = ConnectError.from(err);
-        fail(e.code, e.rawMessage);
-      },
-    );
-  });
+  stream.on("aborted", onAborted);
+  stream.on("close", onClose);
+  stream.on("error", onError);
+  stream.on("data", onData);
+  stream.on("end", onEnd);
 }
+
+/** Answers with a trailers-only error response (status in the only header block), once. */
+function fail(call: UnaryCall, code: Code, message: string): void {
+  if (call.answered) return;
+  call.answered = true;
+  clearTimeout(call.deadline);
+  const stream = call.stream;
+  if (stream.destroyed || stream.closed) return;
+  stream.respond(
+    {
+      ":status": 200,
+      "content-type": call.contentType,
+      "grpc-status": String(code),
+      "grpc-message": encodeURIComponent(message),
+    },
+    { endStream: true },
+  );
+}
+
+/** Answers with one response message and OK trailers, once. */
+function succeed(call: UnaryCall, frame: Buffer): void {
+  if (call.answered) return;
+  call.answered = true;
+  clearTimeout(call.deadline);
+  const stream = call.stream;
+  if (stream.destroyed || stream.closed) return;
+  stream.respond(
+    { ":status": 200, "content-type": call.contentType },
+    { waitForTrailers: true },
+  );
+  stream.on("wantTrailers", onWantTrailers);
+  stream.end(frame);
+}
+
+function onWantTrailers(this: ServerHttp2Stream): void {
+  this.sendTrailers({ "grpc-status": "0" });
+}
+
+function onDeadline(call: UnaryCall): void {
+  fail(call, Code.DeadlineExceeded, "the operation timed out");
+}
+
+function onAborted(this: CallStream): void {
+  const call = this[callOf];
+  if (call === undefined) return;
+  call.answered = true;
+  clearTimeout(call.deadline);
+}
+
+function onClose(this: CallStream): void {
+  const call = this[callOf];
+  if (call !== undefined) clearTimeout(call.deadline);
+}
+
+function onError(this: CallStream, err: Error): void {
+  this[callOf]?.options.logger.debug({ err }, "grpc stream error");
+}
+
+function onData(this: CallStream, chunk: Buffer): void {
+  const call = this[callOf];
+  if (call === undefined || call.answered) return;
+  call.received += chunk.length;
+  const maxBytes = call.options.readMaxBytes;
+  if (call.received > maxBytes + 5) {
+    fail(
+      call,
+      Code.ResourceExhausted,
+      `message size is larger than configured readMaxBytes ${maxBytes}`,
+    );
+    return;
+  }
+  if (call.first === undefined) call.first = chunk;
+  else (call.more ??= [call.first]).push(chunk);
+}
+
+function onEnd(this: CallStream): void {
+  const call = this[callOf];
+  if (call === undefined || call.answered) return;
+  let request: RateLimitRequest;
+  try {
+    request = decodeUnaryEnvelope(
+      call.more !== undefined
+        ? Buffer.concat(call.more)
+        : (call.first ?? emptyBody),
+      call.options.readMaxBytes,
+    );
+  } catch (err) {
+    const e = ConnectError.from(err);
+    fail(call, e.code, e.rawMessage);
+    return;
+  }
+  // The headers carry the caller's trace context (read only when tracing is on).
+  call.options.handler(request, call.headers).then(
+    (response) => {
+      succeed(call, encodeRateLimitResponseFrame(response));
+    },
+    (err: unknown) => {
+      const e = ConnectError.from(err);
+      fail(call, e.code, e.rawMessage);
+    },
+  );
+}
+
+const emptyBody = Buffer.alloc(0);
 
 /**
  * Decodes the body of a unary gRPC call: exactly one uncompressed envelope
