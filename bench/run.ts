@@ -255,15 +255,18 @@ async function commonEnv(
   };
 }
 
-/** Starts ours (dist/src/main.js) with `extra` settings; resolves once healthy. */
+/**
+ * Starts ours as a user does, through `bin/ratelimit` (dist/src/main.js with the V8 heap flags
+ * it sets, docs/performance.md), with `extra` settings; resolves once healthy.
+ */
 async function startOurs(
   runtime: string,
   extra: Record<string, string>,
 ): Promise<Target> {
   const common = await commonEnv(runtime);
   const started = startProcess(
-    process.execPath,
-    [join(root, "dist", "src", "main.js")],
+    join(root, "bin", "ratelimit"),
+    [],
     { ...common.env, USE_PUSHSTATS: "false", ...statsEnv, ...extra },
     logFile("ours"),
   );
