@@ -26,6 +26,7 @@ import {
   createRateLimitService,
   type RateLimitService,
 } from "../service/rate-limit-service.js";
+import { defaultRequestBounds } from "../service/request-bounds.js";
 import type { Settings } from "../settings/settings.js";
 import {
   createStatsManager,
@@ -93,6 +94,13 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
   const { logger } = deps;
   const clock = deps.clock ?? systemClock;
 
+  // Hostile-load bounds (docs/limits.md). To become the settings REQUEST_MAX_DESCRIPTORS,
+  // REQUEST_MAX_ENTRIES, REQUEST_MAX_ENTRY_BYTES, REQUEST_MAX_GRPC_BYTES and
+  // REQUEST_MAX_JSON_BYTES once the settings schema has landed; these are their defaults.
+  const requestBounds = defaultRequestBounds;
+  const maxGrpcRequestBytes = 4 * 1024 * 1024;
+  const maxJsonBodyBytes = 1024 * 1024;
+
   const statsManager = createStatsManager();
   const components: { name: HealthComponent; healthy: boolean }[] = [
     { name: "sigterm", healthy: true },
@@ -144,6 +152,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     globalShadowMode: settings.shadowMode,
     globalQuotaMode: settings.quotaMode,
     dynamicMetadata: settings.responseDynamicMetadata,
+    requestBounds,
     ...(settings.tracingEnabled
       ? { tracing: { backend: settings.backendType } }
       : {}),
@@ -261,6 +270,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
         port: settings.grpcPort,
         udsPath: settings.grpcUds,
         ...(deps.grpcFastPath !== false ? { fastPath: shouldRateLimit } : {}),
+        readMaxBytes: maxGrpcRequestBytes,
         maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
         maxConnectionAgeGraceMs: settings.grpcMaxConnectionAgeGraceMs,
         ...(settings.grpcServerUseTls
@@ -290,7 +300,9 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
           statsManager,
           logger: logger.child({ component: "json" }),
           tracing: settings.tracingEnabled,
+          maxBodyBytes: maxJsonBodyBytes,
         }),
+        readMaxBytes: maxGrpcRequestBytes,
         health,
         logger: logger.child({ component: "http" }),
         host: settings.host,

@@ -21,6 +21,11 @@ export interface HttpServerOptions {
   readonly host: string;
   /** Bind port (`PORT`); 0 picks a free one. */
   readonly port: number;
+  /**
+   * Largest accepted gRPC-web / Connect request message, in bytes (RESOURCE_EXHAUSTED beyond).
+   * @defaultValue 4 MiB (gRPC's default)
+   */
+  readonly readMaxBytes?: number;
 }
 
 /**
@@ -36,6 +41,9 @@ export function startHttpServer(
   const connect = createConnectHandler({
     routes: options.routes,
     logger: options.logger,
+    ...(options.readMaxBytes !== undefined
+      ? { readMaxBytes: options.readMaxBytes }
+      : {}),
   });
   const { health, jsonHandler } = options;
   const server = createServer((req, res) => {

@@ -25,6 +25,12 @@ import type { Clock } from "../util/clock.js";
 import { dynamicMetadata } from "./dynamic-metadata.js";
 import { NotReadyError, RequestError } from "./errors.js";
 import {
+  exceedsUtf8Bytes,
+  maxHitsAddend,
+  resolveRequestBounds,
+  type RequestBounds,
+} from "./request-bounds.js";
+import {
   rateLimitHeaders,
   type ResponseHeaderNames,
 } from "./response-headers.js";
@@ -61,6 +67,12 @@ export interface RateLimitServiceOptions {
    * @defaultValue undefined
    */
   readonly tracing?: ServiceTracingOptions;
+  /**
+   * Bounds on descriptors per request, entries per descriptor and key/value bytes; a request
+   * beyond one is refused with a {@link RequestError} naming the field (docs/limits.md).
+   * @defaultValue `defaultRequestBounds` (1000 descriptors, 100 entries, 65536 bytes)
+   */
+  readonly requestBounds?: Partial<RequestBounds>;
 }
 
 /** Tracing options of {@link createRateLimitService}. */
@@ -118,6 +130,9 @@ export function createRateLimitService(
   const globalQuotaMode = options.globalQuotaMode ?? false;
   const headerNames = options.responseHeaders;
   const withDynamicMetadata = options.dynamicMetadata ?? false;
+  const { maxDescriptors, maxEntries, maxEntryBytes } = resolveRequestBounds(
+    options.requestBounds,
+  );
   let config: RateLimitConfig | undefined;
 
   // Decided once: without tracing the decision calls the backend directly.
@@ -131,9 +146,16 @@ export function createRateLimitService(
     // Same order and texts as upstream for the first three checks.
     if (request.domain === "")
       throw new RequestError("rate limit domain must not be empty");
+    if (exceedsUtf8Bytes(request.domain, maxEntryBytes))
+      throw new RequestError(`domain must be at most ${maxEntryBytes} bytes`);
     const descriptors = request.descriptors;
     if (descriptors.length === 0) {
       throw new RequestError("rate limit descriptor list must not be empty");
+    }
+    if (descriptors.length > maxDescriptors) {
+      throw new RequestError(
+        `descriptors must have at most ${maxDescriptors} items (got ${descriptors.length})`,
+      );
     }
     const snapshot = config;
     if (snapshot === undefined)
@@ -144,12 +166,35 @@ export function createRateLimitService(
       if (entries.length === 0) {
         throw new RequestError(`descriptors[${i}].entries must not be empty`);
       }
+      if (entries.length > maxEntries) {
+        throw new RequestError(
+          `descriptors[${i}].entries must have at most ${maxEntries} items (got ${entries.length})`,
+        );
+      }
       for (let j = 0; j < entries.length; j++) {
-        if (entries[j]!.key === "") {
+        const entry = entries[j]!;
+        if (entry.key === "") {
           throw new RequestError(
             `descriptors[${i}].entries[${j}].key must not be empty`,
           );
         }
+        if (exceedsUtf8Bytes(entry.key, maxEntryBytes)) {
+          throw new RequestError(
+            `descriptors[${i}].entries[${j}].key must be at most ${maxEntryBytes} bytes`,
+          );
+        }
+        if (exceedsUtf8Bytes(entry.value, maxEntryBytes)) {
+          throw new RequestError(
+            `descriptors[${i}].entries[${j}].value must be at most ${maxEntryBytes} bytes`,
+          );
+        }
+      }
+      // A counter is a JS number: refuse what it cannot hold exactly instead of rounding.
+      const hitsAddend = descriptor.hitsAddend;
+      if (hitsAddend !== undefined && hitsAddend > maxHitsAddend) {
+        throw new RequestError(
+          `descriptors[${i}].hits_addend must be at most ${maxHitsAddend} (got ${hitsAddend})`,
+        );
       }
       const override = descriptor.limit;
       if (
