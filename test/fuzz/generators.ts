@@ -584,7 +584,7 @@ export const jsonBody: fc.Arbitrary<Uint8Array> = fc.oneof(
     weight: 1,
     arbitrary: fc
       .record({
-        depth: fc.constantFrom(100, 1000, 100_000),
+        depth: fc.constantFrom(100, 1000, 100, 1000, 100_000),
         shape: fc.constantFrom("array", "object", "inEntry"),
       })
       .map(({ depth, shape }) => Buffer.from(deepJson(depth, shape))),
