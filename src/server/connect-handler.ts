@@ -68,7 +68,6 @@ export function createConnectHandler(
       .then((universalResponse) =>
         universalResponseToNodeResponse(universalResponse, res),
       )
-
       .catch((reason: unknown) => {
         // The client went away (cancel, reset): nothing to answer, nothing wrong.
         if (ConnectError.from(reason).code === Code.Aborted) return;
