@@ -26,7 +26,6 @@ import {
   createRateLimitService,
   type RateLimitService,
 } from "../service/rate-limit-service.js";
-import { defaultRequestBounds } from "../service/request-bounds.js";
 import type { Settings } from "../settings/settings.js";
 import {
   createStatsManager,
@@ -94,12 +93,14 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
   const { logger } = deps;
   const clock = deps.clock ?? systemClock;
 
-  // Hostile-load bounds (docs/limits.md). To become the settings REQUEST_MAX_DESCRIPTORS,
-  // REQUEST_MAX_ENTRIES, REQUEST_MAX_ENTRY_BYTES, REQUEST_MAX_GRPC_BYTES and
-  // REQUEST_MAX_JSON_BYTES once the settings schema has landed; these are their defaults.
-  const requestBounds = defaultRequestBounds;
-  const maxGrpcRequestBytes = 4 * 1024 * 1024;
-  const maxJsonBodyBytes = 1024 * 1024;
+  // Hostile-load bounds (docs/limits.md).
+  const requestBounds = {
+    maxDescriptors: settings.requestMaxDescriptors,
+    maxEntries: settings.requestMaxEntries,
+    maxEntryBytes: settings.requestMaxEntryBytes,
+  };
+  const maxGrpcRequestBytes = settings.requestMaxGrpcBytes;
+  const maxJsonBodyBytes = settings.requestMaxJsonBytes;
 
   const statsManager = createStatsManager();
   const components: { name: HealthComponent; healthy: boolean }[] = [

@@ -16,6 +16,8 @@ import {
   RateLimitResponse_Code as RlCode,
   RateLimitService,
 } from "../../src/proto.js";
+import { SettingsError } from "../../src/settings/settings-error.js";
+import { loadSettings } from "../../src/settings/settings.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 
 // The hostile-load bounds of docs/limits.md, at their defaults, on every transport.
@@ -258,5 +260,80 @@ describe("request bounds", () => {
     };
     expect(error.code).toBe("invalid_argument");
     expect(error.message).toMatch(/^parse binary: /);
+  });
+});
+
+describe("request bound settings", () => {
+  it("parse from the environment, refuse values below 1, and take effect", async () => {
+    const { settings } = loadSettings({});
+    expect([
+      settings.requestMaxGrpcBytes,
+      settings.requestMaxJsonBytes,
+      settings.requestMaxDescriptors,
+      settings.requestMaxEntries,
+      settings.requestMaxEntryBytes,
+    ]).toEqual([4194304, 1048576, 1000, 100, 65536]);
+    expect(() => loadSettings({ REQUEST_MAX_DESCRIPTORS: "0" })).toThrow(
+      SettingsError,
+    );
+    expect(() =>
+      loadSettings({ REQUEST_MAX_GRPC_BYTES: "4294967296" }),
+    ).toThrow(SettingsError);
+    const small = await startTestApp(
+      { "rl.yaml": config },
+      {
+        REQUEST_MAX_DESCRIPTORS: "2",
+        REQUEST_MAX_ENTRIES: "2",
+        REQUEST_MAX_ENTRY_BYTES: "4",
+        REQUEST_MAX_GRPC_BYTES: "100",
+        REQUEST_MAX_JSON_BYTES: "100",
+      },
+    );
+    try {
+      const grpc = createGrpcTransport({
+        baseUrl: `http://${small.addresses.grpc}`,
+      });
+      const cases: [Init, Code, string][] = [
+        [
+          { domain: "rl", descriptors: descriptors(3) },
+          Code.InvalidArgument,
+          "descriptors must have at most 2 items (got 3)",
+        ],
+        [
+          { domain: "rl", descriptors: descriptors(1, 3) },
+          Code.InvalidArgument,
+          "descriptors[0].entries must have at most 2 items (got 3)",
+        ],
+        [
+          { domain: "rl", descriptors: descriptors(1, 1, "long") },
+          Code.InvalidArgument,
+          "descriptors[0].entries[0].value must be at most 4 bytes",
+        ],
+        [
+          { domain: "rl", descriptors: descriptors(1, 1, "x".repeat(100)) },
+          Code.ResourceExhausted,
+          "",
+        ],
+      ];
+      for (const [init, code, message] of cases) {
+        const err = await callError(grpc, init);
+        expect(err.code).toBe(code);
+        if (message !== "") expect(err.rawMessage).toBe(message);
+      }
+      const ok = await createClient(RateLimitService, grpc).shouldRateLimit(
+        create(RateLimitRequestSchema, {
+          domain: "rl",
+          descriptors: descriptors(2, 2),
+        }),
+      );
+      expect(ok.overallCode).toBe(RlCode.OK);
+      const res = await fetch(`http://${small.addresses.http}/json`, {
+        method: "POST",
+        body: " ".repeat(101),
+      });
+      expect(res.status).toBe(413);
+    } finally {
+      await small.stop();
+    }
   });
 });
