@@ -65,9 +65,15 @@ export function createConnectHandler(
     );
     handler(universalRequest)
       .then(remapDecodeErrors)
-      .then((universalResponse) =>
-        universalResponseToNodeResponse(universalResponse, res),
-      )
+      .then((universalResponse) => {
+        // Answered before the request body was read to its end (an error found early: a
+        // second message, an oversize envelope). Connect stops reading by destroying the
+        // request, which on HTTP/1.1 destroys the socket: say so, or a keep-alive client
+        // would send its next request into a closed connection (ECONNRESET).
+        if (!req.complete && req.httpVersionMajor === 1)
+          res.setHeader("connection", "close");
+        return universalResponseToNodeResponse(universalResponse, res);
+      })
       .catch((reason: unknown) => {
         // The client went away (cancel, reset): nothing to answer, nothing wrong.
         if (ConnectError.from(reason).code === Code.Aborted) return;

@@ -320,6 +320,27 @@ async function inParallel<T>(
 
 const counted = { inProcess: 0, network: 0 };
 
+/** The input of the previous `fetchAt` (a reset may come from the one before). */
+let previousAt = "";
+
+/** `fetch`, with the input (and the previous one) named when the connection fails. */
+async function fetchAt(
+  url: string,
+  init: RequestInit,
+  at: string,
+): Promise<Response> {
+  const before = previousAt;
+  previousAt = at;
+  try {
+    return await fetch(url, init);
+  } catch (err) {
+    throw new Error(
+      `fetch failed at ${at} (previous: ${before}): ${String((err as Error).cause ?? err)}`,
+      { cause: err },
+    );
+  }
+}
+
 describe("fuzz corpus", () => {
   let app: TestApp;
   let handler: ShouldRateLimitHandler;
@@ -809,11 +830,11 @@ describe("fuzz corpus", () => {
         const inputs = sample(input, 5, batch, per);
         await inParallel(inputs, 8, async ({ contentType, body }, i) => {
           const at = where(`net ${contentType}`, batch, i, body);
-          const r = await fetch(url, {
-            method: "POST",
-            headers: { "content-type": contentType },
-            body,
-          });
+          const r = await fetchAt(
+            url,
+            { method: "POST", headers: { "content-type": contentType }, body },
+            at,
+          );
           const bytes = Buffer.from(await r.arrayBuffer());
           if (contentType === "application/grpc-web+proto") {
             expect(r.status, at).toBe(200);
@@ -867,7 +888,7 @@ describe("fuzz corpus", () => {
         const inputs = sample(jsonBody, 6, batch, per);
         await inParallel(inputs, 8, async (body, i) => {
           const at = where("net json", batch, i, body);
-          const r = await fetch(url, { method: "POST", body });
+          const r = await fetchAt(url, { method: "POST", body }, at);
           const text = await r.text();
           expect(r.headers.get("content-type"), at).toBe("application/json");
           if (r.status === 200 || r.status === 429) {
@@ -922,7 +943,7 @@ describe("fuzz corpus", () => {
       console.log(
         `fuzz corpus: service RSS ${rssStart.toFixed(0)} MiB → ${rssEnd.toFixed(0)} MiB`,
       );
-      expect(rssEnd - rssStart, `FUZZ_SEED=${seed}`).toBeLessThan(256);
+      expect(rssEnd - rssStart, `FUZZ_SEED=${seed}`).toBeLessThan(384);
     });
   });
 });
