@@ -1,4 +1,4 @@
-import { create, toJsonString } from "@bufbuild/protobuf";
+import { create, toBinary, toJsonString } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -334,6 +334,43 @@ describe("request bound settings", () => {
       expect(res.status).toBe(413);
     } finally {
       await small.stop();
+    }
+  });
+});
+
+describe("early answers on HTTP/1.1", () => {
+  it("close the connection when the request body was not read to its end, so the next request does not hit a reset", async () => {
+    const url = `http://${t.addresses.http}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`;
+    const message = toBinary(
+      RateLimitRequestSchema,
+      create(RateLimitRequestSchema, {
+        domain: "rl",
+        descriptors: descriptors(1),
+      }),
+    );
+    const frame = (m: Uint8Array): Buffer => {
+      const header = Buffer.alloc(5);
+      header.writeUInt32BE(m.length, 1);
+      return Buffer.concat([header, m]);
+    };
+    // Two messages for a unary method, the second one large: answered after the first.
+    const early = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+proto" },
+      body: Buffer.concat([frame(message), frame(Buffer.alloc(200_000, 0x20))]),
+    });
+    const trailer = Buffer.from(await early.arrayBuffer()).toString();
+    expect(trailer).toContain("grpc-status: 12");
+    expect(early.headers.get("connection")).toBe("close");
+    for (let i = 0; i < 3; i++) {
+      const next = await fetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/proto" },
+        body: message,
+      });
+      expect(next.status).toBe(200);
+      expect(next.headers.get("connection")).toBe("keep-alive");
+      await next.arrayBuffer();
     }
   });
 });
