@@ -103,6 +103,15 @@ export async function createApp(
   const { logger } = deps;
   const clock = deps.clock ?? systemClock;
 
+  // Hostile-load bounds (docs/limits.md).
+  const requestBounds = {
+    maxDescriptors: settings.requestMaxDescriptors,
+    maxEntries: settings.requestMaxEntries,
+    maxEntryBytes: settings.requestMaxEntryBytes,
+  };
+  const maxGrpcRequestBytes = settings.requestMaxGrpcBytes;
+  const maxJsonBodyBytes = settings.requestMaxJsonBytes;
+
   const statsManager = createStatsManager();
   const components: { name: HealthComponent; healthy: boolean }[] = [
     { name: "sigterm", healthy: true },
@@ -159,6 +168,7 @@ export async function createApp(
     globalShadowMode: settings.shadowMode,
     globalQuotaMode: settings.quotaMode,
     dynamicMetadata: settings.responseDynamicMetadata,
+    requestBounds,
     ...(settings.tracingEnabled
       ? { tracing: { backend: settings.backendType } }
       : {}),
@@ -242,6 +252,7 @@ export async function createApp(
       settings.stopCacheKeyIncrementWhenOverlimit &&
       settings.backendType !== "mc",
     sameKeyAccumulates: settings.backendType !== "mc",
+    requestBounds,
   });
   const explainHandler = createExplainHandler(
     explainService,
@@ -318,6 +329,7 @@ export async function createApp(
         port: settings.grpcPort,
         udsPath: settings.grpcUds,
         ...(deps.grpcFastPath !== false ? { fastPath: shouldRateLimit } : {}),
+        readMaxBytes: maxGrpcRequestBytes,
         maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
         maxConnectionAgeGraceMs: settings.grpcMaxConnectionAgeGraceMs,
         ...(settings.grpcServerUseTls
@@ -347,11 +359,13 @@ export async function createApp(
           statsManager,
           logger: logger.child({ component: "json" }),
           tracing: settings.tracingEnabled,
+          maxBodyBytes: maxJsonBodyBytes,
         }),
         explainJsonHandler: createExplainJsonHandler({
           explain: publicExplain,
         }),
         corsAllowedOrigins: settings.corsAllowedOrigins,
+        readMaxBytes: maxGrpcRequestBytes,
         health,
         logger: logger.child({ component: "http" }),
         host: settings.host,

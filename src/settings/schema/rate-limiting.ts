@@ -194,6 +194,34 @@ export const rateLimiting = settingsGroup("rate limiting", {
     default: "RateLimit-Reset",
     meaning: "Header name for the seconds until reset.",
   }),
+  /** Most descriptors in one request, ≥ 1; more is INVALID_ARGUMENT (docs/limits.md). */
+  requestMaxDescriptors: setting({
+    env: "REQUEST_MAX_DESCRIPTORS",
+    codec: integer(positiveInteger),
+    default: 1000,
+    meaning:
+      "Most descriptors in one request; more is INVALID_ARGUMENT / 400 (docs/limits.md).",
+  }),
+  /** Most entries in one descriptor, ≥ 1; more is INVALID_ARGUMENT (docs/limits.md). */
+  requestMaxEntries: setting({
+    env: "REQUEST_MAX_ENTRIES",
+    codec: integer(positiveInteger),
+    default: 100,
+    meaning:
+      "Most entries in one descriptor; more is INVALID_ARGUMENT / 400 (docs/limits.md).",
+  }),
+  /**
+   * Longest entry key, entry value or domain in UTF-8 bytes, ≥ 1; longer is INVALID_ARGUMENT
+   * (docs/limits.md).
+   */
+  requestMaxEntryBytes: setting({
+    env: "REQUEST_MAX_ENTRY_BYTES",
+    codec: integer(positiveInteger),
+    default: 65536,
+    unit: "bytes",
+    meaning:
+      "Longest entry key, entry value or domain (UTF-8); longer is INVALID_ARGUMENT / 400 (docs/limits.md).",
+  }),
 });
 
 /** Worker processes need a shared backend and a statistics sink that adds up across them. */
