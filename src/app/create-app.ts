@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import type { AppContext } from "./app-context.js";
+import { guardBackend, type BackendFailureOptions } from "./backend-guard.js";
 import { createKvCache } from "./kv-cache.js";
 import { createMcCache } from "./mc-cache.js";
 import { startStatsSinks, type StatsSinks } from "./stats-sinks.js";
@@ -10,6 +11,7 @@ import type { ConfigUpdate } from "../config/config-update.js";
 import { loadConfig, loadConfigFromRoots } from "../config/load-config.js";
 import type { RateLimitConfig } from "../config/rate-limit-config.js";
 import { HealthChecker, type HealthComponent } from "../health/health.js";
+import type { BackendGuard } from "../limiter/backend-guard.js";
 import { createBaseLimiter } from "../limiter/base-limiter.js";
 import { createLocalCache } from "../limiter/local-cache.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
@@ -76,6 +78,11 @@ export interface AppDependencies {
    * @defaultValue 0
    */
   readonly workerIndex?: number;
+  /**
+   * Backend failure handling of the kv and mc backends (docs/failure-modes.md).
+   * @defaultValue mode `error`, threshold 3, probe interval 500 ms, local share 1
+   */
+  readonly backendFailure?: BackendFailureOptions;
 }
 
 /**
@@ -124,17 +131,32 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     statsManager,
     baseLimiter,
   };
-  const cache: RateLimitCache =
+  const failure = deps.backendFailure ?? {};
+  const guardOf = (backend: RateLimitCache, name: "kv" | "mc"): BackendGuard =>
+    guardBackend(backend, name, failure, context, settings);
+  // The kv and mc backends are guarded (circuit breaker, failure modes); with the default
+  // `error` mode mc keeps failing open on node errors, as the reference does.
+  const guard: BackendGuard | undefined =
     settings.backendType === "kv"
-      ? createKvCache(settings, context)
+      ? guardOf(createKvCache(settings, context), "kv")
       : settings.backendType === "mc"
-        ? createMcCache(settings, context)
-        : new MemoryRateLimitCache({
-            baseLimiter,
-            clock,
-            stopCacheKeyIncrementWhenOverlimit:
-              settings.stopCacheKeyIncrementWhenOverlimit,
-          });
+        ? guardOf(
+            createMcCache(
+              settings,
+              context,
+              (failure.mode ?? "error") === "error",
+            ),
+            "mc",
+          )
+        : undefined;
+  const cache: RateLimitCache =
+    guard ??
+    new MemoryRateLimitCache({
+      baseLimiter,
+      clock,
+      stopCacheKeyIncrementWhenOverlimit:
+        settings.stopCacheKeyIncrementWhenOverlimit,
+    });
   const service = createRateLimitService({
     cache,
     statsManager,
@@ -198,6 +220,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
   provider.subscribe((update) => {
     service.applyConfigUpdate(update);
     if (!update.ok) return;
+    guard?.setDomainModes(update.config.failureModes);
     for (const domain of update.config.domains)
       configLogger.info({ domain }, "loaded domain");
     for (const line of update.config.dump().split("\n")) {

@@ -450,11 +450,18 @@ class TypedDecoder {
   root(node: GoMap | undefined): YamlRoot {
     let domain = "";
     let descriptors: readonly YamlDescriptor[] = [];
+    let failureMode: string | undefined;
     for (const { key, value } of this.fields(node)) {
       if (key === "domain") domain = this.string(value);
       else if (key === "descriptors") descriptors = this.descriptors(value);
+      else if (key === "failure_mode" && !isNull(value))
+        failureMode = this.string(value);
     }
-    return { domain, descriptors };
+    return {
+      domain,
+      descriptors,
+      ...(failureMode !== undefined ? { failureMode } : {}),
+    };
   }
 
   private descriptors(node: GoNode): readonly YamlDescriptor[] {

@@ -1,3 +1,4 @@
+import type { FailureMode } from "./failure-mode.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type {
   RateLimitDescriptor,
@@ -69,4 +70,9 @@ export interface RateLimitConfig {
   readonly domainCount: number;
   /** Loaded domain names, sorted. */
   readonly domains: readonly string[];
+  /**
+   * Domains whose config sets `failure_mode`, with that mode; absent or empty when none does
+   * (the process-wide `BACKEND_FAILURE_MODE` applies). Read only when the backend fails.
+   */
+  readonly failureModes?: ReadonlyMap<string, FailureMode>;
 }

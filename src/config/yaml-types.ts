@@ -69,6 +69,11 @@ export interface YamlRoot {
   readonly domain: string;
   /** Top-level `descriptors`, in YAML order; empty when missing. */
   readonly descriptors: readonly YamlDescriptor[];
+  /**
+   * `failure_mode` as written (checked at load time against `FailureMode`); absent when
+   * missing or null. Not a reference key (docs/failure-modes.md).
+   */
+  readonly failureMode?: string | undefined;
 }
 
 /**
@@ -93,4 +98,5 @@ export const allowedYamlKeys: ReadonlySet<string> = new Set([
   "value_to_metric",
   "share_threshold",
   "metadata",
+  "failure_mode",
 ]);
