@@ -138,7 +138,17 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
   // `error` mode mc keeps failing open on node errors, as the reference does.
   const guard: BackendGuard | undefined =
     settings.backendType === "kv"
-      ? guardOf(createKvCache(settings, context), "kv")
+      ? guardOf(
+          createKvCache(
+            settings,
+            context,
+            // A probe can only find the store back once the client has reconnected.
+            (failure.mode ?? "error") === "error"
+              ? undefined
+              : Math.min(2000, failure.probeIntervalMs ?? 500),
+          ),
+          "kv",
+        )
       : settings.backendType === "mc"
         ? guardOf(
             createMcCache(

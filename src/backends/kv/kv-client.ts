@@ -42,12 +42,13 @@ export type KvConnectionOptions =
 
 /**
  * Delay before ioredis's next reconnect attempt after a lost connection, in ms: 100, 200,
- * 400, … capped at 2000, so service resumes within about 2 s of the store coming back.
+ * 400, … capped at `maxMs` (2000), so service resumes within about `maxMs` of the store
+ * coming back.
  *
  * @param attempt - 1 for the first retry
  */
-export function reconnectDelayMs(attempt: number): number {
-  return Math.min(100 * 2 ** Math.min(Math.max(attempt, 1) - 1, 5), 2000);
+export function reconnectDelayMs(attempt: number, maxMs = 2000): number {
+  return Math.min(100 * 2 ** Math.min(Math.max(attempt, 1) - 1, 5), maxMs);
 }
 
 /**
@@ -97,6 +98,9 @@ export function toKvConnectionOptions(
 ): KvConnectionOptions {
   const timeoutMs = instance.timeoutMs;
   const tlsOptions = instance.tls ? toTlsConnectionOptions(tls) : undefined;
+  const maxDelayMs = instance.reconnectMaxDelayMs;
+  const retry = (attempt: number): number =>
+    reconnectDelayMs(attempt, maxDelayMs);
   const connection = {
     protocol: 2,
     disableClientInfo: true,
@@ -123,7 +127,7 @@ export function toKvConnectionOptions(
           ...(target.db !== undefined ? { db: target.db } : {}),
           lazyConnect: true,
           enableOfflineQueue: false,
-          retryStrategy: reconnectDelayMs,
+          retryStrategy: retry,
         },
       };
     case "unix":
@@ -134,7 +138,7 @@ export function toKvConnectionOptions(
           path: target.path,
           lazyConnect: true,
           enableOfflineQueue: false,
-          retryStrategy: reconnectDelayMs,
+          retryStrategy: retry,
         },
       };
     case "sentinel": {
@@ -158,7 +162,7 @@ export function toKvConnectionOptions(
           failoverDetector: true,
           lazyConnect: true,
           enableOfflineQueue: false,
-          retryStrategy: reconnectDelayMs,
+          retryStrategy: retry,
         },
       };
     }
@@ -170,7 +174,7 @@ export function toKvConnectionOptions(
           redisOptions: connection,
           lazyConnect: true,
           enableOfflineQueue: false,
-          clusterRetryStrategy: reconnectDelayMs,
+          clusterRetryStrategy: retry,
           ...(timeoutMs > 0 ? { slotsRefreshTimeout: timeoutMs } : {}),
         },
       };

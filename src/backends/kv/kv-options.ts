@@ -104,6 +104,13 @@ export interface KvInstanceOptions {
    * authenticated. Secret: never logged. @defaultValue ""
    */
   readonly sentinelAuth?: string;
+  /**
+   * Upper bound of the delay between reconnect attempts after a lost connection, in
+   * milliseconds (> 0). The app lowers it to `BACKEND_PROBE_INTERVAL` under a
+   * `BACKEND_FAILURE_MODE` other than `error`, so a probe finds a store that came back within
+   * one interval. @defaultValue 2000
+   */
+  readonly reconnectMaxDelayMs?: number;
 }
 
 /** Options of {@link KvRateLimitCache}. */
@@ -207,6 +214,8 @@ export interface ResolvedKvInstanceOptions {
   readonly credentials: KvCredentials | undefined;
   /** From `sentinelAuth`; undefined: sentinels are not authenticated. */
   readonly sentinelCredentials: KvCredentials | undefined;
+  /** See {@link KvInstanceOptions.reconnectMaxDelayMs}. */
+  readonly reconnectMaxDelayMs: number;
 }
 
 /** Which option field a problem is about. */
@@ -458,6 +467,12 @@ export function resolveKvInstanceOptions(
       "timeoutMs",
       options.timeoutMs ?? kvInstanceDefaults.timeoutMs,
       0,
+      false,
+    ),
+    reconnectMaxDelayMs: checkRange(
+      "reconnectMaxDelayMs",
+      options.reconnectMaxDelayMs ?? 2000,
+      1,
       false,
     ),
     poolOnEmptyBehavior:
