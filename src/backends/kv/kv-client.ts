@@ -42,13 +42,13 @@ export type KvConnectionOptions =
 
 /**
  * Delay before ioredis's next reconnect attempt after a lost connection, in ms: 100, 200,
- * 400, … capped at `maxMs` (2000), so service resumes within about `maxMs` of the store
- * coming back.
+ * 400, … capped at 2000 (or the instance's lower `reconnectMaxDelayMs`), so service resumes
+ * within about 2 s of the store coming back.
  *
  * @param attempt - 1 for the first retry
  */
-export function reconnectDelayMs(attempt: number, maxMs = 2000): number {
-  return Math.min(100 * 2 ** Math.min(Math.max(attempt, 1) - 1, 5), maxMs);
+export function reconnectDelayMs(attempt: number): number {
+  return Math.min(100 * 2 ** Math.min(Math.max(attempt, 1) - 1, 5), 2000);
 }
 
 /**
@@ -100,7 +100,7 @@ export function toKvConnectionOptions(
   const tlsOptions = instance.tls ? toTlsConnectionOptions(tls) : undefined;
   const maxDelayMs = instance.reconnectMaxDelayMs;
   const retry = (attempt: number): number =>
-    reconnectDelayMs(attempt, maxDelayMs);
+    Math.min(reconnectDelayMs(attempt), maxDelayMs);
   const connection = {
     protocol: 2,
     disableClientInfo: true,
