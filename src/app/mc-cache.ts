@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import type { AppContext } from "./app-context.js";
-import { hasIllegalKeyCharacter } from "../backends/mc/mc-connection.js";
+import { hasIllegalKeyCharacter } from "../backends/mc/mc-keys.js";
 import {
   parseNodeAddress,
   type McTlsOptions,

@@ -1,4 +1,8 @@
-import type { Settings, SettingsEnv } from "./settings.js";
+// Startup warnings about settings this build reads but ignores, derived from the schema's
+// `deprecatedWhen` and `notImplemented` declarations (./schema/define.ts).
+
+import type { SettingsEnv } from "./env-reader.js";
+import { declarationEntries, type SchemaSettings } from "./schema/index.js";
 
 /** A setting whose feature this build does not implement yet. */
 export interface NotImplementedSetting {
@@ -7,54 +11,78 @@ export interface NotImplementedSetting {
   /** The missing feature, as a noun phrase ("the local over-limit cache"). */
   readonly feature: string;
   /** True when the environment asks for the feature, so a warning is due. */
-  readonly isInUse: (settings: Settings, env: SettingsEnv) => boolean;
-  /** Replaces the standard warning text when the standard form would mislead. */
-  readonly warning?: (settings: Settings) => string;
+  readonly isInUse: (settings: SchemaSettings, env: SettingsEnv) => boolean;
 }
-
-/**
- * Settings read and checked by {@link loadSettings} but not acted on yet. Each entry yields the
- * warning `<VAR> has no effect yet: <feature> is not implemented in this build` when in use.
- * Delete an entry when its feature lands.
- */
-export const notImplementedSettings: readonly NotImplementedSetting[] =
-  Object.freeze([]);
 
 /** A setting kept for compatibility that does nothing, in this build or any later one. */
 export interface DeprecatedSetting {
   /** Environment variable name. */
   readonly variable: string;
   /** True when the environment sets it to a value that used to matter. */
-  readonly isInUse: (settings: Settings) => boolean;
+  readonly isInUse: (settings: SchemaSettings) => boolean;
 }
 
-/** Deprecated settings; each yields `<VAR> is deprecated and has no effect` when in use. */
-export const deprecatedSettings: readonly DeprecatedSetting[] = Object.freeze([
-  {
-    variable: "KV_PIPELINE_LIMIT",
-    isInUse: (settings) => settings.kvPipelineLimit > 0,
-  },
-  {
-    variable: "KV_PERSECOND_PIPELINE_LIMIT",
-    isInUse: (settings) => settings.kvPerSecondPipelineLimit > 0,
-  },
-]);
+/** The value of one field, looked up by name. */
+const field = (settings: SchemaSettings, name: string): unknown => {
+  const values: Readonly<Record<string, unknown>> = settings;
+  return values[name];
+};
+
+/**
+ * Settings read and checked by `loadSettings` but not acted on yet (declarations with
+ * `notImplemented`). Each yields the warning
+ * `<VAR> has no effect yet: <feature> is not implemented in this build` when in use.
+ */
+export const notImplementedSettings: readonly NotImplementedSetting[] =
+  Object.freeze(
+    declarationEntries.flatMap(({ field: name, declaration }) => {
+      if (declaration.kind !== "setting") return [];
+      const { notImplemented } = declaration;
+      if (notImplemented === undefined) return [];
+      return [
+        Object.freeze({
+          variable: declaration.env,
+          feature: notImplemented.feature,
+          isInUse: (settings: SchemaSettings, env: SettingsEnv) =>
+            notImplemented.isInUse(field(settings, name), env),
+        }),
+      ];
+    }),
+  );
+
+/**
+ * Deprecated settings (declarations with `deprecatedWhen`); each yields
+ * `<VAR> is deprecated and has no effect` when in use.
+ */
+export const deprecatedSettings: readonly DeprecatedSetting[] = Object.freeze(
+  declarationEntries.flatMap(({ field: name, declaration }) => {
+    if (declaration.kind !== "setting") return [];
+    const { deprecatedWhen } = declaration;
+    if (deprecatedWhen === undefined) return [];
+    return [
+      Object.freeze({
+        variable: declaration.env,
+        isInUse: (settings: SchemaSettings) =>
+          deprecatedWhen(field(settings, name)),
+      }),
+    ];
+  }),
+);
 
 /**
  * Returns one warning per setting in use that this build ignores: entries of
  * {@link notImplementedSettings}, then of {@link deprecatedSettings}, in table order.
  */
 export function settingWarnings(
-  settings: Settings,
+  settings: SchemaSettings,
   env: SettingsEnv,
 ): string[] {
   const warnings: string[] = [];
   for (const entry of notImplementedSettings) {
-    if (!entry.isInUse(settings, env)) continue;
-    warnings.push(
-      entry.warning?.(settings) ??
+    if (entry.isInUse(settings, env))
+      warnings.push(
         `${entry.variable} has no effect yet: ${entry.feature} is not implemented in this build`,
-    );
+      );
   }
   for (const entry of deprecatedSettings) {
     if (entry.isInUse(settings))

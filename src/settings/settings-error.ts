@@ -8,7 +8,7 @@ export class SettingsError extends Error {
   readonly code = "RLS_SETTINGS";
   /**
    * One entry per problem, in a stable order (variable reading order, then combination checks),
-   * e.g. `KV_POOL_SIZE="ten": expected a positive integer`.
+   * e.g. `PORT="ten": expected an integer from 0 to 65535`.
    */
   readonly problems: readonly string[];
   constructor(problems: readonly string[], options?: ErrorOptions) {

@@ -1,24 +1,13 @@
-import { notImplementedSettings } from "./setting-warnings.js";
-import { settingsTable } from "./settings-table.js";
+// docs/settings.md, generated from the settings table (itself derived from ./schema/).
 
-const groupTitles: Readonly<Record<string, string>> = {
-  listeners: "Listeners",
-  logging: "Logging",
-  configuration: "Configuration source",
-  xds: "Configuration from a management server (xDS)",
-  "rate limiting": "Rate limiting",
-  "kv backend": "Key-value store backend (Redis protocol)",
-  "mc backend": "Memcached-protocol backend",
-  statistics: "Statistics",
-  tracing: "Tracing",
-};
+import { settingsGroupTitles } from "./schema/define.js";
+import { notImplementedSettings } from "./setting-warnings.js";
+import { settingsTable, type SettingsGroup } from "./settings-table.js";
 
 /** Groups whose whole feature is not built yet. */
-const groupsNotBuilt = new Set<string>([]);
+const groupsNotBuilt = new Set<SettingsGroup>([]);
 const variablesNotBuilt = new Set(
-  notImplementedSettings
-    .map((n) => n.variable)
-    .filter((v) => v !== "BACKEND_TYPE"),
+  notImplementedSettings.map((n) => n.variable),
 );
 
 const escapeCell = (text: string): string => text.replace(/\|/g, "\\|");
@@ -31,7 +20,7 @@ export function settingsMarkdown(): string {
   const out: string[] = [
     "# Settings",
     "",
-    "<!-- Generated from src/settings/settings-table.ts by `make docs`; do not edit. -->",
+    "<!-- Generated from the declarations in src/settings/schema/ by `make docs`; do not edit. -->",
     "",
     "The service is configured only by environment variables. Every value is checked at start;",
     "all invalid values are reported together and the process exits 1. Durations use Go syntax",
@@ -39,12 +28,12 @@ export function settingsMarkdown(): string {
     "maps are `k1:v1,k2:v2`. Settings for features not built yet are accepted and a warning says",
     "they have no effect. `bin/ratelimit --help` prints the same table.",
   ];
-  let group = "";
+  let group: SettingsGroup | undefined;
   for (const row of settingsTable) {
     if (row.group !== group) {
       group = row.group;
-      out.push("", `## ${groupTitles[group] ?? group}`, "");
-      if (groupsNotBuilt.has(group)) {
+      out.push("", `## ${settingsGroupTitles[row.group]}`, "");
+      if (groupsNotBuilt.has(row.group)) {
         out.push(
           "Not implemented in this build yet: accepted and checked, with a warning.",
           "",
@@ -53,7 +42,7 @@ export function settingsMarkdown(): string {
       out.push("| variable | default | meaning |", "|---|---|---|");
     }
     const note =
-      variablesNotBuilt.has(row.name) && !groupsNotBuilt.has(group)
+      variablesNotBuilt.has(row.name) && !groupsNotBuilt.has(row.group)
         ? " *(not implemented yet)*"
         : "";
     out.push(

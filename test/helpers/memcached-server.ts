@@ -22,6 +22,11 @@ export interface MemcachedServer {
   readonly running: boolean;
   /** SIGKILLs the process (as a crash would) and waits for it to exit. */
   kill(): Promise<void>;
+  /**
+   * SIGSTOPs the process: connections stay open and requests get no reply (a hung node) until
+   * {@link kill}.
+   */
+  pause(): void;
   /** Starts it again on the same port (empty, as after a crash) and waits until it accepts. */
   restart(): Promise<void>;
   /** Kills it if it runs; idempotent. */
@@ -127,6 +132,9 @@ export async function startMemcached(
       return child !== undefined;
     },
     kill,
+    pause: () => {
+      child?.kill("SIGSTOP");
+    },
     restart: launch,
     stop: kill,
   };

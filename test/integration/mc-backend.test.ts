@@ -234,6 +234,38 @@ describe("McRateLimitCache against memcached", () => {
     expect(limit.stats.overLimitWithLocalCache.value()).toBe(1);
   });
 
+  it("fails the requests pending on a node killed mid-request at once, not after the reply timeout", async () => {
+    const node = await startMemcached();
+    try {
+      const cache = newCache({
+        hostPorts: [node.address],
+        // Far beyond the test's timeout: only noticing the dropped connection can end the wait.
+        timeoutMs: 600_000,
+      });
+      const limit = testRateLimit(createStatsManager(), "drop.k", 5);
+      const d = descriptor(["k", "v"]);
+      const [before] = await cache.doLimit("drop", [d], [limit], [1]);
+      expect(before!.limitRemaining).toBe(4);
+      await cache.flush();
+      expect(cache.stats.incrementSuccess.value()).toBe(1);
+
+      node.pause();
+      const pending = cache.doLimit("drop", [d], [limit], [2]);
+      // Let the multi-get leave (writes are flushed on the next tick).
+      await new Promise((resolve) => setImmediate(resolve));
+      await node.kill();
+      // Fail-open: the counter reads as 0, the request succeeds.
+      const [during] = await pending;
+      expect(during!.code).toBe(Code.OK);
+      expect(during!.limitRemaining).toBe(3);
+      expect(cache.stats.multigetError.value()).toBe(1);
+      await cache.flush();
+      expect(cache.stats.incrementError.value()).toBe(1);
+    } finally {
+      await node.stop();
+    }
+  }, 20_000);
+
   it("fails open for a killed node, tracks health, and recovers when nodes return", async () => {
     const health = new HealthChecker([]);
     const cache = newCache({

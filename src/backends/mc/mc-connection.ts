@@ -1,84 +1,45 @@
-import { Server, type Response } from "memjs";
+/**
+ * One persistent, pipelined connection to a memcached node speaking the binary protocol, for
+ * the three commands the backend sends: a multi-get (GETKQ… NOOP), quiet increments with an
+ * initial value and expiration (INCREMENTQ… NOOP) and a NOOP probe.
+ *
+ * Ours rather than memjs's (the backend's client until now) because memjs 1.3 (the latest
+ * release) cannot carry what the backend needs through its public API:
+ * - TLS: its `Server` always opens the socket with `net.connect`; there is no option or hook
+ *   to hand it a TLS socket.
+ * - A dropped connection: when the node closes the connection (crash, restart) without a
+ *   socket error, memjs forgets the socket but neither calls nor times out the pending
+ *   operations, so requests waiting on them hang.
+ * - Batching: it has no multi-get and no quiet commands, so each key would cost its own
+ *   request and reply.
+ * Using it anyway meant subclassing `Server` and writing its private fields, which a memjs
+ * patch release could break silently. The part owned here is small: request framing, reply
+ * framing (24-byte header + body), matching replies to the batch they answer (memcached
+ * answers a connection's requests in order; the opaque is checked), a reply deadline, and
+ * failing every pending operation once when the connection closes. memjs stays in the tests,
+ * through its public API, as an independent client reading what the backend stored. Parity:
+ * memcached `protocol_binary.h` and the binary protocol description in its wiki.
+ */
 import { connect as netConnect, isIP, type Socket } from "node:net";
 import { connect as tlsConnect, type ConnectionOptions } from "node:tls";
 import type { McNodeAddress } from "./mc-options.js";
 
-/** Longest key the memcached protocol accepts, in bytes (upstream gomemcache `legalKey`). */
-export const maxMcKeyBytes = 250;
-
-/**
- * Longest expiration memcached takes as relative seconds: 30 days. Larger values are read as
- * an absolute Unix time (memcached `protocol.txt`, "Expiration times").
- */
-export const maxRelativeExpirationSeconds = 2_592_000;
-
-/** Why a key cannot be stored in memcached, if it cannot. */
-export type McKeyProblem = "too-long" | "illegal-character";
-
-/**
- * Returns why `key` is not a legal memcached key, or `undefined` when it is: longer than
- * {@link maxMcKeyBytes} bytes of UTF-8, or containing a byte ≤ 0x20 (space, control
- * characters) or 0x7f. Same rule as upstream's client (gomemcache `legalKey`), which the text
- * protocol needs; we apply it too so both services store the same keys.
- */
-export function mcKeyProblem(key: string): McKeyProblem | undefined {
-  if (key.length > maxMcKeyBytes) return "too-long";
-  let ascii = true;
-  for (let i = 0; i < key.length; i++) {
-    const c = key.charCodeAt(i);
-    if (c <= 0x20 || c === 0x7f) return "illegal-character";
-    if (c >= 0x80) ascii = false;
-  }
-  // Non-ASCII characters take 2–4 bytes in UTF-8; only then can bytes exceed characters.
-  if (!ascii && Buffer.byteLength(key) > maxMcKeyBytes) return "too-long";
-  return undefined;
-}
-
-/**
- * Whether `text` holds a character memcached keys cannot: whitespace or a control character
- * (code ≤ 0x20 or 0x7f). Used to name the culprit of an illegal key, and to check
- * `CACHE_KEY_PREFIX` at startup.
- */
-export function hasIllegalKeyCharacter(text: string): boolean {
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c <= 0x20 || c === 0x7f) return true;
-  }
-  return false;
-}
-
-/**
- * Returns the expiration field to send for a counter that should live `expirationSeconds`:
- * the seconds themselves up to 30 days, otherwise the absolute Unix time `nowSeconds +
- * expirationSeconds`, because memcached reads values over 30 days as a timestamp. (The
- * reference sends the relative value, so its MONTH and YEAR counters expire at once;
- * behavior.md §9.3 and "Where we deliberately differ" item 3.)
- *
- * @param expirationSeconds - lifetime in seconds, ≥ 0
- * @param nowSeconds - seconds since the Unix epoch
- */
-export function toMcExpiration(
-  expirationSeconds: number,
-  nowSeconds: number,
-): number {
-  return expirationSeconds > maxRelativeExpirationSeconds
-    ? nowSeconds + expirationSeconds
-    : expirationSeconds;
-}
-
 /** One background counter increment. */
 export interface McIncrement {
-  /** The cache key (legal, see {@link mcKeyProblem}). */
+  /** The cache key (legal, see `mcKeyProblem`). */
   readonly key: string;
   /** Amount to add, ≥ 0; also the value of a counter that does not exist yet. */
   readonly hits: number;
-  /** Expiration field of a created counter, see {@link toMcExpiration}. */
+  /** Expiration field of a created counter, see `toMcExpiration`. */
   readonly expiration: number;
 }
 
 /** Options of {@link McConnection}. */
 export interface McConnectionOptions {
-  /** Milliseconds a reply may take before the connection is dropped. */
+  /**
+   * Milliseconds a batch may wait for its last reply once written; past it the connection is
+   * dropped and every pending operation fails.
+   */
   readonly timeoutMs: number;
   /** Milliseconds a connect (plus TLS handshake) may take. */
   readonly connectTimeoutMs: number;
@@ -86,7 +47,9 @@ export interface McConnectionOptions {
   readonly tls: ConnectionOptions | undefined;
 }
 
-// Binary protocol opcodes and sizes (memcached `protocol_binary.h`).
+// Binary protocol magic bytes, opcodes and sizes (memcached `protocol_binary.h`).
+const requestMagic = 0x80;
+const responseMagic = 0x81;
 const opNoop = 0x0a;
 const opGetKQ = 0x0d;
 const opIncrementQ = 0x15;
@@ -94,56 +57,69 @@ const headerBytes = 24;
 const incrementExtrasBytes = 20;
 const twoTo32 = 4_294_967_296;
 
-/**
- * The fields of memjs 1.3's `Server` that {@link McConnection} manages itself, because memjs
- * cannot open TLS connections and does not fail pending requests when the server closes the
- * connection. Internal to memjs (read from `lib/memjs/server.js` 1.3.2); the integration
- * tests exercise every use of them, so a memjs upgrade that changes them fails there.
- */
-interface MemjsServerState {
-  _socket: Socket | undefined;
-  connected: boolean;
-  connectCallbacks: ((socket: Socket) => void)[];
-  responseBuffer: Buffer;
+/** One reply; key and value are views into the received bytes (never reused by Node). */
+interface Reply {
+  readonly opcode: number;
+  readonly status: number;
+  readonly key: Buffer;
+  readonly value: Buffer;
 }
 
-/** A memjs response handler that stays registered across replies until an empty one. */
-type QuietHandler = ((response: Response) => void) & { quiet?: boolean };
+/** A batch written (or waiting for the connection) whose closing NOOP has not answered yet. */
+interface Pending {
+  /** Opaque of every request of the batch; memcached echoes it in each reply. */
+  readonly opaque: number;
+  /** The batch's bytes, until they are written. */
+  frame: Buffer | undefined;
+  /** `performance.now()` past which the batch times out; set when written. */
+  deadline: number;
+  readonly onReply: (reply: Reply) => void;
+  readonly onDone: (err: Error | undefined) => void;
+}
 
 /**
- * One persistent, pipelined binary-protocol connection to a memcached node, built on memjs's
- * `Server` (framing of replies, matching replies to requests by opaque, reply timeouts).
- * It adds what the backend needs and memjs 1.3.2 lacks: TLS, failing every pending operation
- * when the connection closes, a multi-get (GETKQ… NOOP), batched quiet increments with an
- * initial value and expiration, and a NOOP probe. Operations never throw; each reports once
- * through its callback.
+ * One persistent, pipelined binary-protocol connection to a memcached node (plain TCP or
+ * TLS), opened on first use and again on the first use after it closed. Every operation is a
+ * batch closed by a NOOP, whose reply ends it. Operations never throw; each reports exactly
+ * once through its callback: with the replies, or with the error that closed the connection
+ * (refused, closed by the node, connect or reply timeout, protocol error). Batches written in
+ * the same event-loop tick leave in one system call.
  */
-export class McConnection extends Server {
+export class McConnection {
   /** The node's name in the ordered list. */
   readonly address: string;
+  private readonly host: string;
+  private readonly port: number;
+  private readonly timeoutMs: number;
   private readonly connectTimeoutMs: number;
   private readonly tlsOptions: ConnectionOptions | undefined;
-  private readonly state: MemjsServerState;
+  private socket: Socket | undefined;
+  private connected = false;
+  /**
+   * Pending batches in the order written. memcached answers the requests of a connection in
+   * order, so replies always belong to the first, which also has the earliest deadline.
+   */
+  private pending: Pending[] = [];
+  /** Reply bytes not yet parsed (an incomplete reply). */
+  private buffered: Buffer | undefined;
+  private replyTimer: NodeJS.Timeout | undefined;
   private lastOpaque = 0;
-  private inFlight = 0;
   private drained: (() => void)[] = [];
   private closed = false;
   private corked = false;
 
   constructor(node: McNodeAddress, options: McConnectionOptions) {
-    super(node.host, node.port, undefined, undefined, {
-      timeout: options.timeoutMs / 1000,
-      conntimeout: options.connectTimeoutMs / 1000,
-    });
     this.address = node.address;
+    this.host = node.host;
+    this.port = node.port;
+    this.timeoutMs = options.timeoutMs;
     this.connectTimeoutMs = options.connectTimeoutMs;
     this.tlsOptions = options.tls;
-    this.state = this as unknown as MemjsServerState;
   }
 
   /**
    * Reads `keys` in one round trip; `done` gets the values found (raw bytes by key), or the
-   * error that failed the whole batch (connection refused, closed, timed out).
+   * error that failed the whole batch.
    */
   getMulti(
     keys: readonly string[],
@@ -162,10 +138,13 @@ export class McConnection extends Server {
     this.send(
       opaque,
       frame,
-      (response) => {
-        const status = response.header.status;
-        if (status === 0) found.set(response.key.toString(), response.val);
-        else replyError ??= statusError("get", status, response);
+      (reply) => {
+        // GETKQ answers only hits and errors; a miss is silent.
+        if (reply.status === 0) {
+          found.set(reply.key.toString(), reply.value);
+        } else {
+          replyError ??= statusError("get", reply);
+        }
       },
       (err) => {
         done(err ?? replyError, found);
@@ -217,13 +196,9 @@ export class McConnection extends Server {
     this.send(
       opaque,
       frame,
-      (response) => {
+      (reply) => {
         failed++;
-        replyError ??= statusError(
-          "increment",
-          response.header.status,
-          response,
-        );
+        replyError ??= statusError("increment", reply);
       },
       (err) => {
         if (err !== undefined) done(err, increments.length);
@@ -241,12 +216,12 @@ export class McConnection extends Server {
   }
 
   /**
-   * Stops new operations, waits up to `graceMs` for pending ones, then closes the
-   * connection; idempotent.
+   * Stops new operations (they fail at once), waits up to `graceMs` for pending ones, then
+   * closes the connection; idempotent.
    */
   async shutdown(graceMs: number): Promise<void> {
     this.closed = true;
-    if (this.inFlight > 0) {
+    if (this.pending.length > 0) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, graceMs);
         timer.unref();
@@ -256,7 +231,7 @@ export class McConnection extends Server {
         });
       });
     }
-    const socket = this.state._socket;
+    const socket = this.socket;
     if (socket === undefined) return;
     await new Promise<void>((resolve) => {
       socket.once("close", () => {
@@ -268,43 +243,95 @@ export class McConnection extends Server {
     });
   }
 
+  private nextOpaque(): number {
+    this.lastOpaque = (this.lastOpaque + 1) >>> 0;
+    return this.lastOpaque;
+  }
+
   /**
-   * Opens the connection memjs asks for (plain TCP or TLS) and fails every pending operation
-   * when it closes; memjs 1.3.2 does neither (`server.js` `sock`).
+   * Writes one batch that ends in a NOOP with the same opaque, connecting first if needed:
+   * `onReply` gets each reply before the NOOP's, then `onDone` is called once (with the error
+   * if the batch failed as a whole).
    */
-  override sock(_sasl: boolean, go: (socket: Socket) => void): void {
-    const state = this.state;
-    const current = state._socket;
-    if (current !== undefined && state.connected) {
-      // Batches written in the same tick (concurrent requests) leave in one system call.
-      if (!this.corked) {
-        this.corked = true;
-        current.cork();
-        process.nextTick(() => {
-          this.corked = false;
-          current.uncork();
-        });
-      }
-      go(current);
+  private send(
+    opaque: number,
+    frame: Buffer,
+    onReply: (reply: Reply) => void,
+    onDone: (err: Error | undefined) => void,
+  ): void {
+    if (this.closed) {
+      onDone(new Error(`memcached node ${this.address} is closed`));
       return;
     }
-    state.connectCallbacks.push(go);
-    if (current !== undefined) return; // still connecting
-    const host = this.host;
-    const port = this.port;
+    const batch: Pending = { opaque, frame, deadline: 0, onReply, onDone };
+    this.pending.push(batch);
+    const socket = this.socket ?? this.connect();
+    if (this.connected) this.write(socket, batch);
+  }
+
+  /** Writes a batch on the connected socket and starts its reply deadline. */
+  private write(socket: Socket, batch: Pending): void {
+    const frame = batch.frame;
+    if (frame === undefined) return;
+    batch.frame = undefined;
+    batch.deadline = performance.now() + this.timeoutMs;
+    if (!this.corked) {
+      // Batches written in the same tick (concurrent requests) leave in one system call.
+      this.corked = true;
+      socket.cork();
+      process.nextTick(() => {
+        this.corked = false;
+        socket.uncork();
+      });
+    }
+    socket.write(frame);
+    this.replyTimer ??= setTimeout(() => {
+      this.checkDeadlines();
+    }, this.timeoutMs).unref();
+  }
+
+  /**
+   * Drops the connection when the oldest pending batch is past its deadline (failing every
+   * pending batch), otherwise waits for that deadline.
+   */
+  private checkDeadlines(): void {
+    this.replyTimer = undefined;
+    const socket = this.socket;
+    if (socket === undefined) return;
+    const oldest = this.pending[0];
+    // Nothing pending, or not written yet (still connecting): no reply is due.
+    if (oldest === undefined || oldest.frame !== undefined) return;
+    const left = oldest.deadline - performance.now();
+    if (left <= 0) {
+      socket.destroy(
+        new Error(
+          `memcached node ${this.address} did not answer within ${this.timeoutMs} ms`,
+        ),
+      );
+      return;
+    }
+    this.replyTimer = setTimeout(() => {
+      this.checkDeadlines();
+    }, Math.ceil(left)).unref();
+  }
+
+  /** Opens the connection (plain TCP or TLS) and wires its events. */
+  private connect(): Socket {
+    const { host, port } = this;
+    const tlsOptions = this.tlsOptions;
     const socket: Socket =
-      this.tlsOptions === undefined
+      tlsOptions === undefined
         ? netConnect({ host, port })
         : tlsConnect({
-            ...this.tlsOptions,
+            ...tlsOptions,
             host,
             port,
+            // SNI takes a host name only.
             ...(isIP(host) === 0 ? { servername: host } : {}),
           });
-    state._socket = socket;
-    state.connected = false;
-    // Bytes left over from a broken connection must not be parsed as replies on the new one.
-    state.responseBuffer = Buffer.alloc(0);
+    this.socket = socket;
+    this.connected = false;
+    this.buffered = undefined;
     socket.setNoDelay(true);
     socket.setKeepAlive(true, 30_000);
     const connectTimer = setTimeout(() => {
@@ -315,101 +342,105 @@ export class McConnection extends Server {
       );
     }, this.connectTimeoutMs);
     connectTimer.unref();
-    socket.once(
-      this.tlsOptions === undefined ? "connect" : "secureConnect",
-      () => {
-        clearTimeout(connectTimer);
-        if (state._socket !== socket) return;
-        state.connected = true;
-        const waiting = state.connectCallbacks;
-        state.connectCallbacks = [];
-        for (const callback of waiting) callback(socket);
-      },
-    );
-    socket.on("data", (data: Buffer) => {
-      // Late bytes of a connection memjs gave up on (reply timeout) must not mix with the
-      // replies of the current one.
-      if (state._socket === socket) this.responseHandler(data);
+    socket.once(tlsOptions === undefined ? "connect" : "secureConnect", () => {
+      clearTimeout(connectTimer);
+      if (socket !== this.socket) return;
+      this.connected = true;
+      for (const batch of this.pending) this.write(socket, batch);
+    });
+    socket.on("data", (chunk: Buffer) => {
+      this.received(socket, chunk);
     });
     let lastError: Error | undefined;
     socket.on("error", (err) => {
       lastError = err;
     });
-    // After memjs's reply timeout ends the socket, or after shutdown, do not wait for the peer.
+    // After our end() (shutdown), do not wait for the peer to finish its side.
     socket.on("finish", () => socket.destroy());
     socket.on("close", () => {
       clearTimeout(connectTimer);
-      if (state._socket !== socket) return;
-      state._socket = undefined;
-      state.connected = false;
-      // memjs's error() fails every registered operation and forgets the socket.
-      this.error(
+      this.closedConnection(
+        socket,
         lastError ??
           new Error(`memcached node ${this.address} closed the connection`),
       );
     });
+    return socket;
   }
 
-  /**
-   * Keeps the bytes of replies not yet complete; memjs copies every chunk into a new buffer,
-   * here a chunk is used as it is when nothing is pending (the usual case).
-   */
-  override appendToBuffer(data: Buffer): Buffer {
-    const state = this.state;
-    state.responseBuffer =
-      state.responseBuffer.length === 0
-        ? data
-        : Buffer.concat([state.responseBuffer, data]);
-    return state.responseBuffer;
-  }
-
-  private nextOpaque(): number {
-    this.lastOpaque = (this.lastOpaque + 1) >>> 0;
-    return this.lastOpaque;
-  }
-
-  /**
-   * Writes one batch that ends in a NOOP and routes its replies: `onReply` for each reply
-   * before the NOOP's, then `onDone` once (with the error if the batch failed as a whole).
-   */
-  private send(
-    opaque: number,
-    frame: Buffer,
-    onReply: (response: Response) => void,
-    onDone: (err: Error | undefined) => void,
-  ): void {
-    if (this.closed) {
-      onDone(new Error(`memcached node ${this.address} is closed`));
-      return;
-    }
-    this.inFlight++;
-    let finished = false;
-    const finish = (err: Error | undefined): void => {
-      if (finished) return;
-      finished = true;
-      if (--this.inFlight === 0 && this.drained.length > 0) {
-        const waiting = this.drained;
-        this.drained = [];
-        for (const resolve of waiting) resolve();
+  /** Parses every complete reply in the received bytes and routes it to its batch. */
+  private received(socket: Socket, chunk: Buffer): void {
+    if (socket !== this.socket) return;
+    const data =
+      this.buffered === undefined
+        ? chunk
+        : Buffer.concat([this.buffered, chunk]);
+    let offset = 0;
+    while (data.length - offset >= headerBytes) {
+      if (data[offset] !== responseMagic) {
+        socket.destroy(
+          new Error(
+            `memcached node ${this.address} sent a reply that is not binary protocol (byte 0x${data[offset]!.toString(16)})`,
+          ),
+        );
+        return;
       }
-      onDone(err);
-    };
-    const handler: QuietHandler = (response) => {
-      // memjs retires a quiet handler on the first reply without a body: our NOOP (or an
-      // unexpected bodiless reply, after which the NOOP's reply would go unrouted).
-      if (response.header.totalBodyLength === 0) {
-        if (response.header.opcode !== opNoop) onReply(response);
-        finish(undefined);
+      const bodyBytes = data.readUInt32BE(offset + 8);
+      const end = offset + headerBytes + bodyBytes;
+      if (data.length < end) break;
+      const opcode = data[offset + 1]!;
+      const opaque = data.readUInt32BE(offset + 12);
+      const batch = this.pending[0];
+      if (batch?.opaque !== opaque) {
+        socket.destroy(
+          new Error(
+            `memcached node ${this.address} sent a reply to a request it was not sent (opaque ${opaque})`,
+          ),
+        );
+        return;
+      }
+      if (opcode === opNoop) {
+        this.pending.shift();
+        this.finished(batch, undefined);
       } else {
-        onReply(response);
+        const keyAt = offset + headerBytes + data[offset + 4]!;
+        const keyEnd = keyAt + data.readUInt16BE(offset + 2);
+        batch.onReply({
+          opcode,
+          status: data.readUInt16BE(offset + 6),
+          key: data.subarray(keyAt, keyEnd),
+          value: data.subarray(keyEnd, end),
+        });
       }
-    };
-    handler.quiet = true;
-    this.onResponse(opaque, handler);
-    this.onError(opaque, (err) => {
-      finish(err instanceof Error ? err : new Error(String(err)));
-    });
-    this.write(frame);
+      offset = end;
+      // A callback may have dropped the connection.
+      if (socket !== this.socket) return;
+    }
+    // The reply timer stays armed; it finds nothing pending and stops (cheaper than clearing
+    // and re-arming it on every round trip).
+    this.buffered = offset === data.length ? undefined : data.subarray(offset);
+  }
+
+  /** Forgets a closed socket and fails every batch pending on it. */
+  private closedConnection(socket: Socket, err: Error): void {
+    if (socket !== this.socket) return;
+    this.socket = undefined;
+    this.connected = false;
+    this.buffered = undefined;
+    clearTimeout(this.replyTimer);
+    this.replyTimer = undefined;
+    const failed = this.pending;
+    this.pending = [];
+    for (const batch of failed) this.finished(batch, err);
+  }
+
+  private finished(batch: Pending, err: Error | undefined): void {
+    if (this.pending.length === 0 && this.drained.length > 0) {
+      const waiting = this.drained;
+      this.drained = [];
+      for (const resolve of waiting) resolve();
+    }
+    batch.onDone(err);
   }
 }
 
@@ -423,7 +454,7 @@ function writeFrame(
   opaque: number,
 ): number {
   const keyBytes = key === "" ? 0 : Buffer.byteLength(key);
-  frame.writeUInt8(0x80, offset); // request magic
+  frame.writeUInt8(requestMagic, offset);
   frame.writeUInt8(opcode, offset + 1);
   frame.writeUInt16BE(keyBytes, offset + 2);
   frame.writeUInt8(extrasBytes, offset + 4);
@@ -437,13 +468,9 @@ function writeFrame(
   return keyAt + keyBytes;
 }
 
-function statusError(
-  operation: string,
-  status: number,
-  response: Response,
-): Error {
-  const text = response.val.toString();
+function statusError(operation: string, reply: Reply): Error {
+  const text = reply.value.toString();
   return new Error(
-    `memcached ${operation} failed with status 0x${status.toString(16)}${text !== "" ? `: ${text}` : ""}`,
+    `memcached ${operation} failed with status 0x${reply.status.toString(16)}${text !== "" ? `: ${text}` : ""}`,
   );
 }

@@ -80,9 +80,10 @@ export interface McBackendOptions {
   readonly srvResolver?: SrvResolver;
   /**
    * `MC_MAX_IDLE_CONNS`, ≥ 0. The reference's client opens one connection per concurrent
-   * operation and keeps this many idle per node; memjs instead pipelines every operation over
-   * a persistent connection, so nothing is ever idle. We keep `max(1, maxIdleConns)`
-   * persistent pipelined connections per node and spread operations over them round-robin.
+   * operation and keeps this many idle per node; we pipeline every operation over persistent
+   * connections instead, so nothing is ever idle. We keep `max(1, maxIdleConns)` persistent
+   * pipelined connections per node; a cache key always uses the same one (chosen from its
+   * checksum), so an instance's increment and next read of a key stay in order.
    * @defaultValue 2
    */
   readonly maxIdleConns?: number;

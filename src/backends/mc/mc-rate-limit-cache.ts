@@ -8,13 +8,13 @@ import type {
   RateLimitResponse_DescriptorStatus,
 } from "../../proto.js";
 import { createMcStats, McClient, type McStats } from "./mc-client.js";
+import type { McIncrement } from "./mc-connection.js";
 import {
   hasIllegalKeyCharacter,
   maxMcKeyBytes,
   mcKeyProblem,
   toMcExpiration,
-  type McIncrement,
-} from "./mc-connection.js";
+} from "./mc-keys.js";
 import {
   resolveMcBackendOptions,
   type McBackendOptions,

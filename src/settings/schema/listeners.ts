@@ -1,0 +1,149 @@
+// Listeners: HTTP, debug and gRPC addresses, gRPC connection ageing and TLS.
+
+import { quote } from "../env-reader.js";
+import { durationMs, flag, integer, listenPort, text } from "./codecs.js";
+import {
+  setting,
+  settingsGroup,
+  type SettingsCheck,
+  type SettingsOf,
+} from "./define.js";
+
+export const listeners = settingsGroup("listeners", {
+  /** HTTP listener host for `/json` and `/healthcheck`. */
+  host: setting({
+    env: "HOST",
+    codec: text,
+    default: "0.0.0.0",
+    meaning: "HTTP listener host (/json, /healthcheck).",
+  }),
+  /** HTTP listener TCP port, 0–65535. */
+  port: setting({
+    env: "PORT",
+    codec: integer(listenPort),
+    default: 8080,
+    meaning: "HTTP listener port.",
+  }),
+  /** Debug listener host. */
+  debugHost: setting({
+    env: "DEBUG_HOST",
+    codec: text,
+    default: "0.0.0.0",
+    meaning: "Debug listener host (/rlconfig, /stats).",
+  }),
+  /** Debug listener TCP port, 0–65535. */
+  debugPort: setting({
+    env: "DEBUG_PORT",
+    codec: integer(listenPort),
+    default: 6070,
+    meaning: "Debug listener port.",
+  }),
+  /** gRPC listener host. */
+  grpcHost: setting({
+    env: "GRPC_HOST",
+    codec: text,
+    default: "0.0.0.0",
+    meaning: "gRPC listener host.",
+  }),
+  /** gRPC listener TCP port, 0–65535. */
+  grpcPort: setting({
+    env: "GRPC_PORT",
+    codec: integer(listenPort),
+    default: 8081,
+    meaning: "gRPC listener port.",
+  }),
+  /** Unix socket path for gRPC; when non-empty it replaces `GRPC_HOST:GRPC_PORT`. */
+  grpcUds: setting({
+    env: "GRPC_UDS",
+    codec: text,
+    default: "",
+    meaning: "Unix socket path for gRPC instead of host and port.",
+  }),
+  /**
+   * Milliseconds after which a gRPC connection is sent GOAWAY, ±10 % jitter; 0 disables
+   * (Go duration).
+   */
+  grpcMaxConnectionAgeMs: setting({
+    env: "GRPC_MAX_CONNECTION_AGE",
+    codec: durationMs("non-negative"),
+    default: 24 * 60 * 60 * 1000,
+    meaning:
+      "Age after which a gRPC connection is sent GOAWAY (±10 % jitter); 0 disables.",
+  }),
+  /**
+   * Milliseconds after the GOAWAY before the connection is closed by force
+   * (Go duration).
+   */
+  grpcMaxConnectionAgeGraceMs: setting({
+    env: "GRPC_MAX_CONNECTION_AGE_GRACE",
+    codec: durationMs("non-negative"),
+    default: 60 * 60 * 1000,
+    meaning: "Extra time after GOAWAY before the connection is closed.",
+  }),
+  /** Serve gRPC over TLS; needs cert and key. */
+  grpcServerUseTls: setting({
+    env: "GRPC_SERVER_USE_TLS",
+    codec: flag,
+    default: false,
+    meaning: "Serve gRPC over TLS.",
+  }),
+  /** Server certificate chain file, watched for changes. */
+  grpcServerTlsCert: setting({
+    env: "GRPC_SERVER_TLS_CERT",
+    codec: text,
+    default: "",
+    meaning: "Server certificate chain file (reloaded on change).",
+  }),
+  /** Server private key file. */
+  grpcServerTlsKey: setting({
+    env: "GRPC_SERVER_TLS_KEY",
+    codec: text,
+    default: "",
+    meaning: "Server private key file.",
+  }),
+  /**
+   * CA file for client certificates; non-empty turns on mutual TLS, which needs
+   * `GRPC_SERVER_USE_TLS`.
+   */
+  grpcClientTlsCacert: setting({
+    env: "GRPC_CLIENT_TLS_CACERT",
+    codec: text,
+    default: "",
+    meaning:
+      "CA file for client certificates; set to require mutual TLS (needs GRPC_SERVER_USE_TLS).",
+  }),
+  /** DNS name the client certificate must carry under mutual TLS. */
+  grpcClientTlsSan: setting({
+    env: "GRPC_CLIENT_TLS_SAN",
+    codec: text,
+    default: "",
+    meaning: "DNS name the client certificate must carry.",
+  }),
+});
+
+/** gRPC TLS: mutual TLS needs TLS; TLS needs a certificate and key. */
+export const listenerChecks: readonly SettingsCheck<
+  SettingsOf<typeof listeners>
+>[] = [
+  (settings, reader) => {
+    if (!reader.allValid("GRPC_SERVER_USE_TLS")) return;
+    if (settings.grpcClientTlsCacert !== "" && !settings.grpcServerUseTls) {
+      reader.problem(
+        `GRPC_CLIENT_TLS_CACERT=${quote(settings.grpcClientTlsCacert)} needs GRPC_SERVER_USE_TLS=true: client certificates are only checked over TLS`,
+      );
+    }
+    if (settings.grpcServerUseTls) {
+      const missing = [
+        ["GRPC_SERVER_TLS_CERT", settings.grpcServerTlsCert],
+        ["GRPC_SERVER_TLS_KEY", settings.grpcServerTlsKey],
+      ]
+        .filter(([, path]) => path === "")
+        .map(([name]) => name);
+      if (missing.length > 0) {
+        reader.problem(
+          `GRPC_SERVER_USE_TLS=true needs ${missing.join(" and ")}: expected certificate and key file paths`,
+        );
+      }
+    }
+  },
+];

@@ -1,0 +1,187 @@
+// Rate limiting: the counter backend, cache keys, near-limit ratio, modes, response headers,
+// worker processes.
+
+import { anyInteger, nonNegativeInteger } from "../env-parsers.js";
+import { flag, integer, oneOf, ratio, text } from "./codecs.js";
+import {
+  setting,
+  settingsGroup,
+  type SettingsCheck,
+  type SettingsOf,
+} from "./define.js";
+import type { statistics } from "./statistics.js";
+
+/** Counter backend (`BACKEND_TYPE`): key-value store, memcached protocol, or in-process. */
+export type BackendType = "kv" | "mc" | "memory";
+
+const backendType = oneOf<BackendType>(
+  new Map<string, BackendType>([
+    ["", "kv"],
+    ["kv", "kv"],
+    ["mc", "mc"],
+    ["memory", "memory"],
+  ]),
+  "kv, mc or memory",
+);
+
+export const rateLimiting = settingsGroup("rate limiting", {
+  /** Counter backend: `kv` (also for ""), `mc` or `memory`. */
+  backendType: setting({
+    env: "BACKEND_TYPE",
+    codec: backendType,
+    default: "kv",
+    meaning: "Counter backend: kv, mc or memory (in-process).",
+  }),
+  /** Prepended verbatim to every cache key. */
+  cacheKeyPrefix: setting({
+    env: "CACHE_KEY_PREFIX",
+    codec: text,
+    default: "",
+    meaning: "Prepended to every cache key.",
+  }),
+  /**
+   * Upper bound (exclusive) of the random seconds added to each counter's expiration; ≤ 0
+   * disables the jitter.
+   */
+  expirationJitterMaxSeconds: setting({
+    env: "EXPIRATION_JITTER_MAX_SECONDS",
+    codec: integer(anyInteger),
+    default: 300,
+    unit: "seconds",
+    meaning:
+      "Largest random seconds added to counter expirations; 0 or less disables.",
+  }),
+  /**
+   * Number of worker processes sharing the listening ports, 1–64; above 1 needs a
+   * shared backend (kv or mc).
+   */
+  workers: setting({
+    env: "WORKERS",
+    codec: integer({ min: 1, max: 64 }),
+    default: 1,
+    unit: "processes",
+    meaning:
+      "Worker processes sharing the listening ports (uses every core); above 1 needs BACKEND_TYPE kv or mc.",
+  }),
+  /** Size of the local over-limit cache in bytes; 0 disables it. */
+  localCacheSizeBytes: setting({
+    env: "LOCAL_CACHE_SIZE_IN_BYTES",
+    codec: integer(nonNegativeInteger),
+    default: 0,
+    unit: "bytes",
+    meaning: "Size of the local over-limit cache in bytes; 0 disables it.",
+  }),
+  /**
+   * Fraction of the limit above which hits count as near limit, 0–1 (`NEAR_LIMIT_RATIO`; the
+   * reference holds it as a 32-bit float, so apply `Math.fround` where its arithmetic matters).
+   */
+  nearLimitRatio: setting({
+    env: "NEAR_LIMIT_RATIO",
+    codec: ratio,
+    default: 0.8,
+    meaning:
+      "Fraction of the limit (0 to 1) above which hits count as near limit.",
+  }),
+  /**
+   * Increment no counter of a request once one of its descriptors is over limit
+   * .
+   */
+  stopCacheKeyIncrementWhenOverlimit: setting({
+    env: "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
+    codec: flag,
+    default: false,
+    meaning:
+      "Do not increment counters of a request that is already over a limit.",
+  }),
+  /** Global shadow mode: over-limit results are reported as OK. */
+  shadowMode: setting({
+    env: "SHADOW_MODE",
+    codec: flag,
+    default: false,
+    meaning: "Global shadow mode: over-limit results are reported as OK.",
+  }),
+  /** Global quota mode. */
+  quotaMode: setting({
+    env: "QUOTA_MODE",
+    codec: flag,
+    default: false,
+    meaning: "Global quota mode.",
+  }),
+  /** Fill `dynamic_metadata` in responses. */
+  responseDynamicMetadata: setting({
+    env: "RESPONSE_DYNAMIC_METADATA",
+    codec: flag,
+    default: false,
+    meaning: "Fill dynamic metadata in responses.",
+  }),
+  /**
+   * Report unhealthy until at least one configuration is loaded
+   * .
+   */
+  healthyWithAtLeastOneConfigLoaded: setting({
+    env: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
+    codec: flag,
+    default: false,
+    meaning: "Report unhealthy until a configuration is loaded.",
+  }),
+  /** Add rate-limit headers to responses. */
+  limitResponseHeadersEnabled: setting({
+    env: "LIMIT_RESPONSE_HEADERS_ENABLED",
+    codec: flag,
+    default: false,
+    meaning: "Add rate-limit headers to responses.",
+  }),
+  /** Header carrying the limit. */
+  limitLimitHeader: setting({
+    env: "LIMIT_LIMIT_HEADER",
+    codec: text,
+    default: "RateLimit-Limit",
+    meaning: "Header name for the limit.",
+  }),
+  /** Header carrying the remaining hits. */
+  limitRemainingHeader: setting({
+    env: "LIMIT_REMAINING_HEADER",
+    codec: text,
+    default: "RateLimit-Remaining",
+    meaning: "Header name for the remaining hits.",
+  }),
+  /** Header carrying the seconds until reset. */
+  limitResetHeader: setting({
+    env: "LIMIT_RESET_HEADER",
+    codec: text,
+    default: "RateLimit-Reset",
+    meaning: "Header name for the seconds until reset.",
+  }),
+});
+
+/** Worker processes need a shared backend and a statistics sink that adds up across them. */
+export const rateLimitingChecks: readonly SettingsCheck<
+  SettingsOf<typeof rateLimiting> &
+    Pick<SettingsOf<typeof statistics>, "usePullStats" | "disableStats">
+>[] = [
+  // Each worker would serve its own share of the counters on the shared pull port.
+  (settings, reader) => {
+    if (
+      settings.workers > 1 &&
+      settings.usePullStats &&
+      !settings.disableStats &&
+      reader.allValid("WORKERS", "USE_PULLSTATS")
+    ) {
+      reader.problem(
+        `WORKERS=${settings.workers} with USE_PULLSTATS=true: each worker process would answer scrapes with its own counters; use a push sink (USE_PUSHSTATS or USE_TAGGED_PUSHSTATS, which add up across processes) or WORKERS=1`,
+      );
+    }
+  },
+  // Workers each keep their own in-process counters: only a shared backend counts right.
+  (settings, reader) => {
+    if (
+      settings.workers > 1 &&
+      settings.backendType === "memory" &&
+      reader.allValid("WORKERS", "BACKEND_TYPE")
+    ) {
+      reader.problem(
+        `WORKERS=${settings.workers} with BACKEND_TYPE=memory: the memory backend keeps counters in one process; use WORKERS=1 or a shared backend (kv or mc)`,
+      );
+    }
+  },
+];
