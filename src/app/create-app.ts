@@ -79,8 +79,9 @@ export interface AppDependencies {
    */
   readonly workerIndex?: number;
   /**
-   * Backend failure handling of the kv and mc backends (docs/failure-modes.md).
-   * @defaultValue mode `error`, threshold 3, probe interval 500 ms, local share 1
+   * Backend failure handling of the kv and mc backends (docs/failure-modes.md), replacing
+   * the `BACKEND_FAILURE_*` and `BACKEND_PROBE_INTERVAL` settings (tests).
+   * @defaultValue from the settings
    */
   readonly backendFailure?: BackendFailureOptions;
 }
@@ -131,7 +132,12 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     statsManager,
     baseLimiter,
   };
-  const failure = deps.backendFailure ?? {};
+  const failure: BackendFailureOptions = deps.backendFailure ?? {
+    mode: settings.backendFailureMode,
+    failureThreshold: settings.backendFailureThreshold,
+    probeIntervalMs: settings.backendProbeIntervalMs,
+    localShare: settings.backendFailureLocalShare,
+  };
   const guardOf = (backend: RateLimitCache, name: "kv" | "mc"): BackendGuard =>
     guardBackend(backend, name, failure, context, settings);
   // The kv and mc backends are guarded (circuit breaker, failure modes); with the default
