@@ -48,12 +48,15 @@ async function killUnderLoad(
   const node: MemcachedServer = await startMemcached();
   const t = await startTestApp(
     { "fault.yaml": config },
-    { BACKEND_TYPE: "mc", MC_HOST_PORT: node.address },
-    undefined,
     {
-      clock: minuteAlignedClock(),
-      backendFailure: { mode, failureThreshold: 3, probeIntervalMs: 500 },
+      BACKEND_TYPE: "mc",
+      MC_HOST_PORT: node.address,
+      BACKEND_FAILURE_MODE: mode,
+      BACKEND_FAILURE_THRESHOLD: "3",
+      BACKEND_PROBE_INTERVAL: "500ms",
     },
+    undefined,
+    { clock: minuteAlignedClock() },
   );
   const health: string[] = [];
   const healthcheck = async (): Promise<string> => {
