@@ -111,6 +111,7 @@ export class BackendGuard implements RateLimitCache {
   private open = false;
   private probing = false;
   private nextProbeAtMs = 0;
+  private probeStartedAtMs = 0;
   /** Until then (seconds), a local over-limit verdict also applies after recovery. */
   private recoveringUntilSeconds = 0;
   private local: RateLimitCache | undefined;
@@ -241,6 +242,7 @@ export class BackendGuard implements RateLimitCache {
       );
     }
     this.probing = true;
+    this.probeStartedAtMs = this.clock.nowMs();
     try {
       const statuses = await this.backend.doLimit(
         domain,
@@ -293,13 +295,16 @@ export class BackendGuard implements RateLimitCache {
         hitsAddends,
       );
     }
+    if (probe) {
+      this.probing = true;
+      this.probeStartedAtMs = this.clock.nowMs();
+    }
     const local = await this.localLimiter().doLimit(
       domain,
       descriptors,
       this.scaledLimits(limits, false),
       hitsAddends,
     );
-    if (probe) this.probing = true;
     let statuses: RateLimitResponse_DescriptorStatus[];
     try {
       statuses = await this.backend.doLimit(
@@ -348,7 +353,9 @@ export class BackendGuard implements RateLimitCache {
     stats.failures?.add(1);
     this.consecutiveFailures++;
     if (probe) {
-      this.nextProbeAtMs = this.clock.nowMs() + this.probeIntervalMs;
+      // Probes start one interval apart (start to start), so a store that comes back is
+      // found within one interval plus the probe's own round trip.
+      this.nextProbeAtMs = this.probeStartedAtMs + this.probeIntervalMs;
       return err;
     }
     if (this.open || this.consecutiveFailures < this.threshold) return err;

@@ -5,6 +5,8 @@
 import { create } from "@bufbuild/protobuf";
 import { ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Writable } from "node:stream";
+import { pino, type Logger } from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import type { FailureMode } from "../../src/config/failure-mode.js";
 import {
@@ -45,6 +47,29 @@ function minuteAlignedClock(): Clock {
   };
 }
 
+/** Circuit transitions logged by the apps, with the time since the first (ms). */
+const transitions: string[] = [];
+
+function transitionLogger(): Logger {
+  return pino(
+    { level: "warn" },
+    new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        const line = JSON.parse(String(chunk)) as {
+          msg: string;
+          time: number;
+          err?: { message?: string };
+        };
+        if (line.msg.includes("circuit"))
+          transitions.push(
+            `${new Date(line.time).toISOString().slice(17, 23)} ${line.msg}${line.err?.message !== undefined ? ` (${line.err.message})` : ""}`,
+          );
+        done();
+      },
+    }),
+  );
+}
+
 async function startKvApp(
   store: RedisServer,
   mode: FailureMode,
@@ -62,7 +87,7 @@ async function startKvApp(
       BACKEND_PROBE_INTERVAL: `${probeIntervalMs}ms`,
       ...extraEnv,
     },
-    undefined,
+    transitionLogger(),
     { clock: minuteAlignedClock() },
   );
 }
@@ -141,6 +166,7 @@ describe("store killed under load (200 calls/s, 100 per minute, 5 s outage)", ()
   async function run(mode: FailureMode): Promise<Outage & { t: TestApp }> {
     const store = await startRedisServer();
     const t = await startKvApp(store, mode);
+    transitions.length = 0;
     try {
       const outage = await killUnderLoad(t, store);
       const { load } = outage;
@@ -154,7 +180,7 @@ describe("store killed under load (200 calls/s, 100 per minute, 5 s outage)", ()
                 (p) => [p, load.count(load.inPhase(p))],
               ),
             ),
-          )}\nerror messages: ${JSON.stringify(errorMessages(load))}\n${load.timeline()}`,
+          )}\nerror messages: ${JSON.stringify(errorMessages(load))}\ntransitions (ss.mmm): ${JSON.stringify(transitions)}\n${load.timeline()}`,
       );
       const result = { ...outage, t };
       runs.set(mode, result);

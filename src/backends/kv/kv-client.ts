@@ -750,7 +750,17 @@ export class KvClient {
    * bound). Waiters hold no commands: nothing is queued for a store that is down.
    */
   private waitForConnection(): Promise<void> {
-    if (this.redis.status === "wait") this.redis.connect().catch(noop);
+    const status = this.redis.status;
+    if (
+      status === "wait" ||
+      (status === "reconnecting" &&
+        this.instance.reconnectOnRequest &&
+        this.cluster === undefined)
+    ) {
+      // Reconnecting: ioredis's own pending attempt finds the connection up (or connecting)
+      // and gives up quietly.
+      this.redis.connect().catch(noop);
+    }
     const instance = this.instance;
     const waitMs =
       instance.poolOnEmptyBehavior === "ERROR"

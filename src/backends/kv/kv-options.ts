@@ -111,6 +111,13 @@ export interface KvInstanceOptions {
    * one interval. @defaultValue 2000
    */
   readonly reconnectMaxDelayMs?: number;
+  /**
+   * Single and sentinel deployments: a request that finds the connection down while a
+   * reconnect is pending starts the attempt at once instead of waiting for the backoff. The
+   * app turns it on under a `BACKEND_FAILURE_MODE` other than `error`, where only the circuit
+   * breaker's probes reach a failed store, so a probe reconnects. @defaultValue false
+   */
+  readonly reconnectOnRequest?: boolean;
 }
 
 /** Options of {@link KvRateLimitCache}. */
@@ -216,6 +223,8 @@ export interface ResolvedKvInstanceOptions {
   readonly sentinelCredentials: KvCredentials | undefined;
   /** See {@link KvInstanceOptions.reconnectMaxDelayMs}. */
   readonly reconnectMaxDelayMs: number;
+  /** See {@link KvInstanceOptions.reconnectOnRequest}. */
+  readonly reconnectOnRequest: boolean;
 }
 
 /** Which option field a problem is about. */
@@ -475,6 +484,7 @@ export function resolveKvInstanceOptions(
       1,
       false,
     ),
+    reconnectOnRequest: options.reconnectOnRequest ?? false,
     poolOnEmptyBehavior:
       options.poolOnEmptyBehavior ?? kvInstanceDefaults.poolOnEmptyBehavior,
     poolOnEmptyWaitMs: checkRange(
