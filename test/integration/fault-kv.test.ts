@@ -23,6 +23,7 @@ import {
   type RedisServer,
 } from "../helpers/redis-server.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
+import { freeStablePort } from "../helpers/stable-port.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const config = `
@@ -164,7 +165,7 @@ describe("store killed under load (200 calls/s, 100 per minute, 5 s outage)", ()
   const runs = new Map<FailureMode, Outage & { t: TestApp }>();
 
   async function run(mode: FailureMode): Promise<Outage & { t: TestApp }> {
-    const store = await startRedisServer();
+    const store = await startRedisServer({ port: await freeStablePort() });
     const t = await startKvApp(store, mode);
     transitions.length = 0;
     try {
@@ -257,7 +258,7 @@ describe("store killed under load (200 calls/s, 100 per minute, 5 s outage)", ()
 
 describe("store that accepts connections but never answers (SIGSTOP)", () => {
   it("opens the circuit after the threshold, then answers at once; closes after SIGCONT", async () => {
-    const store = await startRedisServer();
+    const store = await startRedisServer({ port: await freeStablePort() });
     const t = await startKvApp(store, "error");
     const client = createClient(
       RateLimitService,
@@ -313,7 +314,7 @@ describe("store that accepts connections but never answers (SIGSTOP)", () => {
 
 describe("per-domain failure_mode", () => {
   it("lets one domain fail closed while the others degrade", async () => {
-    const store = await startRedisServer();
+    const store = await startRedisServer({ port: await freeStablePort() });
     const t = await startKvApp(store, "local");
     await t.writeConfig(
       "strict.yaml",
@@ -343,9 +344,11 @@ descriptors:
         );
     try {
       await waitFor(
-        async () => (await call("strict")) === "OK",
+        () =>
+          t.app.service.currentConfig()?.failureModes?.get("strict") === "deny",
         "the strict domain to load",
       );
+      expect(await call("strict")).toBe("OK");
       await store.kill();
       const answers = { fault: [] as string[], strict: [] as string[] };
       for (let i = 0; i < 6; i++) {
