@@ -148,10 +148,9 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
           createKvCache(
             settings,
             context,
-            // A probe can only find the store back once the client has reconnected.
-            (failure.mode ?? "error") === "error"
-              ? undefined
-              : Math.min(2000, failure.probeIntervalMs ?? 500),
+            // The circuit breaker closes only when a probe finds the store: probes reconnect,
+            // and the backoff stays within one probe interval.
+            Math.min(2000, failure.probeIntervalMs ?? 500),
           ),
           "kv",
         )

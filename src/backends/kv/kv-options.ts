@@ -106,16 +106,15 @@ export interface KvInstanceOptions {
   readonly sentinelAuth?: string;
   /**
    * Upper bound of the delay between reconnect attempts after a lost connection, in
-   * milliseconds (> 0). The app lowers it to `BACKEND_PROBE_INTERVAL` under a
-   * `BACKEND_FAILURE_MODE` other than `error`, so a probe finds a store that came back within
-   * one interval. @defaultValue 2000
+   * milliseconds (> 0). The app lowers it to `BACKEND_PROBE_INTERVAL`, so a circuit breaker
+   * probe finds a store that came back within one interval. @defaultValue 2000
    */
   readonly reconnectMaxDelayMs?: number;
   /**
    * Single and sentinel deployments: a request that finds the connection down while a
    * reconnect is pending starts the attempt at once instead of waiting for the backoff. The
-   * app turns it on under a `BACKEND_FAILURE_MODE` other than `error`, where only the circuit
-   * breaker's probes reach a failed store, so a probe reconnects. @defaultValue false
+   * app turns it on behind its circuit breaker, where only the breaker's probes (and the
+   * first few failures) reach a failed store, so a probe reconnects. @defaultValue false
    */
   readonly reconnectOnRequest?: boolean;
 }
