@@ -3,8 +3,14 @@
 // fail-open reads; under `local` the circuit breaker takes over. Counts are asserted by phase;
 // timelines are printed.
 
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, describe, expect, it } from "vitest";
 import type { FailureMode } from "../../src/config/failure-mode.js";
+import {
+  Health,
+  HealthCheckResponse_ServingStatus as Serving,
+} from "../../src/proto.js";
 import { statNames } from "../../src/stats/names.js";
 import type { Clock } from "../../src/util/clock.js";
 import { pause, runLoad, type LoadResult } from "../helpers/load.js";
@@ -59,9 +65,15 @@ async function killUnderLoad(
     { clock: minuteAlignedClock() },
   );
   const health: string[] = [];
+  const grpcHealth = createClient(
+    Health,
+    createGrpcTransport({ baseUrl: `http://${t.addresses.grpc}` }),
+  );
+  // `/healthcheck` status and body, then the gRPC health status of "ratelimit".
   const healthcheck = async (): Promise<string> => {
     const res = await fetch(`http://${t.addresses.http}/healthcheck`);
-    return `${res.status} ${await res.text()}`;
+    const grpc = await grpcHealth.check({ service: "ratelimit" });
+    return `${res.status} ${await res.text()} / grpc ${Serving[grpc.status]}`;
   };
   try {
     const load = await runLoad({
@@ -115,7 +127,8 @@ describe("memcached killed under load (200 calls/s, 100 per minute)", () => {
     expect(outage["OVER_LIMIT"] ?? 0).toBeGreaterThan(0);
     expect(stat(t, statNames.backendCircuitOpened)).toBeGreaterThanOrEqual(1);
     expect(stat(t, statNames.backendDegradedDecisions)).toBeGreaterThan(0);
-    expect(health[0]).toMatch(/^200 degraded/);
+    expect(health[0]).toBe("200 degraded: backend / grpc SERVING");
+    expect(health[1]).toBe("200 OK / grpc SERVING");
     expect(
       t.app.statsManager.store.gauge(statNames.backendDegraded).value(),
     ).toBe(0);
