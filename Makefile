@@ -70,6 +70,7 @@ test: deps system-deps check-proto typecheck lint format-check build ## everythi
 bench: deps build ## benchmark ShouldRateLimit vs a bare node:http2 floor (needs h2load; installs it)
 	scripts/ensure-system-deps.sh h2load
 	node dist/bench/run.js
+	node dist/bench/windows.js
 
 clean: ## remove build output
 	rm -rf dist coverage

@@ -45,6 +45,8 @@ export {
   RateLimitDescriptorSchema as ConfigRateLimitDescriptorSchema,
   RateLimitPolicySchema as ConfigRateLimitPolicySchema,
   RateLimitUnit as ConfigRateLimitUnit,
+  RateLimitAlgorithm as ConfigRateLimitAlgorithm,
+  ChargeMode as ConfigChargeMode,
   type RateLimitConfig as ConfigRateLimitConfig,
   type RateLimitDescriptor as ConfigRateLimitDescriptor,
   type RateLimitPolicy as ConfigRateLimitPolicy,

@@ -216,6 +216,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
   const loadOptions = {
     statsManager,
     mergeDomainConfig: settings.mergeDomainConfig,
+    chargeMode: settings.chargeMode,
   };
   const provider: ConfigProvider =
     settings.configType === "GRPC_XDS_SOTW"

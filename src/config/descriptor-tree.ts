@@ -4,7 +4,13 @@ import { RateLimitResponse_RateLimit_Unit as Unit } from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";
 import { ConfigError } from "./config-error.js";
 import type { RateLimit } from "./rate-limit-config.js";
-import { unitByName, unitName, unitToSeconds } from "./units.js";
+import {
+  maxWindowSeconds,
+  unitByName,
+  unitName,
+  unitToSeconds,
+  windowShape,
+} from "./units.js";
 import type { YamlDescriptor } from "./yaml-types.js";
 
 /**
@@ -65,6 +71,8 @@ export interface LoadContext {
   readonly configName: string;
   /** Stats handles of every limit are created at load time. */
   readonly statsManager: StatsManager;
+  /** The domain's charge mode is `all_or_nothing`. @defaultValue false */
+  readonly allOrNothing?: boolean;
 }
 
 /** Returns an empty level (a domain root before its first file is loaded). */
@@ -209,12 +217,32 @@ function buildLimit(
   // Unlimited limits carry unit UNKNOWN whatever was written (upstream `config_impl.go`).
   const effectiveUnit =
     rateLimit.unlimited || unit === undefined ? Unit.UNKNOWN : unit;
+  // Extensions: decided here, once, so requests never look at the algorithm.
+  const unitMultiplier = rateLimit.unitMultiplier ?? 1;
+  if (!Number.isInteger(unitMultiplier) || unitMultiplier < 1) {
+    throw fail(
+      `invalid unit_multiplier '${String(unitMultiplier)}' (expected an integer >= 1)`,
+    );
+  }
+  const sliding =
+    !rateLimit.unlimited && rateLimit.algorithm === "sliding_window";
+  const shape = windowShape(effectiveUnit, unitMultiplier, sliding);
+  if (shape.windowSeconds > maxWindowSeconds) {
+    throw fail(
+      `unit_multiplier ${String(unitMultiplier)} × ${unitName(effectiveUnit)} is longer than ${String(maxWindowSeconds)} seconds`,
+    );
+  }
   return {
     fullKey,
     stats: context.statsManager.rateLimitStats(fullKey),
     requestsPerUnit: rateLimit.requestsPerUnit,
     unit: effectiveUnit,
     unitSeconds: unitToSeconds(effectiveUnit),
+    unitMultiplier,
+    windowSeconds: shape.windowSeconds,
+    sliding,
+    cacheKeySuffix: shape.cacheKeySuffix,
+    allOrNothing: context.allOrNothing ?? false,
     unlimited: rateLimit.unlimited,
     shadowMode: rule.shadowMode,
     quotaMode: rule.quotaMode,
@@ -298,11 +326,27 @@ export function dumpDescriptors(level: DescriptorLevel, lines: string[]): void {
     if (limit !== undefined) {
       lines.push(
         `${node.fullKey}: unit=${unitName(limit.unit)} requests_per_unit=${limit.requestsPerUnit}, ` +
-          `shadow_mode: ${String(limit.shadowMode)}, quota_mode: ${String(limit.quotaMode)}\n`,
+          `shadow_mode: ${String(limit.shadowMode)}, quota_mode: ${String(limit.quotaMode)}` +
+          extensionDump(limit) +
+          "\n",
       );
     }
     if (node.children !== undefined) dumpDescriptors(node.children, lines);
   }
+}
+
+/**
+ * The dump of the extension fields, only those not at their default (so a config without
+ * them dumps exactly as the reference): `, unit_multiplier: <n>`, `, algorithm:
+ * sliding_window`, `, charge: all_or_nothing`.
+ */
+function extensionDump(limit: RateLimit): string {
+  let out = "";
+  if (limit.unitMultiplier !== 1)
+    out += `, unit_multiplier: ${String(limit.unitMultiplier)}`;
+  if (limit.sliding) out += ", algorithm: sliding_window";
+  if (limit.allOrNothing) out += ", charge: all_or_nothing";
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

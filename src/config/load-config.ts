@@ -19,7 +19,7 @@ import {
 import { parseConfigFile } from "./parse-config-file.js";
 import type { RateLimit, RateLimitConfig } from "./rate-limit-config.js";
 import { unitFromNumber, unitToSeconds } from "./units.js";
-import type { YamlRoot } from "./yaml-types.js";
+import type { ChargeMode, YamlRoot } from "./yaml-types.js";
 
 /** One named config text: for the file provider the runtime key (e.g. `config.basic.yaml`). */
 export interface ConfigFile {
@@ -42,6 +42,11 @@ export interface LoadConfigOptions {
   readonly statsManager: StatsManager;
   /** Allow several files for one domain (`MERGE_DOMAIN_CONFIG`). @defaultValue false */
   readonly mergeDomainConfig?: boolean;
+  /**
+   * Charge mode of domains whose config has no `charge:` (`CHARGE_MODE`): `each` is the
+   * reference's behaviour. @defaultValue "each"
+   */
+  readonly chargeMode?: ChargeMode;
 }
 
 /**
@@ -83,6 +88,7 @@ export function loadConfigFromRoots(
   const merge = options.mergeDomainConfig ?? false;
   const domains = new Map<string, DescriptorLevel>();
   const failureModes = new Map<string, FailureMode>();
+  const charges = domainChargeModes(roots, options.chargeMode ?? "each");
   for (const { name, root } of roots) {
     if (root.domain === "") {
       throw new ConfigError(`${name}: config file cannot have empty domain`);
@@ -99,11 +105,17 @@ export function loadConfigFromRoots(
     loadDescriptors(level, root.descriptors, `${root.domain}.`, {
       configName: name,
       statsManager: options.statsManager,
+      allOrNothing: charges.get(root.domain) === "all_or_nothing",
     });
     if (root.failureMode !== undefined)
       setFailureMode(failureModes, name, root.domain, root.failureMode);
   }
-  return new LoadedRateLimitConfig(domains, options.statsManager, failureModes);
+  return new LoadedRateLimitConfig(
+    domains,
+    options.statsManager,
+    charges,
+    failureModes,
+  );
 }
 
 /**
@@ -132,6 +144,35 @@ function setFailureMode(
   modes.set(domain, text);
 }
 
+/**
+ * The charge mode of every domain: its `charge:` (several merged files of one domain must not
+ * disagree), else `defaultMode`.
+ *
+ * @throws {@link ConfigError} `<name>: conflicting charge '<a>' for domain '<d>' (another file says '<b>')`
+ */
+function domainChargeModes(
+  roots: readonly NamedYamlRoot[],
+  defaultMode: ChargeMode,
+): Map<string, ChargeMode> {
+  const explicit = new Map<string, ChargeMode>();
+  for (const { name, root } of roots) {
+    const charge = root.charge;
+    if (charge === undefined) continue;
+    const other = explicit.get(root.domain);
+    if (other !== undefined && other !== charge) {
+      throw new ConfigError(
+        `${name}: conflicting charge '${charge}' for domain '${root.domain}' (another file says '${other}')`,
+      );
+    }
+    explicit.set(root.domain, charge);
+  }
+  const modes = new Map<string, ChargeMode>();
+  for (const { root } of roots) {
+    modes.set(root.domain, explicit.get(root.domain) ?? defaultMode);
+  }
+  return modes;
+}
+
 /** The {@link RateLimitConfig} built by a successful load; immutable. */
 class LoadedRateLimitConfig implements RateLimitConfig {
   readonly domainCount: number;
@@ -142,6 +183,7 @@ class LoadedRateLimitConfig implements RateLimitConfig {
   constructor(
     private readonly domainLevels: ReadonlyMap<string, DescriptorLevel>,
     private readonly statsManager: StatsManager,
+    private readonly charges: ReadonlyMap<string, ChargeMode>,
     failureModes: ReadonlyMap<string, FailureMode>,
   ) {
     this.failureModes = failureModes;
@@ -193,6 +235,11 @@ class LoadedRateLimitConfig implements RateLimitConfig {
       requestsPerUnit: override.requestsPerUnit,
       unit,
       unitSeconds: unitToSeconds(unit),
+      unitMultiplier: 1,
+      windowSeconds: unitToSeconds(unit),
+      sliding: false,
+      cacheKeySuffix: "",
+      allOrNothing: this.charges.get(domain) === "all_or_nothing",
       unlimited: false,
       shadowMode: false,
       quotaMode: false,

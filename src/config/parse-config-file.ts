@@ -19,12 +19,14 @@ import {
   shortYamlTag,
 } from "./yaml-scalar.js";
 import type {
+  ChargeMode,
+  YamlAlgorithm,
   YamlDescriptor,
   YamlRateLimit,
   YamlReplaces,
   YamlRoot,
 } from "./yaml-types.js";
-import { allowedYamlKeys } from "./yaml-types.js";
+import { allowedYamlKeys, chargeModes, yamlAlgorithms } from "./yaml-types.js";
 
 /**
  * Upper bound on nodes visited per pass. Reached only by alias bombs (an anchor referenced many
@@ -384,6 +386,12 @@ function checkKeys(
     } else if (value.kind === "map") {
       problem = checkKeys(value, checked, budget);
       if (problem !== undefined) return problem;
+    } else if (
+      keyText === "unit_multiplier" &&
+      value.resolved.kind === "float"
+    ) {
+      // An extension field: a clear message instead of the reference's generic one.
+      return `config error, line ${value.line}: invalid unit_multiplier '${value.text}' (expected an integer >= 1)`;
     } else if (!isAllowedLeaf(value.resolved)) {
       return "error checking config";
     }
@@ -450,18 +458,34 @@ class TypedDecoder {
   root(node: GoMap | undefined): YamlRoot {
     let domain = "";
     let descriptors: readonly YamlDescriptor[] = [];
+    let charge: ChargeMode | undefined;
     let failureMode: string | undefined;
     for (const { key, value } of this.fields(node)) {
       if (key === "domain") domain = this.string(value);
       else if (key === "descriptors") descriptors = this.descriptors(value);
+      else if (key === "charge") charge = this.charge(value);
       else if (key === "failure_mode" && !isNull(value))
         failureMode = this.string(value);
     }
     return {
       domain,
       descriptors,
+      ...(charge !== undefined ? { charge } : {}),
       ...(failureMode !== undefined ? { failureMode } : {}),
     };
+  }
+
+  /** `charge:` must be one of {@link chargeModes}; null means the default. */
+  private charge(node: GoNode): ChargeMode | undefined {
+    if (isNull(node)) return undefined;
+    const text = this.string(node);
+    const mode = chargeModes.find((m) => m === text);
+    if (mode === undefined) {
+      throw new FileProblem(
+        `config error, line ${node.line}: invalid charge '${text}' (expected one of: ${chargeModes.join(", ")})`,
+      );
+    }
+    return mode;
   }
 
   private descriptors(node: GoNode): readonly YamlDescriptor[] {
@@ -544,6 +568,8 @@ class TypedDecoder {
     let unlimited = false;
     let name = "";
     let replaces: readonly YamlReplaces[] = [];
+    let algorithm: YamlAlgorithm | undefined;
+    let unitMultiplier: number | undefined;
     for (const { key, value } of this.fields(node)) {
       if (key === "requests_per_unit") requestsPerUnit = this.uint32(value);
       else if (key === "unit") unit = this.string(value);
@@ -553,9 +579,49 @@ class TypedDecoder {
         replaces = this.list(value, goTypes.replacesList, (item) =>
           this.replaces(item),
         );
-      }
+      } else if (key === "algorithm") algorithm = this.algorithm(value);
+      else if (key === "unit_multiplier")
+        unitMultiplier = this.unitMultiplier(value);
     }
-    return { requestsPerUnit, unit, unlimited, name, replaces };
+    return {
+      requestsPerUnit,
+      unit,
+      unlimited,
+      name,
+      replaces,
+      ...(algorithm !== undefined ? { algorithm } : {}),
+      ...(unitMultiplier !== undefined ? { unitMultiplier } : {}),
+    };
+  }
+
+  /** `algorithm:` must be one of {@link yamlAlgorithms}; null means the default. */
+  private algorithm(node: GoNode): YamlAlgorithm | undefined {
+    if (isNull(node)) return undefined;
+    const text = this.string(node);
+    const algorithm = yamlAlgorithms.find((a) => a === text);
+    if (algorithm === undefined) {
+      throw new FileProblem(
+        `config error, line ${node.line}: invalid rate limit algorithm '${text}' (expected one of: ${yamlAlgorithms.join(", ")})`,
+      );
+    }
+    return algorithm;
+  }
+
+  /** `unit_multiplier:` must be an integer in 1 … 4294967295; null means the default. */
+  private unitMultiplier(node: GoNode): number | undefined {
+    if (isNull(node)) return undefined;
+    if (
+      node.kind === "scalar" &&
+      node.resolved.kind === "int" &&
+      node.resolved.value >= 1n &&
+      node.resolved.value <= 4294967295n
+    ) {
+      return Number(node.resolved.value);
+    }
+    const shown = node.kind === "scalar" ? node.text : `a ${node.kind}`;
+    throw new FileProblem(
+      `config error, line ${node.line}: invalid unit_multiplier '${shown}' (expected an integer >= 1)`,
+    );
   }
 
   private replaces(node: GoMap): YamlReplaces {

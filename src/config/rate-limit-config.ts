@@ -24,8 +24,36 @@ export interface RateLimit {
   readonly requestsPerUnit: number;
   /** Window unit; UNKNOWN when `unlimited`. */
   readonly unit: RateLimitResponse_RateLimit_Unit;
-  /** Window length in seconds (see `unitToSeconds`); 0 when `unlimited`. */
+  /** Length of one unit in seconds (see `unitToSeconds`); 0 when `unlimited`. */
   readonly unitSeconds: number;
+  /**
+   * `unit_multiplier` (an extension): the window is this many units long; 1 (the reference's
+   * one-unit window) unless configured.
+   */
+  readonly unitMultiplier: number;
+  /**
+   * Window length in seconds, `unitSeconds × unitMultiplier`, decided at load; equal to
+   * `unitSeconds` for the reference's windows; 0 when `unlimited`. Windows start at multiples
+   * of it since the Unix epoch.
+   */
+  readonly windowSeconds: number;
+  /**
+   * `algorithm: sliding_window` (an extension): the decision uses the weighted sum of the
+   * previous and the current window's counters (docs/configuration.md). False for the
+   * reference's fixed windows.
+   */
+  readonly sliding: boolean;
+  /**
+   * Appended to the cache key after the window start, decided at load: "" for the reference's
+   * fixed one-unit windows (keys stay byte-identical), `_w<windowSeconds>` for fixed windows
+   * of several units, `_s<windowSeconds>` for sliding windows.
+   */
+  readonly cacheKeySuffix: string;
+  /**
+   * The domain's charge mode is `all_or_nothing` (YAML `charge:` or the global `CHARGE_MODE`):
+   * when any limit of a request is over, no counter of the request is incremented.
+   */
+  readonly allOrNothing: boolean;
   /** When true the backend is never called and `limitRemaining` is 4294967295. */
   readonly unlimited: boolean;
   /** When true an over-limit result is reported as OK (and counted in `shadow_mode`). */
@@ -63,7 +91,9 @@ export interface RateLimitConfig {
   ): RateLimit | undefined;
   /**
    * Returns the reference's dump format (behavior.md §2.6): one line per descriptor with a
-   * rate limit, `<fullKey>: unit=<UNIT> requests_per_unit=<n>, shadow_mode: <b>, quota_mode: <b>\n`.
+   * rate limit, `<fullKey>: unit=<UNIT> requests_per_unit=<n>, shadow_mode: <b>, quota_mode: <b>\n`;
+   * the extensions are appended only when not at their default:
+   * `, unit_multiplier: <n>`, `, algorithm: sliding_window`, `, charge: all_or_nothing`.
    */
   dump(): string;
   /** Number of loaded domains (a domain without descriptors counts). */

@@ -55,3 +55,40 @@ const unitsByNumber: ReadonlyMap<number, Unit> = new Map(
 export function unitFromNumber(unitNumber: number): Unit {
   return unitsByNumber.get(unitNumber) ?? Unit.UNKNOWN;
 }
+
+/** Longest window a rate limit may have: 2^32 − 1 seconds (about 136 years). */
+export const maxWindowSeconds = 4294967295;
+
+/** The window of a rate limit, decided once at config load. */
+export interface WindowShape {
+  /** `unitSeconds × unitMultiplier`; 0 for UNKNOWN. */
+  readonly windowSeconds: number;
+  /**
+   * Glued after the window start in the cache key: "" for fixed one-unit windows (the
+   * reference's keys), `_w<windowSeconds>` for fixed windows of several units,
+   * `_s<windowSeconds>` for sliding windows (docs/configuration.md, "Cache keys").
+   */
+  readonly cacheKeySuffix: string;
+}
+
+/**
+ * Returns the window of `unitMultiplier` units of `unit`, counted by a fixed or a sliding
+ * window. MONTH and YEAR are the reference's 30 and 365 days, so `unit: month,
+ * unit_multiplier: 3` is a 90-day window aligned to multiples of 90 days since the epoch, not a
+ * calendar quarter. The caller checks that `windowSeconds` ≤ {@link maxWindowSeconds}.
+ *
+ * @param unitMultiplier - integer ≥ 1
+ */
+export function windowShape(
+  unit: Unit,
+  unitMultiplier: number,
+  sliding: boolean,
+): WindowShape {
+  const windowSeconds = unitToSeconds(unit) * unitMultiplier;
+  const cacheKeySuffix = sliding
+    ? `_s${String(windowSeconds)}`
+    : unitMultiplier === 1
+      ? ""
+      : `_w${String(windowSeconds)}`;
+  return { windowSeconds, cacheKeySuffix };
+}

@@ -27,7 +27,36 @@ export interface YamlRateLimit {
   readonly name: string;
   /** `replaces`, in YAML order; empty when missing. */
   readonly replaces: readonly YamlReplaces[];
+  /**
+   * `algorithm` (an extension the reference does not have): how hits are counted. Validated
+   * when decoded; `fixed_window` when missing (the reference's behaviour).
+   */
+  readonly algorithm?: YamlAlgorithm | undefined;
+  /**
+   * `unit_multiplier` (an extension): the window is this many units long, an integer ≥ 1.
+   * Validated when decoded; 1 when missing (the reference's one-unit window).
+   */
+  readonly unitMultiplier?: number | undefined;
 }
+
+/** Counting algorithms of a rate limit (`algorithm:`). */
+export type YamlAlgorithm = "fixed_window" | "sliding_window";
+
+/** Every accepted `algorithm:` value. */
+export const yamlAlgorithms: readonly YamlAlgorithm[] = [
+  "fixed_window",
+  "sliding_window",
+];
+
+/**
+ * How a request's counters are charged (domain-level `charge:`, global `CHARGE_MODE`):
+ * `each` (the reference's behaviour: every descriptor's counter is incremented) or
+ * `all_or_nothing` (a request rejected by any limit increments none of them).
+ */
+export type ChargeMode = "each" | "all_or_nothing";
+
+/** Every accepted `charge:` value. */
+export const chargeModes: readonly ChargeMode[] = ["each", "all_or_nothing"];
 
 /**
  * One descriptor rule of the config tree. Field defaults are Go zero values ("" / false / empty
@@ -70,6 +99,11 @@ export interface YamlRoot {
   /** Top-level `descriptors`, in YAML order; empty when missing. */
   readonly descriptors: readonly YamlDescriptor[];
   /**
+   * `charge` (an extension): the domain's charge mode. Absent when missing: the global
+   * `CHARGE_MODE` (default `each`) applies.
+   */
+  readonly charge?: ChargeMode | undefined;
+  /**
    * `failure_mode` as written (checked at load time against `FailureMode`); absent when
    * missing or null. Not a reference key (docs/failure-modes.md).
    */
@@ -98,5 +132,9 @@ export const allowedYamlKeys: ReadonlySet<string> = new Set([
   "value_to_metric",
   "share_threshold",
   "metadata",
+  // Extensions of this service (not in the reference; opt-in): see docs/configuration.md.
+  "algorithm",
+  "unit_multiplier",
+  "charge",
   "failure_mode",
 ]);

@@ -6,9 +6,14 @@ import {
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
 import type { Clock } from "../util/clock.js";
-import { cacheKeyString, isPerSecond, type CacheKey } from "./cache-key.js";
+import { cacheKeyStem, isPerSecond, type CacheKey } from "./cache-key.js";
 import type { LocalCache } from "./local-cache.js";
-import { secondsUntilReset } from "./window.js";
+import {
+  previousWindowWeight,
+  secondsUntilReset,
+  slidingSecondsUntilDecrease,
+  windowStartSeconds,
+} from "./window.js";
 
 /** Options of {@link createBaseLimiter}. */
 export interface BaseLimiterOptions {
@@ -77,8 +82,47 @@ export interface BaseLimiter {
     hitsAddend: number,
     nowSeconds: number,
   ): RateLimitResponse_DescriptorStatus;
-  /** Returns the expiration of a new counter: window length plus random jitter, in seconds. */
+  /**
+   * Returns the expiration of a new counter in seconds: window length plus random jitter; two
+   * window lengths plus jitter for sliding windows (the counter is read as the previous window
+   * during the next one).
+   */
   expirationSeconds(limit: RateLimit): number;
+  /**
+   * The count a decision compares with the limit: `current` for fixed windows; for sliding
+   * windows `ceil(previous × (W − e)/W) + current` ({@link previousWindowWeight}).
+   *
+   * @param current - the current window's counter
+   * @param previous - the previous window's counter (ignored for fixed windows)
+   */
+  weightedCount(
+    limit: RateLimit,
+    current: number,
+    previous: number,
+    nowSeconds: number,
+  ): number;
+  /**
+   * Decides one descriptor from its counters (any algorithm) and updates its stats, like
+   * {@link BaseLimiter.descriptorStatus} but with the sliding-window weighting, and for a
+   * request that all-or-nothing charging did not charge (`charged` false): the counters are
+   * then the values before the request; an OK answer reports `limit − weighted count` as
+   * remaining (nothing was taken) and counts the hits as within limit; an over-limit answer
+   * enters the key in the local cache only when the window is already full without this
+   * request.
+   *
+   * @param current - the current window's counter: after the increment when `charged`,
+   *   before it otherwise
+   * @param previous - the previous window's counter (sliding windows; else ignored)
+   */
+  counterStatus(
+    cacheKey: string,
+    limit: RateLimit,
+    current: number,
+    previous: number,
+    hitsAddend: number,
+    nowSeconds: number,
+    charged: boolean,
+  ): RateLimitResponse_DescriptorStatus;
   /**
    * Decides one descriptor from its counter after the increment and updates its stats
    * (upstream `GetResponseDescriptorStatus`; stat split of behavior.md §4.7).
@@ -114,7 +158,7 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
     code: Code,
     limit: RateLimit,
     limitRemaining: number,
-    nowSeconds: number,
+    resetSeconds: number,
   ): RateLimitResponse_DescriptorStatus {
     return {
       $typeName:
@@ -127,11 +171,71 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
         unit: limit.unit,
       },
       limitRemaining,
-      durationUntilReset: resetDuration(
-        secondsUntilReset(nowSeconds, limit.unitSeconds),
-      ),
+      durationUntilReset: resetDuration(resetSeconds),
       quota: undefined,
     };
+  }
+
+  /**
+   * The decision shared by every algorithm (upstream `GetResponseDescriptorStatus`): `after` is
+   * the count compared with the limit; an over-limit key enters the local cache for
+   * `cacheTtlSeconds` (not when `cacheKey` is undefined); `remaining` ≥ 0 replaces the OK
+   * answer's `limit − after`.
+   */
+  function decide(
+    cacheKey: string | undefined,
+    limit: RateLimit,
+    after: number,
+    hits: number,
+    resetSeconds: number,
+    cacheTtlSeconds: number,
+    remaining: number,
+  ): RateLimitResponse_DescriptorStatus {
+    const limitValue = limit.requestsPerUnit;
+    // Thresholds as upstream computes them: the near-limit threshold is
+    // floor(float32(limit) * float32(ratio)), so it is done in float32 here too.
+    const nearLimitThreshold = Math.floor(
+      Math.fround(Math.fround(limitValue) * ratio),
+    );
+    // Upstream subtracts in uint64; when hits > after (only possible when an increment was
+    // skipped) the result wraps to a huge number, which compares as "already over".
+    const before = after >= hits ? after - hits : Number.MAX_SAFE_INTEGER;
+    const stats = limit.stats;
+    let result: RateLimitResponse_DescriptorStatus;
+    if (after > limitValue) {
+      result = status(Code.OVER_LIMIT, limit, 0, resetSeconds);
+      // Remembered for the whole window (not just the rest of it), as upstream does;
+      // harmless because the key embeds its window start.
+      if (cacheKey !== undefined) localCache?.add(cacheKey, cacheTtlSeconds);
+      if (before >= limitValue) {
+        // Every hit of this request is over the limit.
+        stats.overLimit.add(hits);
+        if (limit.shadowMode) stats.shadowMode.add(hits);
+      } else {
+        // The request crossed the limit: hits above it are over; the part between the
+        // near-limit threshold (or the old value, if higher) and the limit is near.
+        stats.overLimit.add(after - limitValue);
+        stats.nearLimit.add(limitValue - Math.max(nearLimitThreshold, before));
+        if (limit.shadowMode) stats.shadowMode.add(after - limitValue);
+      }
+    } else {
+      result = status(
+        Code.OK,
+        limit,
+        remaining >= 0 ? remaining : limitValue - after,
+        resetSeconds,
+      );
+      if (after > nearLimitThreshold) {
+        // Only the hits above the near-limit threshold are near.
+        stats.nearLimit.add(
+          before >= nearLimitThreshold ? hits : after - nearLimitThreshold,
+        );
+      }
+      stats.withinLimit.add(hits);
+    }
+    if (result.code === Code.OVER_LIMIT && limit.shadowMode)
+      result.code = Code.OK;
+    return result;
   }
 
   return {
@@ -147,15 +251,14 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
           keys[i] = undefined;
           continue;
         }
+        const stem = cacheKeyStem(prefix, domain, descriptors[i]!, limit);
+        const start = windowStartSeconds(nowSeconds, limit.windowSeconds);
         keys[i] = {
-          key: cacheKeyString(
-            prefix,
-            domain,
-            descriptors[i]!,
-            limit,
-            nowSeconds,
-          ),
+          key: stem + String(start) + limit.cacheKeySuffix,
           perSecond: isPerSecond(limit),
+          previousKey: limit.sliding
+            ? stem + String(start - limit.windowSeconds) + limit.cacheKeySuffix
+            : undefined,
         };
         limit.stats.totalHits.add(hitsAddends[i]!);
       }
@@ -182,62 +285,72 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
       const stats = limit.stats;
       stats.overLimit.add(hits);
       stats.overLimitWithLocalCache.add(hits);
+      const reset = secondsUntilReset(nowSeconds, limit.windowSeconds);
       if (limit.shadowMode) {
         stats.shadowMode.add(hits);
-        return status(Code.OK, limit, 0, nowSeconds);
+        return status(Code.OK, limit, 0, reset);
       }
-      return status(Code.OVER_LIMIT, limit, 0, nowSeconds);
+      return status(Code.OVER_LIMIT, limit, 0, reset);
     },
 
     expirationSeconds(limit) {
+      const lifetime = limit.sliding
+        ? 2 * limit.windowSeconds
+        : limit.windowSeconds;
       return jitterMax > 0
-        ? limit.unitSeconds + Math.floor(random() * jitterMax)
-        : limit.unitSeconds;
+        ? lifetime + Math.floor(random() * jitterMax)
+        : lifetime;
+    },
+
+    weightedCount(limit, current, previous, nowSeconds) {
+      return limit.sliding
+        ? current +
+            previousWindowWeight(previous, nowSeconds, limit.windowSeconds)
+        : current;
     },
 
     descriptorStatus(cacheKey, limit, after, hits, nowSeconds) {
-      const limitValue = limit.requestsPerUnit;
-      // Thresholds as upstream computes them: the near-limit threshold is
-      // floor(float32(limit) * float32(ratio)), so it is done in float32 here too.
-      const nearLimitThreshold = Math.floor(
-        Math.fround(Math.fround(limitValue) * ratio),
+      return decide(
+        cacheKey,
+        limit,
+        after,
+        hits,
+        secondsUntilReset(nowSeconds, limit.windowSeconds),
+        limit.windowSeconds,
+        -1,
       );
-      // Upstream subtracts in uint64; when hits > after (only possible when an increment was
-      // skipped) the result wraps to a huge number, which compares as "already over".
-      const before = after >= hits ? after - hits : Number.MAX_SAFE_INTEGER;
-      const stats = limit.stats;
-      let result: RateLimitResponse_DescriptorStatus;
-      if (after > limitValue) {
-        result = status(Code.OVER_LIMIT, limit, 0, nowSeconds);
-        // Remembered for the whole unit (not just the rest of the window), as upstream does;
-        // harmless because the key embeds its window start.
-        localCache?.add(cacheKey, limit.unitSeconds);
-        if (before >= limitValue) {
-          // Every hit of this request is over the limit.
-          stats.overLimit.add(hits);
-          if (limit.shadowMode) stats.shadowMode.add(hits);
-        } else {
-          // The request crossed the limit: hits above it are over; the part between the
-          // near-limit threshold (or the old value, if higher) and the limit is near.
-          stats.overLimit.add(after - limitValue);
-          stats.nearLimit.add(
-            limitValue - Math.max(nearLimitThreshold, before),
-          );
-          if (limit.shadowMode) stats.shadowMode.add(after - limitValue);
-        }
-      } else {
-        result = status(Code.OK, limit, limitValue - after, nowSeconds);
-        if (after > nearLimitThreshold) {
-          // Only the hits above the near-limit threshold are near.
-          stats.nearLimit.add(
-            before >= nearLimitThreshold ? hits : after - nearLimitThreshold,
-          );
-        }
-        stats.withinLimit.add(hits);
-      }
-      if (result.code === Code.OVER_LIMIT && limit.shadowMode)
-        result.code = Code.OK;
-      return result;
+    },
+
+    counterStatus(cacheKey, limit, current, previous, hits, now, charged) {
+      const windowSeconds = limit.windowSeconds;
+      const weight = limit.sliding
+        ? previousWindowWeight(previous, now, windowSeconds)
+        : 0;
+      const after = weight + current + (charged ? 0 : hits);
+      const reset = limit.sliding
+        ? slidingSecondsUntilDecrease(
+            previous,
+            charged ? current : current + hits,
+            now,
+            windowSeconds,
+          )
+        : secondsUntilReset(now, windowSeconds);
+      // Fixed windows: the key is over until its window ends. Sliding windows: at least until
+      // the weighted count falls by one.
+      const cacheTtl = limit.sliding ? reset : windowSeconds;
+      if (charged)
+        return decide(cacheKey, limit, after, hits, reset, cacheTtl, -1);
+      const before = after - hits;
+      const full = before >= limit.requestsPerUnit;
+      return decide(
+        full ? cacheKey : undefined,
+        limit,
+        after,
+        hits,
+        reset,
+        cacheTtl,
+        Math.max(0, limit.requestsPerUnit - before),
+      );
     },
 
     okWithoutLimit() {

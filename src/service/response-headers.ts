@@ -54,7 +54,13 @@ export function rateLimitHeaders(
   if (chosen < 0) return undefined;
   const status = statuses[chosen]!;
   const limit = limits[chosen];
-  const unitSeconds = limit?.unitSeconds ?? 1;
+  // The real window (`unit_multiplier` included); a sliding window resets when its weighted
+  // count falls by one, which its status already carries.
+  const windowSeconds = limit?.windowSeconds ?? 1;
+  const resetSeconds =
+    limit?.sliding === true
+      ? Number(status.durationUntilReset?.seconds ?? 1n)
+      : windowSeconds - (nowSeconds % windowSeconds);
   return [
     create(HeaderValueSchema, {
       key: names.limit,
@@ -66,7 +72,7 @@ export function rateLimitHeaders(
     }),
     create(HeaderValueSchema, {
       key: names.reset,
-      value: String(unitSeconds - (nowSeconds % unitSeconds)),
+      value: String(resetSeconds),
     }),
   ];
 }

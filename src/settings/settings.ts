@@ -21,6 +21,7 @@ export type { SettingsEnv } from "./env-reader.js";
 export type {
   BackendFailureMode,
   BackendType,
+  ChargeMode,
   ConfigType,
   KvPoolOnEmptyBehavior,
   KvSocketType,

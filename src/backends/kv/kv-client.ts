@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { rootCertificates, type ConnectionOptions } from "node:tls";
 import {
   Cluster,
@@ -229,6 +230,13 @@ interface KvJob {
   readonly expirationSeconds: readonly number[] | undefined;
   /** Parallel to `cacheKeys`: counter after INCRBY, or current value (0 when absent). */
   readonly results: number[];
+  /**
+   * `incr` of sliding windows: parallel to `cacheKeys`, the previous window's key to GET in
+   * the same pipeline (undefined: none); undefined when no key has one.
+   */
+  readonly previousKeys: readonly (string | undefined)[] | undefined;
+  /** Parallel to `previousKeys`: the previous window's counters (0 when absent). */
+  readonly previous: number[] | undefined;
   failure: unknown;
 }
 
@@ -236,8 +244,8 @@ interface KvJob {
 interface CommandRef {
   readonly job: KvJob;
   readonly index: number;
-  /** 0 INCRBY, 1 EXPIRE, 2 GET */
-  readonly op: 0 | 1 | 2;
+  /** 0 INCRBY, 1 EXPIRE, 2 GET, 3 GET of the previous window's key */
+  readonly op: 0 | 1 | 2 | 3;
 }
 
 interface Batch {
@@ -256,6 +264,53 @@ interface Waiter {
 
 const noop = (): void => undefined;
 
+/**
+ * All-or-nothing charging on one instance, atomically (Redis runs a script alone). KEYS: per
+ * descriptor its current window's key then its previous window's key (the current key again
+ * for fixed windows). ARGV: per descriptor `hits, limit, expiration, windowSeconds,
+ * secondsLeftInWindow, sliding (0|1), checked (1 unless shadow mode)`. Reads every counter;
+ * when every checked descriptor fits (`current + ceil(previous × left / window) + hits ≤
+ * limit`), runs INCRBY + EXPIRE on every current key. Replies `[charged (0|1), current₁,
+ * previous₁, current₂, previous₂, …]` with the values before the request.
+ */
+export const allOrNothingScript = `
+local n = #KEYS / 2
+local reply = {1}
+local fits = true
+for i = 1, n do
+  local a = (i - 1) * 7
+  local current = tonumber(redis.call('GET', KEYS[2 * i - 1]) or '0')
+  local previous = 0
+  if ARGV[a + 6] == '1' then
+    previous = tonumber(redis.call('GET', KEYS[2 * i]) or '0')
+  end
+  reply[2 * i] = current
+  reply[2 * i + 1] = previous
+  if ARGV[a + 7] == '1' then
+    local weighted = current
+    if previous > 0 then
+      weighted = weighted + math.ceil(previous * tonumber(ARGV[a + 5]) / tonumber(ARGV[a + 4]))
+    end
+    if weighted + tonumber(ARGV[a + 1]) > tonumber(ARGV[a + 2]) then fits = false end
+  end
+end
+if fits then
+  for i = 1, n do
+    local a = (i - 1) * 7
+    redis.call('INCRBY', KEYS[2 * i - 1], ARGV[a + 1])
+    redis.call('EXPIRE', KEYS[2 * i - 1], ARGV[a + 3])
+  end
+else
+  reply[1] = 0
+end
+return reply
+`;
+
+/** SHA-1 of {@link allOrNothingScript}, the `EVALSHA` handle. */
+const allOrNothingScriptSha = createHash("sha1")
+  .update(allOrNothingScript)
+  .digest("hex");
+
 function isRedirect(err: Error): boolean {
   return err.message.startsWith("MOVED ") || err.message.startsWith("ASK ");
 }
@@ -265,7 +320,17 @@ function applyReply(ref: CommandRef, value: unknown): void {
   else if (ref.op === 2) {
     ref.job.results[ref.index] =
       value === null || value === undefined ? 0 : Number(value);
+  } else if (ref.op === 3) {
+    ref.job.previous![ref.index] =
+      value === null || value === undefined ? 0 : Number(value);
   }
+}
+
+/** The key a command reference is about. */
+function refKey(ref: CommandRef): string {
+  return ref.op === 3
+    ? ref.job.previousKeys![ref.index]!
+    : ref.job.cacheKeys[ref.index]!;
 }
 
 function addCommands(
@@ -399,6 +464,17 @@ export class KvClient {
       try {
         await this.waitForStartupConnection();
         await this.redis.ping();
+        // Best effort: a store or proxy without scripting still serves the other modes; the
+        // first all-or-nothing request then reports the error.
+        await this.loadScripts().catch((err: unknown) => {
+          this.logger.warn(
+            {
+              url: this.instance.maskedUrl,
+              err: this.redact(errorMessage(err)),
+            },
+            "kv store did not load the all-or-nothing script",
+          );
+        });
         this.logger.info({ url: this.instance.maskedUrl }, "kv store answered");
         return;
       } catch (err) {
@@ -451,14 +527,97 @@ export class KvClient {
     hitsAddends: readonly number[],
     expirationSeconds: readonly number[],
   ): Promise<number[]> {
-    return this.run({
+    const job = await this.run({
       kind: "incr",
       cacheKeys,
       hitsAddends,
       expirationSeconds,
       results: new Array<number>(cacheKeys.length),
+      previousKeys: undefined,
+      previous: undefined,
       failure: undefined,
     });
+    return job.results;
+  }
+
+  /**
+   * {@link KvClient.incrementAndExpire} plus, in the same pipeline, `GET previousKey` for the
+   * keys of sliding windows (the one extra read of the sliding-window counter).
+   *
+   * @param previousKeys - parallel to `cacheKeys`; undefined where there is none
+   * @returns the counters after the increment and, parallel, the previous windows' counters
+   *   (0 where absent or not read)
+   * @throws {@link BackendError} when any command fails or no connection is up in time
+   */
+  async incrementAndReadPrevious(
+    cacheKeys: readonly string[],
+    hitsAddends: readonly number[],
+    expirationSeconds: readonly number[],
+    previousKeys: readonly (string | undefined)[],
+  ): Promise<{ current: number[]; previous: number[] }> {
+    const job = await this.run({
+      kind: "incr",
+      cacheKeys,
+      hitsAddends,
+      expirationSeconds,
+      results: new Array<number>(cacheKeys.length),
+      previousKeys,
+      previous: new Array<number>(cacheKeys.length).fill(0),
+      failure: undefined,
+    });
+    return { current: job.results, previous: job.previous! };
+  }
+
+  /**
+   * Runs the all-or-nothing script ({@link allOrNothingScript}) with `EVALSHA`; when the store
+   * answers `NOSCRIPT` (restarted, flushed, failed over) the script is loaded again and the
+   * call retried once. Not batched with other requests; single and sentinel instances only.
+   *
+   * @returns the script's reply as numbers
+   * @throws {@link BackendError} when the store fails or no connection is up in time
+   */
+  async evalAllOrNothing(
+    keys: readonly string[],
+    args: readonly (string | number)[],
+  ): Promise<number[]> {
+    if (this.closed) {
+      throw new BackendError("kv", `kv client (${this.role}) is closed`);
+    }
+    if (this.redis.status !== "ready") await this.waitForConnection();
+    try {
+      let reply: unknown;
+      try {
+        reply = await this.redis.evalsha(
+          allOrNothingScriptSha,
+          keys.length,
+          ...keys,
+          ...args,
+        );
+      } catch (err) {
+        if (!errorMessage(err).startsWith("NOSCRIPT")) throw err;
+        await this.loadScripts();
+        reply = await this.redis.evalsha(
+          allOrNothingScriptSha,
+          keys.length,
+          ...keys,
+          ...args,
+        );
+      }
+      return (reply as unknown[]).map(Number);
+    } catch (err) {
+      throw this.toBackendError(err);
+    }
+  }
+
+  /** Whether this client talks to a cluster (no multi-key scripts across slots). */
+  get isCluster(): boolean {
+    return this.cluster !== undefined;
+  }
+
+  /** `SCRIPT LOAD`s the scripts (at start and after `NOSCRIPT`); single and sentinel only. */
+  private async loadScripts(): Promise<void> {
+    if (this.cluster !== undefined) return;
+    await (this.redis as Redis).script("LOAD", allOrNothingScript);
   }
 
   /**
@@ -469,14 +628,17 @@ export class KvClient {
    * @throws {@link BackendError} when any command fails or no connection is up in time
    */
   async get(cacheKeys: readonly string[]): Promise<number[]> {
-    return this.run({
+    const job = await this.run({
       kind: "get",
       cacheKeys,
       hitsAddends: undefined,
       expirationSeconds: undefined,
       results: new Array<number>(cacheKeys.length),
+      previousKeys: undefined,
+      previous: undefined,
       failure: undefined,
     });
+    return job.results;
   }
 
   /** Writes the pending pipeline window at once and waits for its replies. */
@@ -524,7 +686,7 @@ export class KvClient {
 
   // --- requests ------------------------------------------------------------------------------
 
-  private async run(job: KvJob): Promise<number[]> {
+  private async run(job: KvJob): Promise<KvJob> {
     if (this.closed) {
       throw new BackendError("kv", `kv client (${this.role}) is closed`);
     }
@@ -532,7 +694,7 @@ export class KvClient {
     if (this.instance.pipelineWindowMs > 0) await this.enqueue(job);
     else await this.execute([job]);
     if (job.failure !== undefined) throw this.toBackendError(job.failure);
-    return job.results;
+    return job;
   }
 
   private enqueue(job: KvJob): Promise<void> {
@@ -638,6 +800,28 @@ export class KvClient {
       replies[2 * i] = redis.incrby(cacheKey, hitsAddends[i]!);
       replies[2 * i + 1] = redis.expire(cacheKey, expirationSeconds[i]!);
     }
+    const previousKeys = job.previousKeys;
+    if (previousKeys !== undefined) {
+      // After every INCRBY/EXPIRE, in the same write: GET of each previous window's key
+      // (the array may have holes where a key has none).
+      const gets: Promise<string | null>[] = [];
+      for (const key of previousKeys) {
+        gets.push(key === undefined ? Promise.resolve(null) : redis.get(key));
+      }
+      return Promise.all([Promise.all(replies), Promise.all(gets)]).then(
+        ([values, previous]) => {
+          for (let i = 0; i < results.length; i++) {
+            results[i] = values[2 * i]!;
+            const value = previous[i];
+            job.previous![i] =
+              value === null || value === undefined ? 0 : Number(value);
+          }
+        },
+        (err: unknown) => {
+          job.failure ??= err;
+        },
+      );
+    }
     return Promise.all(replies).then(
       (values) => {
         for (let i = 0; i < results.length; i++) results[i] = values[2 * i]!;
@@ -704,6 +888,22 @@ export class KvClient {
         }
         addCommands(group.pipeline, group.refs, job, i);
       }
+      // Sliding windows: GET of the previous window's key, grouped by its own slot.
+      const previousKeys = job.previousKeys;
+      if (previousKeys === undefined) continue;
+      for (let i = 0; i < previousKeys.length; i++) {
+        const previousKey = previousKeys[i];
+        if (previousKey === undefined) continue;
+        const nodes = cluster.slots[keySlot(previousKey)];
+        const groupKey = nodes === undefined ? "" : nodes.join(",");
+        let group = groups.get(groupKey);
+        if (group === undefined) {
+          group = { pipeline: cluster.pipeline(), refs: [] };
+          groups.set(groupKey, group);
+        }
+        group.pipeline.get(previousKey);
+        group.refs.push({ job, index: i, op: 3 });
+      }
     }
     const redirects: CommandRef[] = [];
     const pending = [...groups.values()];
@@ -722,7 +922,7 @@ export class KvClient {
     // ioredis follows for a whole pipeline.
     const byKey = new Map<string, CommandRef[]>();
     for (const ref of redirects) {
-      const cacheKey = ref.job.cacheKeys[ref.index]!;
+      const cacheKey = refKey(ref);
       const refs = byKey.get(cacheKey);
       if (refs === undefined) byKey.set(cacheKey, [ref]);
       else refs.push(ref);

@@ -1,5 +1,12 @@
 import type { RateLimit } from "../../config/rate-limit-config.js";
 import type { HealthChecker } from "../../health/health.js";
+import {
+  allFit,
+  allOrNothingStatuses,
+  anySliding,
+  chargesAllOrNothing,
+  type RequestCounters,
+} from "../../limiter/all-or-nothing.js";
 import type { BaseLimiter } from "../../limiter/base-limiter.js";
 import type { CacheKey } from "../../limiter/cache-key.js";
 import type { RateLimitCache } from "../../limiter/rate-limit-cache.js";
@@ -7,6 +14,7 @@ import type {
   RateLimitDescriptor,
   RateLimitResponse_DescriptorStatus,
 } from "../../proto.js";
+import type { Counter } from "../../stats/stats-store.js";
 import { KvClient, type KvStartupOptions } from "./kv-client.js";
 import {
   resolveKvBackendOptions,
@@ -20,6 +28,11 @@ interface InstanceWork {
   readonly expirationSeconds: number[];
   /** Descriptor index of each key. */
   readonly indexes: number[];
+  /**
+   * Sliding windows: parallel to `cacheKeys` (holes for fixed windows), the previous
+   * window's key to read in the same pipeline; undefined when the request has none.
+   */
+  previousKeys: (string | undefined)[] | undefined;
 }
 
 const emptyWork = (): InstanceWork => ({
@@ -27,7 +40,15 @@ const emptyWork = (): InstanceWork => ({
   hitsAddends: [],
   expirationSeconds: [],
   indexes: [],
+  previousKeys: undefined,
 });
+
+/**
+ * Counter of all-or-nothing requests whose check-then-increment lost a race (another request
+ * took the budget between the read and the increment) and were compensated.
+ */
+export const allOrNothingCompensatedStat =
+  "ratelimit.all_or_nothing.compensated";
 
 /**
  * The key-value store backend (`BACKEND_TYPE=kv`): fixed-window counters in a store speaking
@@ -46,6 +67,7 @@ export class KvRateLimitCache implements RateLimitCache {
   private readonly perSecond: KvClient | undefined;
   private readonly stopIncrementWhenOverlimit: boolean;
   private readonly startup: KvStartupOptions;
+  private readonly compensated: Counter | undefined;
   private closing: Promise<void> | undefined;
 
   /**
@@ -63,6 +85,7 @@ export class KvRateLimitCache implements RateLimitCache {
       maxIntervalMs: resolved.startupMaxIntervalMs,
       maxElapsedTimeMs: resolved.startupMaxElapsedTimeMs,
     };
+    this.compensated = options.statsStore?.counter(allOrNothingCompensatedStat);
     const health = options.health;
     health?.register("backend", true);
     const followHealth =
@@ -148,10 +171,18 @@ export class KvRateLimitCache implements RateLimitCache {
       now,
     );
     const n = descriptors.length;
+    if (chargesAllOrNothing(limits))
+      return this.doLimitAllOrNothing(keys, limits, hitsAddends, now);
     // Keys the local cache knows to be over limit are answered without the store.
     const cached = base.localCacheHits(keys);
     const increments = this.stopIncrementWhenOverlimit
-      ? await this.incrementsWhenStopping(keys, limits, hitsAddends, cached)
+      ? await this.incrementsWhenStopping(
+          keys,
+          limits,
+          hitsAddends,
+          cached,
+          now,
+        )
       : hitsAddends;
 
     const main = emptyWork();
@@ -164,14 +195,22 @@ export class KvRateLimitCache implements RateLimitCache {
       work.hitsAddends.push(increments[i]!);
       work.expirationSeconds.push(base.expirationSeconds(limits[i]!));
       work.indexes.push(i);
+      if (k.previousKey !== undefined)
+        (work.previousKeys ??= [])[work.cacheKeys.length - 1] = k.previousKey;
     }
     const after = new Array<number>(n);
+    let previous: number[] | undefined;
     if (main.cacheKeys.length > 0 || perSecond.cacheKeys.length > 0) {
+      if (
+        main.previousKeys !== undefined ||
+        perSecond.previousKeys !== undefined
+      )
+        previous = new Array<number>(n).fill(0);
       // Main instance first, then the per-second one, as upstream. (The service traces the
       // whole round trip as one span.)
-      await this.increment(this.main, main, after);
+      await this.increment(this.main, main, after, previous);
       if (perSecond !== main)
-        await this.increment(this.perSecond!, perSecond, after);
+        await this.increment(this.perSecond!, perSecond, after, previous);
     }
 
     const statuses = new Array<RateLimitResponse_DescriptorStatus>(n);
@@ -186,9 +225,235 @@ export class KvRateLimitCache implements RateLimitCache {
       statuses[i] =
         cached?.[i] === true
           ? base.localCacheStatus(limit, hits, now)
-          : base.descriptorStatus(k.key, limit, after[i]!, hits, now);
+          : limit.sliding
+            ? base.counterStatus(
+                k.key,
+                limit,
+                after[i]!,
+                previous?.[i] ?? 0,
+                hits,
+                now,
+                true,
+              )
+            : base.descriptorStatus(k.key, limit, after[i]!, hits, now);
     }
     return statuses;
+  }
+
+  /**
+   * All-or-nothing charging (`charge: all_or_nothing`, docs/configuration.md):
+   * - a descriptor known over limit in the local cache (not in shadow mode) rejects the
+   *   request: the other counters are only read;
+   * - all keys on one single or sentinel instance: one script (`EVALSHA`) checks and
+   *   increments them atomically;
+   * - cluster, or keys on both the main and the per-second instance: the counters are read,
+   *   and incremented only when all fit; if the increments show another request took the
+   *   budget in between (the race window is the time between the read and the increment),
+   *   the increments are undone with a compensating `INCRBY -hits`, the request is rejected
+   *   and `ratelimit.all_or_nothing.compensated` counts it.
+   */
+  private async doLimitAllOrNothing(
+    keys: readonly (CacheKey | undefined)[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+    now: number,
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    const base = this.base;
+    const n = keys.length;
+    const cached = base.localCacheHits(keys);
+    const statuses = (
+      counters: RequestCounters,
+      charged: boolean,
+    ): RateLimitResponse_DescriptorStatus[] =>
+      allOrNothingStatuses(
+        base,
+        keys,
+        limits,
+        hitsAddends,
+        counters,
+        cached,
+        now,
+        charged,
+      );
+    let onMain = false;
+    let onPerSecond = false;
+    let cacheRejects = false;
+    for (let i = 0; i < n; i++) {
+      const k = keys[i];
+      if (k === undefined) continue;
+      if (cached?.[i] === true) {
+        if (limits[i]?.shadowMode !== true) cacheRejects = true;
+        continue;
+      }
+      if (k.perSecond && this.perSecond !== undefined) onPerSecond = true;
+      else onMain = true;
+    }
+    if (cacheRejects) {
+      return statuses(await this.readCounters(keys, cached), false);
+    }
+    if (!onMain && !onPerSecond) {
+      return statuses({ current: [], previous: [] }, false);
+    }
+    const single = onMain !== onPerSecond;
+    const client = onPerSecond ? this.perSecond! : this.main;
+    if (single && !client.isCluster) {
+      return this.scriptAllOrNothing(
+        client,
+        keys,
+        limits,
+        hitsAddends,
+        cached,
+        now,
+        statuses,
+      );
+    }
+    const before = await this.readCounters(keys, cached);
+    if (!allFit(base, keys, limits, hitsAddends, before, cached, now))
+      return statuses(before, false);
+    const after = await this.incrementEach(
+      keys,
+      limits,
+      hitsAddends,
+      cached,
+      1,
+    );
+    const counters = { current: after, previous: before.previous };
+    if (
+      allFit(
+        base,
+        keys,
+        limits,
+        new Array<number>(n).fill(0),
+        counters,
+        cached,
+        now,
+      )
+    )
+      return statuses(counters, true);
+    // Lost the race: undo every increment of this request.
+    await this.incrementEach(keys, limits, hitsAddends, cached, -1);
+    this.compensated?.add(1);
+    const current = after.map(
+      (value, i) => value - (keys[i] === undefined ? 0 : hitsAddends[i]!),
+    );
+    return statuses({ current, previous: before.previous }, false);
+  }
+
+  /** The atomic all-or-nothing path: one script on one instance. */
+  private async scriptAllOrNothing(
+    client: KvClient,
+    keys: readonly (CacheKey | undefined)[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+    cached: readonly boolean[] | undefined,
+    now: number,
+    statuses: (
+      counters: RequestCounters,
+      charged: boolean,
+    ) => RateLimitResponse_DescriptorStatus[],
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    const n = keys.length;
+    const scriptKeys: string[] = [];
+    const args: (string | number)[] = [];
+    const indexes: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const k = keys[i];
+      const limit = limits[i];
+      if (k === undefined || limit === undefined || cached?.[i] === true)
+        continue;
+      const windowSeconds = limit.windowSeconds;
+      scriptKeys.push(k.key, k.previousKey ?? k.key);
+      args.push(
+        hitsAddends[i]!,
+        limit.requestsPerUnit,
+        this.base.expirationSeconds(limit),
+        windowSeconds,
+        windowSeconds - (now % windowSeconds),
+        limit.sliding ? 1 : 0,
+        limit.shadowMode ? 0 : 1,
+      );
+      indexes.push(i);
+    }
+    const reply = await client.evalAllOrNothing(scriptKeys, args);
+    const charged = reply[0] === 1;
+    const current = new Array<number>(n).fill(0);
+    const previous = new Array<number>(n).fill(0);
+    for (let j = 0; j < indexes.length; j++) {
+      const i = indexes[j]!;
+      current[i] = (reply[1 + 2 * j] ?? 0) + (charged ? hitsAddends[i]! : 0);
+      previous[i] = reply[2 + 2 * j] ?? 0;
+    }
+    return statuses({ current, previous }, charged);
+  }
+
+  /**
+   * Reads the current and previous windows' counters of every key not answered by the local
+   * cache (GET, main instance then per-second).
+   */
+  private async readCounters(
+    keys: readonly (CacheKey | undefined)[],
+    cached: readonly boolean[] | undefined,
+  ): Promise<RequestCounters> {
+    const n = keys.length;
+    const current = new Array<number>(n).fill(0);
+    const previous = new Array<number>(n).fill(0);
+    const read = async (perSecond: boolean): Promise<void> => {
+      const client = perSecond ? this.perSecond : this.main;
+      if (client === undefined) return;
+      const reads: string[] = [];
+      const targets: { index: number; previous: boolean }[] = [];
+      for (let i = 0; i < n; i++) {
+        const k = keys[i];
+        if (k === undefined || cached?.[i] === true) continue;
+        if ((k.perSecond && this.perSecond !== undefined) !== perSecond)
+          continue;
+        reads.push(k.key);
+        targets.push({ index: i, previous: false });
+        if (k.previousKey !== undefined) {
+          reads.push(k.previousKey);
+          targets.push({ index: i, previous: true });
+        }
+      }
+      if (reads.length === 0) return;
+      const values = await client.get(reads);
+      for (let j = 0; j < values.length; j++) {
+        const target = targets[j]!;
+        (target.previous ? previous : current)[target.index] = values[j]!;
+      }
+    };
+    await read(false);
+    await read(true);
+    return { current, previous };
+  }
+
+  /**
+   * Adds `sign × hits` to every key not answered by the local cache (INCRBY + EXPIRE, main
+   * instance then per-second); returns the counters after it, parallel to `keys` (0 where not
+   * sent).
+   */
+  private async incrementEach(
+    keys: readonly (CacheKey | undefined)[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+    cached: readonly boolean[] | undefined,
+    sign: 1 | -1,
+  ): Promise<number[]> {
+    const main = emptyWork();
+    const perSecond = this.perSecond === undefined ? main : emptyWork();
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i];
+      if (k === undefined || cached?.[i] === true) continue;
+      const work = k.perSecond ? perSecond : main;
+      work.cacheKeys.push(k.key);
+      work.hitsAddends.push(sign * hitsAddends[i]!);
+      work.expirationSeconds.push(this.base.expirationSeconds(limits[i]!));
+      work.indexes.push(i);
+    }
+    const after = new Array<number>(keys.length).fill(0);
+    await this.increment(this.main, main, after, undefined);
+    if (perSecond !== main)
+      await this.increment(this.perSecond!, perSecond, after, undefined);
+    return after;
   }
 
   /** Writes pending pipeline windows and waits for their replies. */
@@ -218,9 +483,30 @@ export class KvRateLimitCache implements RateLimitCache {
     limits: readonly (RateLimit | undefined)[],
     hitsAddends: readonly number[],
     cached: readonly boolean[] | undefined,
+    now: number,
   ): Promise<readonly number[]> {
     const n = keys.length;
     if (cached !== undefined) return new Array<number>(n).fill(0);
+    if (anySliding(limits)) {
+      // Sliding windows compare the weighted count: read both windows.
+      const counters = await this.readCounters(keys, undefined);
+      let exceeding: boolean[] | undefined;
+      for (let i = 0; i < n; i++) {
+        const limit = limits[i];
+        if (keys[i] === undefined || limit === undefined) continue;
+        const weighted = this.base.weightedCount(
+          limit,
+          counters.current[i]!,
+          counters.previous[i]!,
+          now,
+        );
+        if (weighted + hitsAddends[i]! > limit.requestsPerUnit)
+          (exceeding ??= new Array<boolean>(n).fill(false))[i] = true;
+      }
+      if (exceeding === undefined) return hitsAddends;
+      const over = exceeding;
+      return hitsAddends.map((hits, i) => (over[i] === true ? hits : 0));
+    }
     const main: { cacheKeys: string[]; indexes: number[] } = {
       cacheKeys: [],
       indexes: [],
@@ -262,8 +548,23 @@ export class KvRateLimitCache implements RateLimitCache {
     client: KvClient,
     work: InstanceWork,
     after: number[],
+    previous: number[] | undefined,
   ): Promise<void> {
     if (work.cacheKeys.length === 0) return;
+    if (work.previousKeys !== undefined && previous !== undefined) {
+      const read = await client.incrementAndReadPrevious(
+        work.cacheKeys,
+        work.hitsAddends,
+        work.expirationSeconds,
+        work.previousKeys,
+      );
+      for (let j = 0; j < read.current.length; j++) {
+        const i = work.indexes[j]!;
+        after[i] = read.current[j]!;
+        previous[i] = read.previous[j] ?? 0;
+      }
+      return;
+    }
     const values = await client.incrementAndExpire(
       work.cacheKeys,
       work.hitsAddends,

@@ -1,7 +1,13 @@
 import type { Logger } from "pino";
 import type { RateLimit } from "../../config/rate-limit-config.js";
+import {
+  allFit,
+  allOrNothingStatuses,
+  chargesAllOrNothing,
+} from "../../limiter/all-or-nothing.js";
 import type { BaseLimiter } from "../../limiter/base-limiter.js";
 import { CacheKeyError } from "../../limiter/cache-key-error.js";
+import type { CacheKey } from "../../limiter/cache-key.js";
 import type { RateLimitCache } from "../../limiter/rate-limit-cache.js";
 import type {
   RateLimitDescriptor,
@@ -116,9 +122,12 @@ export class McRateLimitCache implements RateLimitCache {
         );
       }
     }
+    if (chargesAllOrNothing(limits))
+      return this.doLimitAllOrNothing(keys, limits, hitsAddends, now);
     const statuses = new Array<RateLimitResponse_DescriptorStatus>(n);
     const fetched: number[] = [];
     const fetchKeys: string[] = [];
+    let previousKeys: string[] | undefined;
     for (let i = 0; i < n; i++) {
       const cacheKey = keys[i]?.key;
       if (cacheKey === undefined) {
@@ -128,12 +137,17 @@ export class McRateLimitCache implements RateLimitCache {
       } else {
         fetched.push(i);
         fetchKeys.push(cacheKey);
+        // Sliding windows: the previous window's counter comes in the same multi-get.
+        const previousKey = keys[i]!.previousKey;
+        if (previousKey !== undefined) (previousKeys ??= []).push(previousKey);
       }
     }
     if (fetched.length === 0) return statuses;
 
     // The service traces the whole round trip as one span.
-    const found = await this.client.getMulti(fetchKeys);
+    const found = await this.client.getMulti(
+      previousKeys === undefined ? fetchKeys : [...fetchKeys, ...previousKeys],
+    );
     const increments = new Array<McIncrement>(fetched.length);
     for (let j = 0; j < fetched.length; j++) {
       const i = fetched[j]!;
@@ -143,13 +157,17 @@ export class McRateLimitCache implements RateLimitCache {
       const stored = found.get(cacheKey);
       const before =
         stored === undefined ? 0 : this.counterValue(stored, cacheKey);
-      statuses[i] = base.descriptorStatus(
-        cacheKey,
-        limit,
-        before + hits,
-        hits,
-        now,
-      );
+      statuses[i] = limit.sliding
+        ? base.counterStatus(
+            cacheKey,
+            limit,
+            before + hits,
+            this.storedCounter(found, keys[i]!.previousKey),
+            hits,
+            now,
+            true,
+          )
+        : base.descriptorStatus(cacheKey, limit, before + hits, hits, now);
       increments[j] = {
         key: cacheKey,
         hits,
@@ -167,6 +185,101 @@ export class McRateLimitCache implements RateLimitCache {
       for (const resolve of waiters) resolve();
     });
     return statuses;
+  }
+
+  /**
+   * All-or-nothing charging (`charge: all_or_nothing`): one multi-get of every counter (and
+   * previous window), then the increments of every key only when all fit. Check-then-increment:
+   * like this backend's fixed-window decisions, requests arriving between the read and the
+   * background increment are decided on the same values, so under exactly simultaneous requests
+   * a window may briefly exceed its limit; the race is not detected (memcached's `incr` does not
+   * reply to this client's background increments). A descriptor known over limit in the local
+   * cache (not in shadow mode) rejects the request.
+   */
+  private async doLimitAllOrNothing(
+    keys: readonly (CacheKey | undefined)[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+    now: number,
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    const base = this.base;
+    const n = keys.length;
+    const cached = base.localCacheHits(keys);
+    const reads: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const k = keys[i];
+      if (k === undefined || cached?.[i] === true) continue;
+      reads.push(k.key);
+      if (k.previousKey !== undefined) reads.push(k.previousKey);
+    }
+    const found =
+      reads.length === 0
+        ? new Map<string, Buffer>()
+        : await this.client.getMulti(reads);
+    const current = new Array<number>(n).fill(0);
+    const previous = new Array<number>(n).fill(0);
+    for (let i = 0; i < n; i++) {
+      const k = keys[i];
+      if (k === undefined || cached?.[i] === true) continue;
+      current[i] = this.storedCounter(found, k.key);
+      previous[i] = this.storedCounter(found, k.previousKey);
+    }
+    const counters = { current, previous };
+    const admitted = allFit(
+      base,
+      keys,
+      limits,
+      hitsAddends,
+      counters,
+      cached,
+      now,
+    );
+    if (admitted) {
+      const increments: McIncrement[] = [];
+      for (let i = 0; i < n; i++) {
+        const k = keys[i];
+        if (k === undefined || cached?.[i] === true) continue;
+        current[i] = current[i]! + hitsAddends[i]!;
+        increments.push({
+          key: k.key,
+          hits: hitsAddends[i]!,
+          expiration: toMcExpiration(base.expirationSeconds(limits[i]!), now),
+        });
+      }
+      if (increments.length > 0) this.incrementInBackground(increments);
+    }
+    return allOrNothingStatuses(
+      base,
+      keys,
+      limits,
+      hitsAddends,
+      counters,
+      cached,
+      now,
+      admitted,
+    );
+  }
+
+  /** The stored counter of `key` in a multi-get result; 0 when absent or no key. */
+  private storedCounter(
+    found: ReadonlyMap<string, Buffer>,
+    key: string | undefined,
+  ): number {
+    if (key === undefined) return 0;
+    const stored = found.get(key);
+    return stored === undefined ? 0 : this.counterValue(stored, key);
+  }
+
+  /** Starts background increments, tracked for {@link flush}. */
+  private incrementInBackground(increments: readonly McIncrement[]): void {
+    this.pendingIncrements++;
+    this.client.incrementMulti(increments, () => {
+      if (--this.pendingIncrements > 0 || this.flushWaiters.length === 0)
+        return;
+      const waiters = this.flushWaiters;
+      this.flushWaiters = [];
+      for (const resolve of waiters) resolve();
+    });
   }
 
   /** Resolves once every background increment started so far has finished or failed. */

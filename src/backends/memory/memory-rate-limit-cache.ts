@@ -1,5 +1,11 @@
 import type { RateLimit } from "../../config/rate-limit-config.js";
+import {
+  allFit,
+  allOrNothingStatuses,
+  chargesAllOrNothing,
+} from "../../limiter/all-or-nothing.js";
 import type { BaseLimiter } from "../../limiter/base-limiter.js";
+import type { CacheKey } from "../../limiter/cache-key.js";
 import type { RateLimitCache } from "../../limiter/rate-limit-cache.js";
 import type {
   RateLimitDescriptor,
@@ -69,6 +75,11 @@ export class MemoryRateLimitCache implements RateLimitCache {
       now,
     );
     const n = descriptors.length;
+    if (chargesAllOrNothing(limits)) {
+      return Promise.resolve(
+        this.doLimitAllOrNothing(keys, limits, hitsAddends, now),
+      );
+    }
     // With STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: if any key would go over, only the keys
     // that would go over are incremented (upstream `fixed_cache_impl.go` semantics).
     // Keys the local cache knows to be over limit skip the counters entirely.
@@ -83,8 +94,14 @@ export class MemoryRateLimitCache implements RateLimitCache {
       for (let i = 0; i < n; i++) {
         const k = keys[i];
         if (k === undefined) continue;
-        const current = this.counters.get(k.key) ?? 0;
-        if (current + hitsAddends[i]! > limits[i]!.requestsPerUnit) {
+        const limit = limits[i]!;
+        const current = this.base.weightedCount(
+          limit,
+          this.counters.get(k.key) ?? 0,
+          this.read(k.previousKey),
+          now,
+        );
+        if (current + hitsAddends[i]! > limit.requestsPerUnit) {
           wouldExceed[i] = true;
           any = true;
         }
@@ -106,8 +123,18 @@ export class MemoryRateLimitCache implements RateLimitCache {
       }
       const increment =
         onlyOver === undefined || onlyOver[i] === true ? hits : 0;
-      const after = this.increment(k.key, increment, now, limit.unitSeconds);
-      statuses[i] = this.base.descriptorStatus(k.key, limit, after, hits, now);
+      const after = this.increment(k.key, increment, now, limit);
+      statuses[i] = limit.sliding
+        ? this.base.counterStatus(
+            k.key,
+            limit,
+            after,
+            this.read(k.previousKey),
+            hits,
+            now,
+            true,
+          )
+        : this.base.descriptorStatus(k.key, limit, after, hits, now);
     }
     return Promise.resolve(statuses);
   }
@@ -130,11 +157,65 @@ export class MemoryRateLimitCache implements RateLimitCache {
     }
   }
 
+  /**
+   * All-or-nothing charging (`charge: all_or_nothing`): reads every counter, and increments all
+   * of them only when every descriptor fits; atomic, as nothing runs in between.
+   */
+  private doLimitAllOrNothing(
+    keys: readonly (CacheKey | undefined)[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+    now: number,
+  ): RateLimitResponse_DescriptorStatus[] {
+    const n = keys.length;
+    const cached = this.base.localCacheHits(keys);
+    const current = new Array<number>(n).fill(0);
+    const previous = new Array<number>(n).fill(0);
+    for (let i = 0; i < n; i++) {
+      const k = keys[i];
+      if (k === undefined || cached?.[i] === true) continue;
+      current[i] = this.read(k.key);
+      previous[i] = this.read(k.previousKey);
+    }
+    const counters = { current, previous };
+    const admitted = allFit(
+      this.base,
+      keys,
+      limits,
+      hitsAddends,
+      counters,
+      cached,
+      now,
+    );
+    if (admitted) {
+      for (let i = 0; i < n; i++) {
+        const k = keys[i];
+        if (k === undefined || cached?.[i] === true) continue;
+        current[i] = this.increment(k.key, hitsAddends[i]!, now, limits[i]!);
+      }
+    }
+    return allOrNothingStatuses(
+      this.base,
+      keys,
+      limits,
+      hitsAddends,
+      counters,
+      cached,
+      now,
+      admitted,
+    );
+  }
+
+  /** The counter of `key`, 0 when absent or when there is no key. */
+  private read(key: string | undefined): number {
+    return key === undefined ? 0 : (this.counters.get(key) ?? 0);
+  }
+
   private increment(
     key: string,
     hits: number,
     now: number,
-    unitSeconds: number,
+    limit: RateLimit,
   ): number {
     const current = this.counters.get(key);
     if (current !== undefined) {
@@ -143,8 +224,13 @@ export class MemoryRateLimitCache implements RateLimitCache {
       return after;
     }
     this.counters.set(key, hits);
-    // The key embeds its window start, so it is dead once the window ends.
-    const expiry = now - (now % unitSeconds) + unitSeconds;
+    // The key embeds its window start, so it is dead once the window ends (a sliding
+    // window's counter is read during the next window too).
+    const windowSeconds = limit.windowSeconds;
+    const expiry =
+      now -
+      (now % windowSeconds) +
+      (limit.sliding ? 2 * windowSeconds : windowSeconds);
     const bucket = this.keysByExpiry.get(expiry);
     if (bucket === undefined) this.keysByExpiry.set(expiry, [key]);
     else bucket.push(key);

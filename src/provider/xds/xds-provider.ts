@@ -6,10 +6,17 @@ import type {
   ConfigUpdateListener,
 } from "../../config/config-update.js";
 import type { NamedYamlRoot } from "../../config/load-config.js";
-import type { YamlDescriptor, YamlRoot } from "../../config/yaml-types.js";
+import type {
+  ChargeMode,
+  YamlAlgorithm,
+  YamlDescriptor,
+  YamlRoot,
+} from "../../config/yaml-types.js";
 import {
   ConfigRateLimitConfigSchema,
   ConfigRateLimitUnit,
+  ConfigRateLimitAlgorithm,
+  ConfigChargeMode,
   type ConfigRateLimitConfig,
   type ConfigRateLimitDescriptor,
   type DiscoveryResponse,
@@ -276,16 +283,67 @@ export function decodeRateLimitConfigs(
  * carried (key, value, rate_limit with the unit as its enum name — `UNKNOWN` when unset, the
  * number for a value this build does not know — requests_per_unit, unlimited, name, replaces;
  * descriptors, shadow_mode, quota_mode, detailed_metric, metadata). `value_to_metric` and
- * `share_threshold` have no proto field and are always false.
+ * `share_threshold` have no proto field and are always false. This service's extension fields
+ * (numbers 1000+) carry `charge`, `algorithm` and `unit_multiplier` (0 meaning 1).
  */
 export function rateLimitConfigToYamlRoot(
   config: ConfigRateLimitConfig,
 ): NamedYamlRoot {
-  const root: YamlRoot = {
-    domain: config.domain,
-    descriptors: config.descriptors.map(toYamlDescriptor),
-  };
+  const descriptors = config.descriptors.map((descriptor) =>
+    toYamlDescriptor(descriptor, config.name),
+  );
+  const charge = chargeModeOf(config.charge, config.name);
+  const root: YamlRoot =
+    charge === undefined
+      ? { domain: config.domain, descriptors }
+      : { domain: config.domain, descriptors, charge };
   return { name: config.name, root };
+}
+
+/**
+ * The extension field `charge` (1000): unspecified → undefined (the global `CHARGE_MODE`).
+ *
+ * @throws {@link ConfigError} for a number this build does not know
+ */
+function chargeModeOf(
+  charge: ConfigChargeMode,
+  name: string,
+): ChargeMode | undefined {
+  switch (charge) {
+    case ConfigChargeMode.CHARGE_MODE_UNSPECIFIED:
+      return undefined;
+    case ConfigChargeMode.EACH:
+      return "each";
+    case ConfigChargeMode.ALL_OR_NOTHING:
+      return "all_or_nothing";
+    default:
+      throw new ConfigError(
+        `${name}: invalid charge ${String(charge)} (expected EACH or ALL_OR_NOTHING)`,
+      );
+  }
+}
+
+/**
+ * The extension field `algorithm` (1000): unspecified → undefined (fixed windows).
+ *
+ * @throws {@link ConfigError} for a number this build does not know
+ */
+function algorithmOf(
+  algorithm: ConfigRateLimitAlgorithm,
+  name: string,
+): YamlAlgorithm | undefined {
+  switch (algorithm) {
+    case ConfigRateLimitAlgorithm.RATE_LIMIT_ALGORITHM_UNSPECIFIED:
+      return undefined;
+    case ConfigRateLimitAlgorithm.FIXED_WINDOW:
+      return "fixed_window";
+    case ConfigRateLimitAlgorithm.SLIDING_WINDOW:
+      return "sliding_window";
+    default:
+      throw new ConfigError(
+        `${name}: invalid rate limit algorithm ${String(algorithm)} (expected FIXED_WINDOW or SLIDING_WINDOW)`,
+      );
+  }
 }
 
 /** Enum names by number (`MINUTE`, `UNKNOWN`, …). */
@@ -297,8 +355,11 @@ const unitNames: ReadonlyMap<number, string> = new Map(
 
 function toYamlDescriptor(
   descriptor: ConfigRateLimitDescriptor,
+  name: string,
 ): YamlDescriptor {
   const policy = descriptor.rateLimit;
+  const algorithm =
+    policy === undefined ? undefined : algorithmOf(policy.algorithm, name);
   return {
     key: descriptor.key,
     value: descriptor.value,
@@ -312,8 +373,15 @@ function toYamlDescriptor(
             unlimited: policy.unlimited,
             name: policy.name,
             replaces: policy.replaces.map((r) => ({ name: r.name })),
+            // Extensions: 0 (unset) multiplier means 1.
+            ...(algorithm !== undefined ? { algorithm } : {}),
+            ...(policy.unitMultiplier > 1
+              ? { unitMultiplier: policy.unitMultiplier }
+              : {}),
           },
-    descriptors: descriptor.descriptors.map(toYamlDescriptor),
+    descriptors: descriptor.descriptors.map((child) =>
+      toYamlDescriptor(child, name),
+    ),
     shadowMode: descriptor.shadowMode,
     quotaMode: descriptor.quotaMode,
     detailedMetric: descriptor.detailedMetric,

@@ -56,6 +56,20 @@ const localShareCodec = custom((value: string): number => {
   return share;
 }, String);
 
+/**
+ * How a request's counters are charged (`CHARGE_MODE`): every descriptor (`each`, the
+ * reference's behaviour) or none when any is over its limit (`all_or_nothing`).
+ */
+export type ChargeMode = "each" | "all_or_nothing";
+
+const chargeMode = oneOf<ChargeMode>(
+  new Map<string, ChargeMode>([
+    ["each", "each"],
+    ["all_or_nothing", "all_or_nothing"],
+  ]),
+  "each or all_or_nothing",
+);
+
 export const rateLimiting = settingsGroup("rate limiting", {
   /** Counter backend: `kv` (also for ""), `mc` or `memory`. */
   backendType: setting({
@@ -168,6 +182,17 @@ export const rateLimiting = settingsGroup("rate limiting", {
     default: false,
     meaning:
       "Do not increment counters of a request that is already over a limit.",
+  }),
+  /**
+   * Charge mode of every domain whose config has no `charge:` (docs/configuration.md,
+   * "All-or-nothing charging"); `each` keeps the reference's behaviour.
+   */
+  chargeMode: setting({
+    env: "CHARGE_MODE",
+    codec: chargeMode,
+    default: "each",
+    meaning:
+      "Charge mode of domains without charge: in their config: each, or all_or_nothing (a request over any limit increments no counter).",
   }),
   /** Global shadow mode: over-limit results are reported as OK. */
   shadowMode: setting({

@@ -347,6 +347,8 @@ describe("loadSettings parsing", () => {
     ["KV_POOL_ON_EMPTY_BEHAVIOR", "BLOCK"],
     ["PUSHSTATS_PROTOCOL", "TCP"],
     ["LOG_LEVEL", "verbose"],
+    ["CHARGE_MODE", "ALL_OR_NOTHING"],
+    ["CHARGE_MODE", "all"],
   ])("rejects %s=%j", (name, value) => {
     const err = loadError({ [name]: value });
     expect(err.problems).toHaveLength(1);
@@ -779,5 +781,15 @@ describe("WORKERS with pull statistics", () => {
         USE_PULLSTATS: "true",
       }),
     ).toThrow("WORKERS=2 with USE_PULLSTATS=true");
+  });
+});
+
+describe("CHARGE_MODE", () => {
+  it("defaults to each (the reference's behaviour) and reads all_or_nothing", () => {
+    expect(load({}).settings.chargeMode).toBe("each");
+    expect(load({ CHARGE_MODE: "each" }).settings.chargeMode).toBe("each");
+    expect(load({ CHARGE_MODE: "all_or_nothing" }).settings.chargeMode).toBe(
+      "all_or_nothing",
+    );
   });
 });

@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ratelimit/config/ratelimit/v3/rls_conf.proto.
  */
 export const file_ratelimit_config_ratelimit_v3_rls_conf: GenFile = /*@__PURE__*/
-  fileDesc("CixyYXRlbGltaXQvY29uZmlnL3JhdGVsaW1pdC92My9ybHNfY29uZi5wcm90bxIdcmF0ZWxpbWl0LmNvbmZpZy5yYXRlbGltaXQudjMieAoPUmF0ZUxpbWl0Q29uZmlnEgwKBG5hbWUYASABKAkSDgoGZG9tYWluGAIgASgJEkcKC2Rlc2NyaXB0b3JzGAMgAygLMjIucmF0ZWxpbWl0LmNvbmZpZy5yYXRlbGltaXQudjMuUmF0ZUxpbWl0RGVzY3JpcHRvciKrAgoTUmF0ZUxpbWl0RGVzY3JpcHRvchILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAkSQgoKcmF0ZV9saW1pdBgDIAEoCzIuLnJhdGVsaW1pdC5jb25maWcucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdFBvbGljeRJHCgtkZXNjcmlwdG9ycxgEIAMoCzIyLnJhdGVsaW1pdC5jb25maWcucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdERlc2NyaXB0b3ISEwoLc2hhZG93X21vZGUYBSABKAgSFwoPZGV0YWlsZWRfbWV0cmljGAYgASgIEhIKCnF1b3RhX21vZGUYByABKAgSKQoIbWV0YWRhdGEYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IswBCg9SYXRlTGltaXRQb2xpY3kSOgoEdW5pdBgBIAEoDjIsLnJhdGVsaW1pdC5jb25maWcucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdFVuaXQSGQoRcmVxdWVzdHNfcGVyX3VuaXQYAiABKA0SEQoJdW5saW1pdGVkGAMgASgIEgwKBG5hbWUYBCABKAkSQQoIcmVwbGFjZXMYBSADKAsyLy5yYXRlbGltaXQuY29uZmlnLnJhdGVsaW1pdC52My5SYXRlTGltaXRSZXBsYWNlIiAKEFJhdGVMaW1pdFJlcGxhY2USDAoEbmFtZRgBIAEoCSpmCg1SYXRlTGltaXRVbml0EgsKB1VOS05PV04QABIKCgZTRUNPTkQQARIKCgZNSU5VVEUQAhIICgRIT1VSEAMSBwoDREFZEAQSCAoEV0VFSxAHEgkKBU1PTlRIEAUSCAoEWUVBUhAGYgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("CixyYXRlbGltaXQvY29uZmlnL3JhdGVsaW1pdC92My9ybHNfY29uZi5wcm90bxIdcmF0ZWxpbWl0LmNvbmZpZy5yYXRlbGltaXQudjMitAEKD1JhdGVMaW1pdENvbmZpZxIMCgRuYW1lGAEgASgJEg4KBmRvbWFpbhgCIAEoCRJHCgtkZXNjcmlwdG9ycxgDIAMoCzIyLnJhdGVsaW1pdC5jb25maWcucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdERlc2NyaXB0b3ISOgoGY2hhcmdlGOgHIAEoDjIpLnJhdGVsaW1pdC5jb25maWcucmF0ZWxpbWl0LnYzLkNoYXJnZU1vZGUiqwIKE1JhdGVMaW1pdERlc2NyaXB0b3ISCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJEkIKCnJhdGVfbGltaXQYAyABKAsyLi5yYXRlbGltaXQuY29uZmlnLnJhdGVsaW1pdC52My5SYXRlTGltaXRQb2xpY3kSRwoLZGVzY3JpcHRvcnMYBCADKAsyMi5yYXRlbGltaXQuY29uZmlnLnJhdGVsaW1pdC52My5SYXRlTGltaXREZXNjcmlwdG9yEhMKC3NoYWRvd19tb2RlGAUgASgIEhcKD2RldGFpbGVkX21ldHJpYxgGIAEoCBISCgpxdW90YV9tb2RlGAcgASgIEikKCG1ldGFkYXRhGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKtAgoPUmF0ZUxpbWl0UG9saWN5EjoKBHVuaXQYASABKA4yLC5yYXRlbGltaXQuY29uZmlnLnJhdGVsaW1pdC52My5SYXRlTGltaXRVbml0EhkKEXJlcXVlc3RzX3Blcl91bml0GAIgASgNEhEKCXVubGltaXRlZBgDIAEoCBIMCgRuYW1lGAQgASgJEkEKCHJlcGxhY2VzGAUgAygLMi8ucmF0ZWxpbWl0LmNvbmZpZy5yYXRlbGltaXQudjMuUmF0ZUxpbWl0UmVwbGFjZRJFCglhbGdvcml0aG0Y6AcgASgOMjEucmF0ZWxpbWl0LmNvbmZpZy5yYXRlbGltaXQudjMuUmF0ZUxpbWl0QWxnb3JpdGhtEhgKD3VuaXRfbXVsdGlwbGllchjpByABKA0iIAoQUmF0ZUxpbWl0UmVwbGFjZRIMCgRuYW1lGAEgASgJKkcKCkNoYXJnZU1vZGUSGwoXQ0hBUkdFX01PREVfVU5TUEVDSUZJRUQQABIICgRFQUNIEAESEgoOQUxMX09SX05PVEhJTkcQAipgChJSYXRlTGltaXRBbGdvcml0aG0SJAogUkFURV9MSU1JVF9BTEdPUklUSE1fVU5TUEVDSUZJRUQQABIQCgxGSVhFRF9XSU5ET1cQARISCg5TTElESU5HX1dJTkRPVxACKmYKDVJhdGVMaW1pdFVuaXQSCwoHVU5LTk9XThAAEgoKBlNFQ09ORBABEgoKBk1JTlVURRACEggKBEhPVVIQAxIHCgNEQVkQBBIICgRXRUVLEAcSCQoFTU9OVEgQBRIICgRZRUFSEAZiBnByb3RvMw", [file_google_protobuf_struct]);
 
 /**
  * One domain's rate limit configuration, delivered as an xDS resource.
@@ -35,6 +35,15 @@ export type RateLimitConfig = Message<"ratelimit.config.ratelimit.v3.RateLimitCo
    * @generated from field: repeated ratelimit.config.ratelimit.v3.RateLimitDescriptor descriptors = 3;
    */
   descriptors: RateLimitDescriptor[];
+
+  /**
+   * Extension of this service (not in envoyproxy/ratelimit; numbers from 1000 on, so they
+   * cannot meet a field the reference adds later): the domain's charge mode, YAML `charge:`.
+   * CHARGE_MODE_UNSPECIFIED leaves the global CHARGE_MODE setting in force.
+   *
+   * @generated from field: ratelimit.config.ratelimit.v3.ChargeMode charge = 1000;
+   */
+  charge: ChargeMode;
 };
 
 /**
@@ -128,6 +137,20 @@ export type RateLimitPolicy = Message<"ratelimit.config.ratelimit.v3.RateLimitPo
    * @generated from field: repeated ratelimit.config.ratelimit.v3.RateLimitReplace replaces = 5;
    */
   replaces: RateLimitReplace[];
+
+  /**
+   * Extension (YAML `algorithm:`): how hits are counted; unspecified means FIXED_WINDOW.
+   *
+   * @generated from field: ratelimit.config.ratelimit.v3.RateLimitAlgorithm algorithm = 1000;
+   */
+  algorithm: RateLimitAlgorithm;
+
+  /**
+   * Extension (YAML `unit_multiplier:`): the window is this many units long; 0 (unset) means 1.
+   *
+   * @generated from field: uint32 unit_multiplier = 1001;
+   */
+  unitMultiplier: number;
 };
 
 /**
@@ -155,6 +178,70 @@ export type RateLimitReplace = Message<"ratelimit.config.ratelimit.v3.RateLimitR
  */
 export const RateLimitReplaceSchema: GenMessage<RateLimitReplace> = /*@__PURE__*/
   messageDesc(file_ratelimit_config_ratelimit_v3_rls_conf, 3);
+
+/**
+ * How a request's counters are charged (YAML `charge:`).
+ *
+ * @generated from enum ratelimit.config.ratelimit.v3.ChargeMode
+ */
+export enum ChargeMode {
+  /**
+   * @generated from enum value: CHARGE_MODE_UNSPECIFIED = 0;
+   */
+  CHARGE_MODE_UNSPECIFIED = 0,
+
+  /**
+   * Every descriptor's counter is incremented (the reference's behaviour).
+   *
+   * @generated from enum value: EACH = 1;
+   */
+  EACH = 1,
+
+  /**
+   * A request over any of its limits increments none of its counters.
+   *
+   * @generated from enum value: ALL_OR_NOTHING = 2;
+   */
+  ALL_OR_NOTHING = 2,
+}
+
+/**
+ * Describes the enum ratelimit.config.ratelimit.v3.ChargeMode.
+ */
+export const ChargeModeSchema: GenEnum<ChargeMode> = /*@__PURE__*/
+  enumDesc(file_ratelimit_config_ratelimit_v3_rls_conf, 0);
+
+/**
+ * Counting algorithm of a rate limit (YAML `algorithm:`).
+ *
+ * @generated from enum ratelimit.config.ratelimit.v3.RateLimitAlgorithm
+ */
+export enum RateLimitAlgorithm {
+  /**
+   * @generated from enum value: RATE_LIMIT_ALGORITHM_UNSPECIFIED = 0;
+   */
+  RATE_LIMIT_ALGORITHM_UNSPECIFIED = 0,
+
+  /**
+   * Fixed windows aligned to the Unix epoch (the reference's behaviour).
+   *
+   * @generated from enum value: FIXED_WINDOW = 1;
+   */
+  FIXED_WINDOW = 1,
+
+  /**
+   * The sliding-window counter: weighted sum of the previous and the current fixed window.
+   *
+   * @generated from enum value: SLIDING_WINDOW = 2;
+   */
+  SLIDING_WINDOW = 2,
+}
+
+/**
+ * Describes the enum ratelimit.config.ratelimit.v3.RateLimitAlgorithm.
+ */
+export const RateLimitAlgorithmSchema: GenEnum<RateLimitAlgorithm> = /*@__PURE__*/
+  enumDesc(file_ratelimit_config_ratelimit_v3_rls_conf, 1);
 
 /**
  * Unit of a configured rate limit.
@@ -207,5 +294,5 @@ export enum RateLimitUnit {
  * Describes the enum ratelimit.config.ratelimit.v3.RateLimitUnit.
  */
 export const RateLimitUnitSchema: GenEnum<RateLimitUnit> = /*@__PURE__*/
-  enumDesc(file_ratelimit_config_ratelimit_v3_rls_conf, 0);
+  enumDesc(file_ratelimit_config_ratelimit_v3_rls_conf, 2);
 
