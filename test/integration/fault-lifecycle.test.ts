@@ -110,18 +110,23 @@ describe("SIGTERM during load", () => {
         `\n=== SIGTERM under load ===\n${load.timeline()}\nerrors: ${JSON.stringify(messages)}\n`,
       );
       expect(await service.exited).toBe(0);
-      // Every call sent before the signal was answered.
-      const before = load.inPhase("before");
-      expect(before.length).toBeGreaterThan(100);
-      expect(load.count(before)).toEqual({ OK: before.length });
-      // After it, a call is either answered or refused before the service accepted it: a new
-      // connection is refused (UNAVAILABLE), or a stream opened after the server's GOAWAY is
+      // No call the service accepted failed. A call is answered, or refused before the service
+      // processed it: a new connection is refused (UNAVAILABLE), or a stream that reached the
+      // server after its GOAWAY (including ones the client sent just before the signal) is
       // reset with REFUSED_STREAM ("not processed, safe to retry", RFC 9113 §8.7), which the
       // Connect client reports as INTERNAL. The memory backend cannot fail, so nothing else.
-      for (const c of load.inPhase("sigterm")) {
-        if (c.answer === "OK" || c.answer === "error:unavailable") continue;
-        expect(`${c.answer}: ${c.message ?? ""}`).toBe(
+      const before = load.inPhase("before");
+      expect(before.length).toBeGreaterThan(100);
+      expect(
+        load.calls.filter((c) => c.answer === "OK").length,
+      ).toBeGreaterThan(100);
+      for (const c of load.calls) {
+        if (c.answer === "OK") continue;
+        expect([
+          "error:unavailable: connect ECONNREFUSED",
           "error:internal: Stream closed with error code NGHTTP2_REFUSED_STREAM",
+        ]).toContain(
+          `${c.answer}: ${(c.message ?? "").replace(/ [\d.:]+$/, "")}`,
         );
       }
     } finally {
