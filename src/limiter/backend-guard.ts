@@ -288,6 +288,7 @@ export class BackendGuard implements RateLimitCache {
       this.open && !this.probing && this.clock.nowMs() >= this.nextProbeAtMs;
     if (this.open && !probe) {
       this.countDegradedDecision();
+      this.noteLocalDecision(limits);
       return this.localLimiter().doLimit(
         domain,
         descriptors,

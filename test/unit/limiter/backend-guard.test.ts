@@ -254,6 +254,25 @@ describe("BackendGuard", () => {
     expect(f.transitions).toEqual([true, false]);
   });
 
+  it("local: keeps the local verdict after recovery for windows that started during the outage", async () => {
+    const f = fixture("local", { failureThreshold: 1 }, 3);
+    f.backend.down = true;
+    await f.call();
+    // A failed probe just before the window ends, then the outage goes on into the next
+    // window, where the local limiter admits 3 more (none of them a probe).
+    f.clock.ms += 59_800;
+    expect(await f.call()).toBe(Code.OK);
+    f.clock.ms += 300;
+    const codes: Code[] = [];
+    for (let i = 0; i < 4; i++) codes.push(await f.call());
+    expect(codes).toEqual([Code.OK, Code.OK, Code.OK, Code.OVER_LIMIT]);
+    // The store comes back in that window: it saw none of them, the local verdict holds.
+    f.backend.down = false;
+    f.clock.ms += 1000;
+    expect(await f.call()).toBe(Code.OVER_LIMIT);
+    expect(f.guard.degraded).toBe(false);
+  });
+
   it("local: scales each limit by the local share (at least 1)", async () => {
     const f = fixture("local", { localShare: 0.25, failureThreshold: 1 }, 10);
     f.backend.down = true;
