@@ -442,8 +442,12 @@ export class BackendGuard implements RateLimitCache {
     if (this.mode !== "local") return;
     const now = this.clock.nowSeconds();
     for (const limit of limits) {
-      if (limit === undefined || limit.unitSeconds === 0) continue;
-      const windowEnd = now + secondsUntilReset(now, limit.unitSeconds);
+      if (limit === undefined || limit.windowSeconds === 0) continue;
+      // A sliding window still weighs the previous window's hits during the next one.
+      const windowEnd =
+        now +
+        secondsUntilReset(now, limit.windowSeconds) +
+        (limit.sliding ? limit.windowSeconds : 0);
       if (windowEnd > this.recoveringUntilSeconds)
         this.recoveringUntilSeconds = windowEnd;
     }
@@ -545,7 +549,7 @@ function status(
     limitRemaining,
     durationUntilReset: {
       $typeName: "google.protobuf.Duration",
-      seconds: BigInt(secondsUntilReset(nowSeconds, limit.unitSeconds)),
+      seconds: BigInt(secondsUntilReset(nowSeconds, limit.windowSeconds)),
       nanos: 0,
     },
     quota: undefined,

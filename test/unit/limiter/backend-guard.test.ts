@@ -214,6 +214,23 @@ describe("BackendGuard", () => {
     expect(statuses[0]!.durationUntilReset?.seconds).toBe(60n);
   });
 
+  it("allow and deny: report the reset of the rule's whole window (unit_multiplier)", async () => {
+    const f = fixture("deny", { failureThreshold: 1 });
+    f.backend.down = true;
+    const fiveMinutes = testRateLimit(f.stats, "d.w", 10, undefined, {
+      unitMultiplier: 5,
+      windowSeconds: 300,
+    });
+    const statuses = await f.guard.doLimit(
+      "d",
+      [create(RateLimitDescriptorSchema, { entries: [{ key: "w" }] })],
+      [fiveMinutes],
+      [1],
+    );
+    // 60 000 s is a multiple of 300: the whole window is ahead.
+    expect(statuses[0]!.durationUntilReset?.seconds).toBe(300n);
+  });
+
   it("deny: answers OVER_LIMIT, OK for shadow-mode rules and descriptors without a limit", async () => {
     const f = fixture("deny");
     f.backend.down = true;
