@@ -43,7 +43,8 @@ export type KvConnectionOptions =
 
 /**
  * Delay before ioredis's next reconnect attempt after a lost connection, in ms: 100, 200,
- * 400, … capped at 2000, so service resumes within about 2 s of the store coming back.
+ * 400, … capped at 2000 (or the instance's lower `reconnectMaxDelayMs`), so service resumes
+ * within about 2 s of the store coming back.
  *
  * @param attempt - 1 for the first retry
  */
@@ -98,6 +99,9 @@ export function toKvConnectionOptions(
 ): KvConnectionOptions {
   const timeoutMs = instance.timeoutMs;
   const tlsOptions = instance.tls ? toTlsConnectionOptions(tls) : undefined;
+  const maxDelayMs = instance.reconnectMaxDelayMs;
+  const retry = (attempt: number): number =>
+    Math.min(reconnectDelayMs(attempt), maxDelayMs);
   const connection = {
     protocol: 2,
     disableClientInfo: true,
@@ -124,7 +128,7 @@ export function toKvConnectionOptions(
           ...(target.db !== undefined ? { db: target.db } : {}),
           lazyConnect: true,
           enableOfflineQueue: false,
-          retryStrategy: reconnectDelayMs,
+          retryStrategy: retry,
         },
       };
     case "unix":
@@ -135,7 +139,7 @@ export function toKvConnectionOptions(
           path: target.path,
           lazyConnect: true,
           enableOfflineQueue: false,
-          retryStrategy: reconnectDelayMs,
+          retryStrategy: retry,
         },
       };
     case "sentinel": {
@@ -159,7 +163,7 @@ export function toKvConnectionOptions(
           failoverDetector: true,
           lazyConnect: true,
           enableOfflineQueue: false,
-          retryStrategy: reconnectDelayMs,
+          retryStrategy: retry,
         },
       };
     }
@@ -171,7 +175,7 @@ export function toKvConnectionOptions(
           redisOptions: connection,
           lazyConnect: true,
           enableOfflineQueue: false,
-          clusterRetryStrategy: reconnectDelayMs,
+          clusterRetryStrategy: retry,
           ...(timeoutMs > 0 ? { slotsRefreshTimeout: timeoutMs } : {}),
         },
       };
@@ -983,7 +987,17 @@ export class KvClient {
    * bound). Waiters hold no commands: nothing is queued for a store that is down.
    */
   private waitForConnection(): Promise<void> {
-    if (this.redis.status === "wait") this.redis.connect().catch(noop);
+    const status = this.redis.status;
+    if (
+      status === "wait" ||
+      (status === "reconnecting" &&
+        this.instance.reconnectOnRequest &&
+        this.cluster === undefined)
+    ) {
+      // Reconnecting: ioredis's own pending attempt finds the connection up (or connecting)
+      // and gives up quietly.
+      this.redis.connect().catch(noop);
+    }
     const instance = this.instance;
     const waitMs =
       instance.poolOnEmptyBehavior === "ERROR"
