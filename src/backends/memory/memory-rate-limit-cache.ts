@@ -153,7 +153,9 @@ export class MemoryRateLimitCache implements RateLimitCache {
     const values = read.keys.map((k) =>
       k === undefined ? 0 : (this.counters.get(k.key) ?? 0),
     );
-    return Promise.resolve(counterReadings(read, limits, values));
+    // Sliding windows: the previous window's counter, as doLimit reads it.
+    const previous = read.keys.map((k) => this.read(k?.previousKey));
+    return Promise.resolve(counterReadings(read, limits, values, previous));
   }
 
   flush(): Promise<void> {
