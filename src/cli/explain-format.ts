@@ -111,7 +111,7 @@ function descriptorLines(
     );
     if (c.previousKey !== "")
       items.push(
-        `previous window: ${c.previousKey} = ${c.previousValue}, weighs ${c.previousWeight}; weighted count ${c.comparedCount}`,
+        `previous window: ${c.previousKey} = ${c.previousValue}, weighs ${c.previousWeight}; weighted count with this request ${c.comparedCount}`,
       );
   }
   if (d.counter !== undefined) items.push(`hits addend: ${d.hitsAddend}`);

@@ -193,7 +193,7 @@ function descriptorElement(d: DescriptorExplanation): HTMLElement {
         el(
           "div",
           { class: "counter" },
-          `previous window ${c.previousKey}: ${c.previousValue}, weighs ${c.previousWeight}; weighted count ${c.comparedCount}`,
+          `previous window ${c.previousKey}: ${c.previousValue}, weighs ${c.previousWeight}; weighted count with this request ${c.comparedCount}`,
         ),
       );
   }
