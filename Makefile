@@ -24,7 +24,7 @@ run: export EXPLAIN_ENABLED ?= true
 docs: build ## regenerate docs/settings.md from the settings table
 	node dist/src/main.js --help-markdown > docs/settings.md
 
-.PHONY: bench docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration bench clean
+.PHONY: bench bench-memory docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration bench clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -72,6 +72,9 @@ integration: deps system-deps envoy build ## integration tests only (real server
 
 test: deps system-deps envoy check-proto typecheck lint format-check build ## everything CI runs
 	vitest run
+
+bench-memory: deps build ## memory backend: heap bytes per live key, heapUsed/RSS after expiry
+	node --expose-gc dist/bench/memory-store.js
 
 bench: deps system-deps envoy build ## reference vs ours under ghz, and through Envoy (vegeta); see bench/README.md
 	scripts/ensure-system-deps.sh h2load

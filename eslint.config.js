@@ -27,6 +27,7 @@ export default defineConfig(
       "proto/**",
       "node_modules/**",
       ".tools/**",
+      ".bench/**",
     ],
   },
   js.configs.recommended,

@@ -76,7 +76,7 @@ async function runService(workerIndex: number): Promise<void> {
   let stopTracing: (() => Promise<void>) | undefined;
   try {
     stopTracing = await startTracingIfEnabled();
-    app = createApp(settings, { logger, workerIndex });
+    app = await createApp(settings, { logger, workerIndex });
     await app.start();
   } catch (err) {
     logger.fatal({ err }, err instanceof Error ? err.message : String(err));

@@ -1,9 +1,6 @@
 import type { Logger } from "pino";
 import type { AppContext } from "./app-context.js";
-import { createKvCache } from "./kv-cache.js";
-import { createMcCache } from "./mc-cache.js";
 import { startStatsSinks, type StatsSinks } from "./stats-sinks.js";
-import { createXdsProvider } from "./xds-provider.js";
 import { MemoryRateLimitCache } from "../backends/memory/memory-rate-limit-cache.js";
 import { ConfigError } from "../config/config-error.js";
 import type { ConfigUpdate } from "../config/config-update.js";
@@ -33,6 +30,10 @@ import {
   type RateLimitService,
 } from "../service/rate-limit-service.js";
 import type { Settings } from "../settings/settings.js";
+import {
+  startRuntimeStats,
+  type RuntimeStats,
+} from "../stats/runtime-stats.js";
 import {
   createStatsManager,
   type StatsManager,
@@ -89,15 +90,27 @@ export interface AppDependencies {
  * {@link Settings} to each module's options.
  *
  * ```ts
- * const app = createApp(loadSettings(process.env).settings, { logger });
+ * const app = await createApp(loadSettings(process.env).settings, { logger });
  * const addresses = await app.start();
  * ```
  *
  * @throws {@link SettingsError} when the settings ask for a feature this build lacks
  */
-export function createApp(settings: Settings, deps: AppDependencies): App {
+export async function createApp(
+  settings: Settings,
+  deps: AppDependencies,
+): Promise<App> {
   const { logger } = deps;
   const clock = deps.clock ?? systemClock;
+
+  // Hostile-load bounds (docs/limits.md).
+  const requestBounds = {
+    maxDescriptors: settings.requestMaxDescriptors,
+    maxEntries: settings.requestMaxEntries,
+    maxEntryBytes: settings.requestMaxEntryBytes,
+  };
+  const maxGrpcRequestBytes = settings.requestMaxGrpcBytes;
+  const maxJsonBodyBytes = settings.requestMaxJsonBytes;
 
   const statsManager = createStatsManager();
   const components: { name: HealthComponent; healthy: boolean }[] = [
@@ -130,16 +143,21 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     statsManager,
     baseLimiter,
   };
+  // Backends and the xDS client are imported only when the settings use them (their libraries
+  // cost memory and startup time in every process otherwise).
   const cache: RateLimitCache =
     settings.backendType === "kv"
-      ? createKvCache(settings, context)
+      ? (await import("./kv-cache.js")).createKvCache(settings, context)
       : settings.backendType === "mc"
-        ? createMcCache(settings, context)
+        ? (await import("./mc-cache.js")).createMcCache(settings, context)
         : new MemoryRateLimitCache({
             baseLimiter,
             clock,
             stopCacheKeyIncrementWhenOverlimit:
               settings.stopCacheKeyIncrementWhenOverlimit,
+            statsStore: statsManager.store,
+            reportKeys: settings.runtimeStatsEnabled,
+            maxKeys: settings.memoryMaxKeys,
           });
   const service = createRateLimitService({
     cache,
@@ -150,6 +168,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
     globalShadowMode: settings.shadowMode,
     globalQuotaMode: settings.quotaMode,
     dynamicMetadata: settings.responseDynamicMetadata,
+    requestBounds,
     ...(settings.tracingEnabled
       ? { tracing: { backend: settings.backendType } }
       : {}),
@@ -189,8 +208,10 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
   };
   const provider: ConfigProvider =
     settings.configType === "GRPC_XDS_SOTW"
-      ? createXdsProvider(settings, context, (roots) =>
-          guarded(() => loadConfigFromRoots(roots, loadOptions)),
+      ? (await import("./xds-provider.js")).createXdsProvider(
+          settings,
+          context,
+          (roots) => guarded(() => loadConfigFromRoots(roots, loadOptions)),
         )
       : createFileProvider({
           runtimeRoot: settings.runtimeRoot,
@@ -231,6 +252,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
       settings.stopCacheKeyIncrementWhenOverlimit &&
       settings.backendType !== "mc",
     sameKeyAccumulates: settings.backendType !== "mc",
+    requestBounds,
   });
   const explainHandler = createExplainHandler(
     explainService,
@@ -246,6 +268,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
   const startedAtMs = clock.nowMs();
   let listeners: Listening[] = [];
   let sinks: StatsSinks | undefined;
+  let runtimeStats: RuntimeStats | undefined;
   let closing: Promise<void> | undefined;
 
   return {
@@ -255,6 +278,11 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
 
     async start() {
       sinks = await startStatsSinks(settings, context);
+      if (settings.runtimeStatsEnabled)
+        runtimeStats = startRuntimeStats({
+          store: statsManager.store,
+          intervalMs: settings.statsFlushIntervalMs,
+        });
       if (cache.start !== undefined) await cache.start();
       if (!settings.forceStartWithoutInitialConfig)
         logger.info("waiting for the initial rate limit config");
@@ -301,6 +329,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
         port: settings.grpcPort,
         udsPath: settings.grpcUds,
         ...(deps.grpcFastPath !== false ? { fastPath: shouldRateLimit } : {}),
+        readMaxBytes: maxGrpcRequestBytes,
         maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
         maxConnectionAgeGraceMs: settings.grpcMaxConnectionAgeGraceMs,
         ...(settings.grpcServerUseTls
@@ -330,11 +359,13 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
           statsManager,
           logger: logger.child({ component: "json" }),
           tracing: settings.tracingEnabled,
+          maxBodyBytes: maxJsonBodyBytes,
         }),
         explainJsonHandler: createExplainJsonHandler({
           explain: publicExplain,
         }),
         corsAllowedOrigins: settings.corsAllowedOrigins,
+        readMaxBytes: maxGrpcRequestBytes,
         health,
         logger: logger.child({ component: "http" }),
         host: settings.host,
@@ -355,6 +386,7 @@ export function createApp(settings: Settings, deps: AppDependencies): App {
         await Promise.all(open.map((l) => l.close(graceMs)));
         await provider.close();
         await cache.close();
+        runtimeStats?.close();
         await sinks?.close();
       })();
       return closing;

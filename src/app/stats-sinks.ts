@@ -3,23 +3,15 @@ import type { AppContext } from "./app-context.js";
 import { SettingsError } from "../settings/settings-error.js";
 import type { Settings } from "../settings/settings.js";
 import type { StatTag } from "../stats/names.js";
-import {
-  builtInPullMapping,
-  parsePullMapping,
-  PullMappingError,
-  type PullMapping,
-} from "../stats/prometheus-mapping.js";
-import {
-  parseListenAddress,
-  startPrometheusSink,
-} from "../stats/prometheus-sink.js";
+import type { PullMapping } from "../stats/prometheus-mapping.js";
 import {
   startStatsFlusher,
   type StatsFlusher,
 } from "../stats/stats-flusher.js";
 import type { StatsSink } from "../stats/stats-sink.js";
-import { createStatsdSink } from "../stats/statsd-sink.js";
-import { createStdoutSink } from "../stats/stdout-sink.js";
+
+// Each sink's module (and its library: hot-shots, prom-client) is imported only when the
+// settings choose it: a process loads what it uses (idle memory, startup time).
 
 /** Running statistics sinks (push, tagged push, pull, stdout). */
 export interface StatsSinks {
@@ -40,6 +32,8 @@ const quote = (text: string): string => JSON.stringify(text);
  * file cannot be read or is not a valid mapping
  */
 async function loadPullMapping(settings: Settings): Promise<PullMapping> {
+  const { builtInPullMapping, parsePullMapping, PullMappingError } =
+    await import("../stats/prometheus-mapping.js");
   const path = settings.pullStatsMapperYaml;
   if (path === "")
     return builtInPullMapping(settings.pullStatsResponseTimeAsMilliseconds);
@@ -106,11 +100,14 @@ export async function startStatsSinks(
         flush: () => undefined,
         pullAddress: undefined,
       };
-    case "log":
+    case "log": {
+      const { createStdoutSink } = await import("../stats/stdout-sink.js");
       sink = createStdoutSink({ clock: context.clock });
       break;
+    }
     case "pushstats":
-    case "tagged-pushstats":
+    case "tagged-pushstats": {
+      const { createStatsdSink } = await import("../stats/statsd-sink.js");
       sink = createStatsdSink({
         host: settings.pushStatsHost,
         port: settings.pushStatsPort,
@@ -121,7 +118,10 @@ export async function startStatsSinks(
           : {}),
       });
       break;
+    }
     case "pullstats": {
+      const { parseListenAddress, startPrometheusSink } =
+        await import("../stats/prometheus-sink.js");
       let listen: { host: string; port: number };
       try {
         listen = parseListenAddress(settings.pullStatsAddr);

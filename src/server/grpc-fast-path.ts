@@ -4,14 +4,11 @@ import type {
   IncomingHttpHeaders,
   ServerHttp2Stream,
 } from "node:http2";
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { fromBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
-import {
-  RateLimitRequestSchema,
-  RateLimitResponseSchema,
-  type RateLimitRequest,
-} from "../proto.js";
+import { RateLimitRequestSchema, type RateLimitRequest } from "../proto.js";
+import { encodeRateLimitResponseFrame } from "./rate-limit-response-encoder.js";
 import type { ShouldRateLimitHandler } from "./should-rate-limit-handler.js";
 
 /** Options of {@link installGrpcFastPath}. */
@@ -142,15 +139,11 @@ function serveUnary(
     );
   };
 
-  const succeed = (payload: Uint8Array): void => {
+  const succeed = (frame: Buffer): void => {
     if (answered) return;
     answered = true;
     clearTimeout(deadline);
     if (stream.destroyed || stream.closed) return;
-    const frame = Buffer.allocUnsafe(5 + payload.length);
-    frame[0] = 0;
-    frame.writeUInt32BE(payload.length, 1);
-    frame.set(payload, 5);
     stream.respond(
       { ":status": 200, "content-type": contentType },
       { waitForTrailers: true },
@@ -214,7 +207,7 @@ function serveUnary(
     // The headers carry the caller's trace context (read only when tracing is on).
     options.handler(request, headers).then(
       (response) => {
-        succeed(toBinary(RateLimitResponseSchema, response));
+        succeed(encodeRateLimitResponseFrame(response));
       },
       (err: unknown) => {
         const e = ConnectError.from(err);

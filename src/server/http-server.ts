@@ -35,6 +35,11 @@ export interface HttpServerOptions {
   readonly host: string;
   /** Bind port (`PORT`); 0 picks a free one. */
   readonly port: number;
+  /**
+   * Largest accepted gRPC-web / Connect request message, in bytes (RESOURCE_EXHAUSTED beyond).
+   * @defaultValue 4 MiB (gRPC's default)
+   */
+  readonly readMaxBytes?: number;
 }
 
 /**
@@ -51,6 +56,9 @@ export function startHttpServer(
   const connect = createConnectHandler({
     routes: options.routes,
     logger: options.logger,
+    ...(options.readMaxBytes !== undefined
+      ? { readMaxBytes: options.readMaxBytes }
+      : {}),
   });
   const { health, jsonHandler, explainJsonHandler } = options;
   const cors = createCors(options.corsAllowedOrigins ?? []);

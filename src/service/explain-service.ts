@@ -3,10 +3,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { explainConfig } from "../config/explain-message.js";
-import type {
-  RateLimit,
-  RateLimitConfig,
-} from "../config/rate-limit-config.js";
+import type { RateLimit } from "../config/rate-limit-config.js";
 import { BackendError } from "../limiter/backend-error.js";
 import { CacheKeyError } from "../limiter/cache-key-error.js";
 import {
@@ -37,7 +34,8 @@ import {
 import type { Clock } from "../util/clock.js";
 import { NotReadyError, RequestError } from "./errors.js";
 import type { RateLimitService } from "./rate-limit-service.js";
-import { checkRequest } from "./request-checks.js";
+import { resolveRequestBounds, type RequestBounds } from "./request-bounds.js";
+import { checkRequestDescriptors, checkRequestHead } from "./request-checks.js";
 
 /** Options of {@link createExplainService}; mirror the decision service's settings. */
 export interface ExplainServiceOptions {
@@ -65,6 +63,8 @@ export interface ExplainServiceOptions {
    * not). @defaultValue true
    */
   readonly sameKeyAccumulates?: boolean;
+  /** Bounds on one request, as ShouldRateLimit's (docs/limits.md). @defaultValue the defaults of `request-bounds.ts` */
+  readonly requestBounds?: Partial<RequestBounds>;
 }
 
 /** The Explain API (`ratelimit.explain.v1.ExplainService`). */
@@ -95,18 +95,17 @@ export function createExplainService(
   const globalQuotaMode = options.globalQuotaMode ?? false;
   const stopIncrement = options.stopCacheKeyIncrementWhenOverlimit ?? false;
   const sameKeyAccumulates = options.sameKeyAccumulates ?? true;
+  const bounds = resolveRequestBounds(options.requestBounds);
 
   async function explain(message: ExplainRequest): Promise<ExplainResponse> {
     const request = message.request;
     if (request === undefined)
       throw new RequestError("request must be set (the RateLimitRequest)");
-    let config: RateLimitConfig | undefined;
-    checkRequest(request, () => {
-      config = service.currentConfig();
-      if (config === undefined)
-        throw new NotReadyError("no rate limit configuration loaded");
-    });
-    const snapshot = config!;
+    checkRequestHead(request, bounds);
+    const snapshot = service.currentConfig();
+    if (snapshot === undefined)
+      throw new NotReadyError("no rate limit configuration loaded");
+    checkRequestDescriptors(request, bounds);
     const explainLimit = snapshot.explainLimit?.bind(snapshot);
     if (explainLimit === undefined)
       throw new NotReadyError("the loaded configuration cannot be explained");

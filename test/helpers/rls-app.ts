@@ -52,7 +52,7 @@ export async function startTestApp(
     DISABLE_STATS: "true",
     ...env,
   });
-  const app = createApp(settings, { logger, ...deps });
+  const app = await createApp(settings, { logger, ...deps });
   const addresses = await app.start();
   return {
     app,

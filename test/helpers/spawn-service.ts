@@ -6,16 +6,26 @@ import { join } from "node:path";
 export const repoRoot = join(import.meta.dirname, "..", "..");
 
 /** Returns a TCP port on `host` (loopback by default) that was free a moment ago. */
-export function freePort(host = "127.0.0.1"): Promise<number> {
-  return new Promise((resolve, reject) => {
+export async function freePort(host = "127.0.0.1"): Promise<number> {
+  // Below Linux's ephemeral range (32768–60999): a port the kernel handed out for `listen(0)`
+  // can be taken again by any outgoing connection (redis clients, Envoy, other tests) between
+  // our probe and the child's own listen, which shows as EADDRINUSE under parallel tests.
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (await canListen(port, host)) return port;
+  }
+  throw new Error(`no free port on ${host} in 20000-31999 after 50 tries`);
+}
+
+function canListen(port: number, host: string): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once("error", reject);
-    server.listen(0, host, () => {
-      const address = server.address();
-      const port =
-        typeof address === "object" && address !== null ? address.port : 0;
+    server.once("error", () => {
+      resolve(false);
+    });
+    server.listen(port, host, () => {
       server.close(() => {
-        resolve(port);
+        resolve(true);
       });
     });
   });

@@ -500,5 +500,26 @@ describe("Explain while EXPLAIN_ENABLED is off", () => {
       );
     expect(err?.code).toBe(Code.InvalidArgument);
     expect(err?.rawMessage).toBe("rate limit domain must not be empty");
+    // The request bounds of docs/limits.md apply to Explain as to ShouldRateLimit.
+    const tooBig = await client
+      .explain({
+        request: {
+          domain: "rl",
+          descriptors: [
+            {
+              entries: [{ key: "category", value: "x" }],
+              hitsAddend: 2n ** 53n,
+            },
+          ],
+        },
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+    expect(tooBig?.code).toBe(Code.InvalidArgument);
+    expect(tooBig?.rawMessage).toBe(
+      "descriptors[0].hits_addend must be at most 9007199254740991 (got 9007199254740992)",
+    );
   });
 });

@@ -435,7 +435,7 @@ describe("xDS over TLS", () => {
 });
 
 describe("xDS settings checks", () => {
-  it("rejects an invalid server address, a zero backoff and half a client key pair at once", () => {
+  it("rejects an invalid server address, a zero backoff and half a client key pair at once", async () => {
     const { settings } = loadSettings({
       BACKEND_TYPE: "memory",
       USE_PUSHSTATS: "false",
@@ -447,7 +447,7 @@ describe("xDS settings checks", () => {
     });
     let error: unknown;
     try {
-      createApp(settings, { logger: pino({ level: "silent" }) });
+      await createApp(settings, { logger: pino({ level: "silent" }) });
     } catch (err) {
       error = err;
     }

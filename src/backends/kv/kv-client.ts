@@ -367,6 +367,13 @@ export class KvClient {
   private readonly waiters = new Set<Waiter>();
   private activeConnections = 0;
   private batch: Batch | undefined;
+  /** The connection stream corked until the end of this event-loop turn (window 0), if any. */
+  private corkedStream: NetStreamLike | undefined;
+  private readonly uncorkAtTickEnd = (): void => {
+    const stream = this.corkedStream;
+    this.corkedStream = undefined;
+    stream?.uncork();
+  };
   private closed = false;
   private closing: Promise<void> | undefined;
   private startSleep: { timer: NodeJS.Timeout; wake: () => void } | undefined;
@@ -682,7 +689,26 @@ export class KvClient {
 
   // --- requests ------------------------------------------------------------------------------
 
-  private async run(job: KvJob): Promise<KvJob> {
+  private run(job: KvJob): Promise<KvJob> {
+    // The common case (single or sentinel, connected, no window) without async frames: the
+    // commands are written at the end of this loop turn, with those of every other request.
+    if (
+      !this.closed &&
+      this.cluster === undefined &&
+      this.instance.pipelineWindowMs <= 0 &&
+      this.redis.status === "ready"
+    ) {
+      const redis = this.redis as Redis;
+      this.corkUntilTickEnd(redis);
+      return this.issue(redis, job).then(() => {
+        if (job.failure !== undefined) throw this.toBackendError(job.failure);
+        return job;
+      });
+    }
+    return this.runQueued(job);
+  }
+
+  private async runQueued(job: KvJob): Promise<KvJob> {
     if (this.closed) {
       throw new BackendError("kv", `kv client (${this.role}) is closed`);
     }
@@ -747,25 +773,36 @@ export class KvClient {
   }
 
   /**
-   * Single and sentinel: the commands are issued one by one inside `cork()` / `uncork()` of
-   * the connection, so they leave in one write, exactly like a pipeline (not MULTI), without
-   * ioredis's Pipeline object: measured at about half the client CPU per decision.
+   * Single and sentinel: the commands are issued one by one while the connection is corked
+   * ({@link corkUntilTickEnd}), so they leave in one write, exactly like a pipeline (not
+   * MULTI), without ioredis's Pipeline object: measured at about half the client CPU per
+   * decision.
    */
   private async executeOnOne(
     redis: Redis,
     jobs: readonly KvJob[],
   ): Promise<void> {
-    const stream = redis.stream as NetStreamLike | undefined;
-    const corked = stream?.writable === true;
-    if (corked) stream.cork();
+    this.corkUntilTickEnd(redis);
     const done = new Array<Promise<void>>(jobs.length);
-    try {
-      for (let j = 0; j < jobs.length; j++)
-        done[j] = this.issue(redis, jobs[j]!);
-    } finally {
-      if (corked) stream.uncork();
-    }
+    for (let j = 0; j < jobs.length; j++) done[j] = this.issue(redis, jobs[j]!);
     await Promise.all(done);
+  }
+
+  /**
+   * Corks the connection until the end of the current event-loop turn (`setImmediate`, which
+   * runs right after the I/O callbacks of this turn): the commands of every request decided
+   * in this turn leave in one `writev`. No timer: on an idle loop the write happens as soon
+   * as the callback that issued it returns. Measured at 64 in flight: one write syscall per
+   * request (`process.nextTick` does not coalesce, HTTP/2 streams end in separate callbacks)
+   * was the largest single item of the kv profile; per turn it is about 8× fewer syscalls.
+   */
+  private corkUntilTickEnd(redis: Redis): void {
+    if (this.corkedStream !== undefined) return;
+    const stream = redis.stream as NetStreamLike | undefined;
+    if (stream?.writable !== true) return;
+    stream.cork();
+    this.corkedStream = stream;
+    setImmediate(this.uncorkAtTickEnd);
   }
 
   /** Sends one job's commands; the promise records the outcome in the job, never rejects. */

@@ -15,7 +15,9 @@ import type {
   RateLimitDescriptor,
   RateLimitResponse_DescriptorStatus,
 } from "../../proto.js";
+import type { StatsStore } from "../../stats/stats-store.js";
 import type { Clock } from "../../util/clock.js";
+import { CounterStore, defaultMemoryMaxKeys } from "./counter-store.js";
 
 /** Options of {@link MemoryRateLimitCache}. */
 export interface MemoryRateLimitCacheOptions {
@@ -31,21 +33,41 @@ export interface MemoryRateLimitCacheOptions {
   readonly stopCacheKeyIncrementWhenOverlimit?: boolean;
   /** How often expired windows are removed, in milliseconds. @defaultValue 1000 */
   readonly sweepIntervalMs?: number;
+  /**
+   * Most live counters (`MEMORY_MAX_KEYS`); beyond it the windows that end soonest are
+   * dropped first, counted in `ratelimit.memory.evicted_keys`. @defaultValue 1000000
+   */
+  readonly maxKeys?: number;
+  /**
+   * Where `ratelimit.memory.evicted_keys` (created at the first eviction) and
+   * `ratelimit.memory.keys` live; none when absent.
+   */
+  readonly statsStore?: StatsStore;
+  /**
+   * Keep the gauge `ratelimit.memory.keys` (live counters, set at each sweep) in `statsStore`
+   * (`RUNTIME_STATS_ENABLED`). @defaultValue false
+   */
+  readonly reportKeys?: boolean;
 }
+
+/** Statistics of the memory backend. */
+export const memoryStatNames = Object.freeze({
+  keys: "ratelimit.memory.keys",
+  evictedKeys: "ratelimit.memory.evicted_keys",
+});
 
 /**
  * The embedded backend (`BACKEND_TYPE=memory`): exact fixed-window counters in this process,
- * keyed by the same cache keys the key-value backend stores. A counter lives until its window
- * ends; expired windows are swept on a timer, so memory is bounded by the keys of the live
- * windows. Single instance only: counters are not shared between processes.
+ * keyed by the same cache keys the key-value backend stores, in a {@link CounterStore}. A
+ * counter lives until its window ends; expired windows are swept on a timer, so memory is
+ * bounded by the keys of the live windows (and by `maxKeys`). Single instance only: counters
+ * are not shared between processes.
  */
 export class MemoryRateLimitCache implements RateLimitCache {
   private readonly base: BaseLimiter;
   private readonly clock: Clock;
   private readonly stopIncrementWhenOverlimit: boolean;
-  private readonly counters = new Map<string, number>();
-  /** Cache keys by the second their window ends (few distinct values: one per unit). */
-  private readonly keysByExpiry = new Map<number, string[]>();
+  private readonly counters: CounterStore;
   private readonly sweepTimer: NodeJS.Timeout;
 
   constructor(options: MemoryRateLimitCacheOptions) {
@@ -53,8 +75,24 @@ export class MemoryRateLimitCache implements RateLimitCache {
     this.clock = options.clock;
     this.stopIncrementWhenOverlimit =
       options.stopCacheKeyIncrementWhenOverlimit ?? false;
+    const store = options.statsStore;
+    const keys =
+      options.reportKeys === true
+        ? store?.gauge(memoryStatNames.keys)
+        : undefined;
+    this.counters = new CounterStore({
+      maxKeys: options.maxKeys ?? defaultMemoryMaxKeys,
+      ...(store !== undefined
+        ? {
+            onEvict: (count: number) => {
+              store.counter(memoryStatNames.evictedKeys).add(count);
+            },
+          }
+        : {}),
+    });
     this.sweepTimer = setInterval(() => {
       this.sweep(this.clock.nowSeconds());
+      keys?.set(this.counters.size);
     }, options.sweepIntervalMs ?? 1000);
     this.sweepTimer.unref();
   }
@@ -101,7 +139,7 @@ export class MemoryRateLimitCache implements RateLimitCache {
         const limit = limits[i]!;
         const current = this.base.weightedCount(
           limit,
-          this.counters.get(k.key) ?? 0,
+          this.counters.count(k.key),
           this.read(k.previousKey),
           now,
         );
@@ -151,7 +189,7 @@ export class MemoryRateLimitCache implements RateLimitCache {
   ): Promise<(CounterReading | undefined)[]> {
     const read = readingKeys(this.base, domain, descriptors, limits);
     const values = read.keys.map((k) =>
-      k === undefined ? 0 : (this.counters.get(k.key) ?? 0),
+      k === undefined ? 0 : this.counters.count(k.key),
     );
     // Sliding windows: the previous window's counter, as doLimit reads it.
     const previous = read.keys.map((k) => this.read(k?.previousKey));
@@ -169,11 +207,7 @@ export class MemoryRateLimitCache implements RateLimitCache {
 
   /** Removes every counter whose window ended at or before `nowSeconds`. */
   sweep(nowSeconds: number): void {
-    for (const [expiry, keys] of this.keysByExpiry) {
-      if (expiry > nowSeconds) continue;
-      for (const key of keys) this.counters.delete(key);
-      this.keysByExpiry.delete(expiry);
-    }
+    this.counters.sweep(nowSeconds);
   }
 
   /**
@@ -227,7 +261,7 @@ export class MemoryRateLimitCache implements RateLimitCache {
 
   /** The counter of `key`, 0 when absent or when there is no key. */
   private read(key: string | undefined): number {
-    return key === undefined ? 0 : (this.counters.get(key) ?? 0);
+    return key === undefined ? 0 : this.counters.count(key);
   }
 
   private increment(
@@ -236,23 +270,13 @@ export class MemoryRateLimitCache implements RateLimitCache {
     now: number,
     limit: RateLimit,
   ): number {
-    const current = this.counters.get(key);
-    if (current !== undefined) {
-      const after = current + hits;
-      this.counters.set(key, after);
-      return after;
-    }
-    this.counters.set(key, hits);
     // The key embeds its window start, so it is dead once the window ends (a sliding
     // window's counter is read during the next window too).
     const windowSeconds = limit.windowSeconds;
-    const expiry =
+    const expiresAt =
       now -
       (now % windowSeconds) +
       (limit.sliding ? 2 * windowSeconds : windowSeconds);
-    const bucket = this.keysByExpiry.get(expiry);
-    if (bucket === undefined) this.keysByExpiry.set(expiry, [key]);
-    else bucket.push(key);
-    return hits;
+    return this.counters.add(key, hits, expiresAt);
   }
 }

@@ -118,13 +118,16 @@ const primary = {
     meaning:
       "How long ERROR waits for a connection before failing the request.",
   }),
-  /** Write-flush interval in milliseconds; 0 flushes every write (Go duration). */
+  /**
+   * Write-flush interval in milliseconds (Go duration); 0 writes the commands of every request
+   * decided in one event-loop turn together, without waiting.
+   */
   kvPipelineWindowMs: setting({
     env: "KV_PIPELINE_WINDOW",
     codec: durationMs("non-negative"),
     default: 0,
     meaning:
-      "0: each request's commands go out in one write; above 0: commands of concurrent requests are batched for this long (under 1ms: until the end of the event-loop turn).",
+      "0: the commands of the requests decided in one event-loop turn go out in one write, without waiting; above 0: commands of concurrent requests are batched for this long (under 1ms: until the end of the event-loop turn).",
   }),
   /** Deprecated, no effect; a value > 0 is warned about. */
   kvPipelineLimit: setting({

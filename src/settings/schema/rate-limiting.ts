@@ -1,7 +1,11 @@
 // Rate limiting: the counter backend, cache keys, near-limit ratio, modes, response headers,
 // worker processes.
 
-import { anyInteger, nonNegativeInteger } from "../env-parsers.js";
+import {
+  anyInteger,
+  nonNegativeInteger,
+  positiveInteger,
+} from "../env-parsers.js";
 import { flag, integer, oneOf, ratio, text } from "./codecs.js";
 import {
   setting,
@@ -76,6 +80,19 @@ export const rateLimiting = settingsGroup("rate limiting", {
     unit: "processes",
     meaning:
       "Worker processes sharing the listening ports (uses every core); above 1 needs BACKEND_TYPE kv or mc.",
+  }),
+  /**
+   * Most live counters of the memory backend (`BACKEND_TYPE=memory`); beyond it the windows
+   * that end soonest are dropped first, counted in `ratelimit.memory.evicted_keys`. About 110
+   * bytes of heap per live key (docs/performance.md).
+   */
+  memoryMaxKeys: setting({
+    env: "MEMORY_MAX_KEYS",
+    codec: integer(positiveInteger),
+    default: 1_000_000,
+    unit: "keys",
+    meaning:
+      "Most live counters of the memory backend; the windows that end soonest are dropped first.",
   }),
   /** Size of the local over-limit cache in bytes; 0 disables it. */
   localCacheSizeBytes: setting({
@@ -176,6 +193,34 @@ export const rateLimiting = settingsGroup("rate limiting", {
     codec: text,
     default: "RateLimit-Reset",
     meaning: "Header name for the seconds until reset.",
+  }),
+  /** Most descriptors in one request, ≥ 1; more is INVALID_ARGUMENT (docs/limits.md). */
+  requestMaxDescriptors: setting({
+    env: "REQUEST_MAX_DESCRIPTORS",
+    codec: integer(positiveInteger),
+    default: 1000,
+    meaning:
+      "Most descriptors in one request; more is INVALID_ARGUMENT / 400 (docs/limits.md).",
+  }),
+  /** Most entries in one descriptor, ≥ 1; more is INVALID_ARGUMENT (docs/limits.md). */
+  requestMaxEntries: setting({
+    env: "REQUEST_MAX_ENTRIES",
+    codec: integer(positiveInteger),
+    default: 100,
+    meaning:
+      "Most entries in one descriptor; more is INVALID_ARGUMENT / 400 (docs/limits.md).",
+  }),
+  /**
+   * Longest entry key, entry value or domain in UTF-8 bytes, ≥ 1; longer is INVALID_ARGUMENT
+   * (docs/limits.md).
+   */
+  requestMaxEntryBytes: setting({
+    env: "REQUEST_MAX_ENTRY_BYTES",
+    codec: integer(positiveInteger),
+    default: 65536,
+    unit: "bytes",
+    meaning:
+      "Longest entry key, entry value or domain (UTF-8); longer is INVALID_ARGUMENT / 400 (docs/limits.md).",
   }),
 });
 

@@ -193,6 +193,17 @@ export const statistics = settingsGroup("statistics", {
     default: 10 * 1000,
     meaning: "Time between statistics flushes.",
   }),
+  /**
+   * Keep the process statistics `ratelimit.runtime.*` (event-loop delay, GC pauses, heap, RSS;
+   * see `startRuntimeStats`) and, on the memory backend, `ratelimit.memory.keys`.
+   */
+  runtimeStatsEnabled: setting({
+    env: "RUNTIME_STATS_ENABLED",
+    codec: flag,
+    default: false,
+    meaning:
+      "Add event-loop delay, GC pause, heap and RSS statistics (ratelimit.runtime.*).",
+  }),
   /** Tags added to every statistic, from `k1:v1,k2:v2`. */
   extraTags: setting({
     env: "EXTRA_TAGS",

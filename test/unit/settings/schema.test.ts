@@ -76,6 +76,16 @@ describe("settings schema", () => {
     );
   });
 
+  it("reads MEMORY_MAX_KEYS as a positive key count (default 1,000,000)", () => {
+    expect(loadSettings({}).settings.memoryMaxKeys).toBe(1_000_000);
+    expect(
+      loadSettings({ MEMORY_MAX_KEYS: "5000" }).settings.memoryMaxKeys,
+    ).toBe(5000);
+    expect(() => loadSettings({ MEMORY_MAX_KEYS: "0" })).toThrow(
+      'MEMORY_MAX_KEYS="0": out of range; expected a positive integer',
+    );
+  });
+
   it("freezes the declarations", () => {
     expect(Object.isFrozen(declarationEntries)).toBe(true);
     for (const { declarations } of settingsGroups) {

@@ -1,0 +1,136 @@
+import { create } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { CounterStore } from "../../../../src/backends/memory/counter-store.js";
+import {
+  MemoryRateLimitCache,
+  memoryStatNames,
+} from "../../../../src/backends/memory/memory-rate-limit-cache.js";
+import { createBaseLimiter } from "../../../../src/limiter/base-limiter.js";
+import {
+  RateLimitDescriptorSchema,
+  RateLimitResponse_RateLimit_Unit as Unit,
+} from "../../../../src/proto.js";
+import { createStatsManager } from "../../../../src/stats/stats-manager.js";
+import { FakeClock } from "../../../helpers/fake-clock.js";
+import { testRateLimit } from "../../../helpers/rate-limit.js";
+import { waitFor } from "../../../helpers/wait-for.js";
+
+describe("CounterStore", () => {
+  it("reads 0 for absent keys, adds hits, creates a counter for 0 hits", () => {
+    const store = new CounterStore();
+    expect(store.count("a")).toBe(0);
+    expect(store.add("a", 3, 60)).toBe(3);
+    expect(store.add("a", 0, 60)).toBe(3);
+    expect(store.add("b", 0, 60)).toBe(0);
+    expect(store.size).toBe(2);
+    expect(store.count("a")).toBe(3);
+    // Counts past 2^31 stay exact.
+    expect(store.add("a", 2 ** 40, 60)).toBe(2 ** 40 + 3);
+  });
+
+  it("drops the windows that ended at or before now, and only those", () => {
+    const store = new CounterStore();
+    store.add("m1", 1, 120);
+    store.add("m2", 1, 120);
+    store.add("h", 1, 3600);
+    expect(store.sweep(119)).toBe(0);
+    expect(store.sweep(120)).toBe(2);
+    expect(store.count("m1")).toBe(0);
+    expect(store.count("h")).toBe(1);
+    expect(store.sweep(7200)).toBe(1);
+    expect(store.size).toBe(0);
+  });
+
+  it("keeps at most maxKeys, dropping the windows that end soonest, oldest first", () => {
+    const evicted: number[] = [];
+    const store = new CounterStore({
+      maxKeys: 3,
+      onEvict: (n) => evicted.push(n),
+    });
+    store.add("hour", 1, 3600);
+    store.add("min-old", 1, 60);
+    store.add("min-new", 1, 60);
+    store.add("again", 1, 120); // full: drops min-old
+    expect(store.count("min-old")).toBe(0);
+    expect(store.count("min-new")).toBe(1);
+    store.add("more", 1, 120); // drops min-new (its window ends first)
+    expect(store.count("min-new")).toBe(0);
+    expect(store.count("hour")).toBe(1);
+    store.add("again", 5, 120); // existing key: nothing dropped
+    store.add("last", 1, 120); // drops "again" (oldest key of the soonest window)
+    expect(store.count("again")).toBe(0);
+    expect([
+      store.count("hour"),
+      store.count("more"),
+      store.count("last"),
+    ]).toEqual([1, 1, 1]);
+    expect(store.size).toBe(3);
+    expect(evicted).toEqual([1, 1, 1]);
+  });
+
+  it("rejects a maxKeys that is not a positive integer", () => {
+    expect(() => new CounterStore({ maxKeys: 0 })).toThrow(RangeError);
+    expect(() => new CounterStore({ maxKeys: 1.5 })).toThrow(RangeError);
+  });
+});
+
+describe("MemoryRateLimitCache storage", () => {
+  it("frees 1,000,000 distinct keys once their window ends (sweep timer, fake clock)", async () => {
+    const clock = new FakeClock(1_000_020);
+    const stats = createStatsManager();
+    const cache = new MemoryRateLimitCache({
+      baseLimiter: createBaseLimiter({ clock }),
+      clock,
+      sweepIntervalMs: 5,
+      statsStore: stats.store,
+      reportKeys: true,
+    });
+    const limit = testRateLimit(stats, "d.k", 10, Unit.MINUTE);
+    const perCall = 1000;
+    const limits = new Array(perCall).fill(limit);
+    const hits = new Array<number>(perCall).fill(1);
+    for (let call = 0; call < 1000; call++) {
+      const descriptors = Array.from({ length: perCall }, (_, i) =>
+        create(RateLimitDescriptorSchema, {
+          entries: [{ key: "k", value: String(call * perCall + i) }],
+        }),
+      );
+      await cache.doLimit("d", descriptors, limits, hits);
+    }
+    expect(cache.size).toBe(1_000_000);
+    clock.seconds = 1_000_080; // the minute window [1_000_020, 1_000_080) has ended
+    await waitFor(() => cache.size === 0, "the sweep to free every key");
+    await waitFor(
+      () => stats.store.gauge(memoryStatNames.keys).value() === 0,
+      "the keys gauge",
+    );
+    await cache.close();
+  }, 120_000);
+
+  it("counts keys dropped for maxKeys in ratelimit.memory.evicted_keys", async () => {
+    const clock = new FakeClock(100);
+    const stats = createStatsManager();
+    const cache = new MemoryRateLimitCache({
+      baseLimiter: createBaseLimiter({ clock }),
+      clock,
+      maxKeys: 10,
+      statsStore: stats.store,
+    });
+    const limit = testRateLimit(stats, "d.k", 10, Unit.MINUTE);
+    for (let i = 0; i < 25; i++) {
+      await cache.doLimit(
+        "d",
+        [
+          create(RateLimitDescriptorSchema, {
+            entries: [{ key: "k", value: `v${i}` }],
+          }),
+        ],
+        [limit],
+        [1],
+      );
+    }
+    expect(cache.size).toBe(10);
+    expect(stats.store.counter(memoryStatNames.evictedKeys).value()).toBe(15);
+    await cache.close();
+  });
+});
