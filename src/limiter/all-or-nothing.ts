@@ -41,11 +41,12 @@ export interface RequestCounters {
  * descriptor that is not in shadow mode is known over limit in the local cache or would go
  * over with this request's hits (`weighted count before + hits > limit`).
  *
+ * @param base - the backend's base limiter (only its weighted count is used)
  * @param counters - values before the request
  * @param cached - parallel: keys the local cache knows over limit (undefined: none)
  */
 export function allFit(
-  base: BaseLimiter,
+  base: Pick<BaseLimiter, "weightedCount">,
   keys: readonly (CacheKey | undefined)[],
   limits: readonly (RateLimit | undefined)[],
   hitsAddends: readonly number[],
