@@ -206,7 +206,9 @@ export function createExplainService(
         continue;
       }
       let before = reading?.value ?? 0;
-      if (reading !== undefined && sameKeyAccumulates) {
+      // A refused all-or-nothing request is answered as if each descriptor were charged after
+      // the earlier ones (limiter/all-or-nothing.ts), on every backend.
+      if (reading !== undefined && (sameKeyAccumulates || refused)) {
         const added = earlier.get(reading.key);
         if (added !== undefined) {
           before += added;
@@ -215,7 +217,9 @@ export function createExplainService(
               `an earlier descriptor of this request adds ${added} to the same counter first`,
             );
         }
-        earlier.set(reading.key, (added ?? 0) + increments[i]!);
+        const adds =
+          refused && !reading.localCacheHit ? hits[i]! : increments[i]!;
+        earlier.set(reading.key, (added ?? 0) + adds);
       }
       const status = decide(
         d,
