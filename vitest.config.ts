@@ -19,6 +19,15 @@ export default defineConfig({
           fileParallelism: false,
         },
       },
+      {
+        test: {
+          // Seeded hostile inputs (≥ 100,000 per run); FUZZ_SEED=<n> replays a run.
+          name: "fuzz",
+          include: ["test/fuzz/**/*.test.ts"],
+          testTimeout: 120_000,
+          hookTimeout: 30_000,
+        },
+      },
     ],
   },
 });

@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import type { AppContext } from "./app-context.js";
+import { guardBackend, type BackendFailureOptions } from "./backend-guard.js";
 import { startStatsSinks, type StatsSinks } from "./stats-sinks.js";
 import { MemoryRateLimitCache } from "../backends/memory/memory-rate-limit-cache.js";
 import { ConfigError } from "../config/config-error.js";
@@ -7,6 +8,7 @@ import type { ConfigUpdate } from "../config/config-update.js";
 import { loadConfig, loadConfigFromRoots } from "../config/load-config.js";
 import type { RateLimitConfig } from "../config/rate-limit-config.js";
 import { HealthChecker, type HealthComponent } from "../health/health.js";
+import type { BackendGuard } from "../limiter/backend-guard.js";
 import { createBaseLimiter } from "../limiter/base-limiter.js";
 import { createLocalCache } from "../limiter/local-cache.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
@@ -83,6 +85,12 @@ export interface AppDependencies {
    * @defaultValue 0
    */
   readonly workerIndex?: number;
+  /**
+   * Backend failure handling of the kv and mc backends (docs/failure-modes.md), replacing
+   * the `BACKEND_FAILURE_*` and `BACKEND_PROBE_INTERVAL` settings (tests).
+   * @defaultValue from the settings
+   */
+  readonly backendFailure?: BackendFailureOptions;
 }
 
 /**
@@ -102,6 +110,15 @@ export async function createApp(
 ): Promise<App> {
   const { logger } = deps;
   const clock = deps.clock ?? systemClock;
+
+  // Hostile-load bounds (docs/limits.md).
+  const requestBounds = {
+    maxDescriptors: settings.requestMaxDescriptors,
+    maxEntries: settings.requestMaxEntries,
+    maxEntryBytes: settings.requestMaxEntryBytes,
+  };
+  const maxGrpcRequestBytes = settings.requestMaxGrpcBytes;
+  const maxJsonBodyBytes = settings.requestMaxJsonBytes;
 
   const statsManager = createStatsManager();
   const components: { name: HealthComponent; healthy: boolean }[] = [
@@ -134,22 +151,51 @@ export async function createApp(
     statsManager,
     baseLimiter,
   };
-  // Backends and the xDS client are imported only when the settings use them (their libraries
-  // cost memory and startup time in every process otherwise).
-  const cache: RateLimitCache =
+  const failure: BackendFailureOptions = deps.backendFailure ?? {
+    mode: settings.backendFailureMode,
+    failureThreshold: settings.backendFailureThreshold,
+    probeIntervalMs: settings.backendProbeIntervalMs,
+    localShare: settings.backendFailureLocalShare,
+  };
+  const guardOf = (backend: RateLimitCache, name: "kv" | "mc"): BackendGuard =>
+    guardBackend(backend, name, failure, context, settings);
+  // The kv and mc backends are guarded (circuit breaker, failure modes); with the default
+  // `error` mode mc keeps failing open on node errors, as the reference does. Their modules
+  // are imported only when the settings use them (their libraries cost memory and startup
+  // time in every process otherwise).
+  const guard: BackendGuard | undefined =
     settings.backendType === "kv"
-      ? (await import("./kv-cache.js")).createKvCache(settings, context)
+      ? guardOf(
+          (await import("./kv-cache.js")).createKvCache(
+            settings,
+            context,
+            // The circuit breaker closes only when a probe finds the store: probes reconnect,
+            // and the backoff stays within one probe interval.
+            Math.min(2000, failure.probeIntervalMs ?? 500),
+          ),
+          "kv",
+        )
       : settings.backendType === "mc"
-        ? (await import("./mc-cache.js")).createMcCache(settings, context)
-        : new MemoryRateLimitCache({
-            baseLimiter,
-            clock,
-            stopCacheKeyIncrementWhenOverlimit:
-              settings.stopCacheKeyIncrementWhenOverlimit,
-            statsStore: statsManager.store,
-            reportKeys: settings.runtimeStatsEnabled,
-            maxKeys: settings.memoryMaxKeys,
-          });
+        ? guardOf(
+            (await import("./mc-cache.js")).createMcCache(
+              settings,
+              context,
+              (failure.mode ?? "error") === "error",
+            ),
+            "mc",
+          )
+        : undefined;
+  const cache: RateLimitCache =
+    guard ??
+    new MemoryRateLimitCache({
+      baseLimiter,
+      clock,
+      stopCacheKeyIncrementWhenOverlimit:
+        settings.stopCacheKeyIncrementWhenOverlimit,
+      statsStore: statsManager.store,
+      reportKeys: settings.runtimeStatsEnabled,
+      maxKeys: settings.memoryMaxKeys,
+    });
   const service = createRateLimitService({
     cache,
     statsManager,
@@ -159,6 +205,7 @@ export async function createApp(
     globalShadowMode: settings.shadowMode,
     globalQuotaMode: settings.quotaMode,
     dynamicMetadata: settings.responseDynamicMetadata,
+    requestBounds,
     ...(settings.tracingEnabled
       ? { tracing: { backend: settings.backendType } }
       : {}),
@@ -216,6 +263,7 @@ export async function createApp(
   provider.subscribe((update) => {
     service.applyConfigUpdate(update);
     if (!update.ok) return;
+    guard?.setDomainModes(update.config.failureModes);
     for (const domain of update.config.domains)
       configLogger.info({ domain }, "loaded domain");
     for (const line of update.config.dump().split("\n")) {
@@ -242,6 +290,7 @@ export async function createApp(
       settings.stopCacheKeyIncrementWhenOverlimit &&
       settings.backendType !== "mc",
     sameKeyAccumulates: settings.backendType !== "mc",
+    requestBounds,
   });
   const explainHandler = createExplainHandler(
     explainService,
@@ -318,6 +367,7 @@ export async function createApp(
         port: settings.grpcPort,
         udsPath: settings.grpcUds,
         ...(deps.grpcFastPath !== false ? { fastPath: shouldRateLimit } : {}),
+        readMaxBytes: maxGrpcRequestBytes,
         maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
         maxConnectionAgeGraceMs: settings.grpcMaxConnectionAgeGraceMs,
         ...(settings.grpcServerUseTls
@@ -347,11 +397,13 @@ export async function createApp(
           statsManager,
           logger: logger.child({ component: "json" }),
           tracing: settings.tracingEnabled,
+          maxBodyBytes: maxJsonBodyBytes,
         }),
         explainJsonHandler: createExplainJsonHandler({
           explain: publicExplain,
         }),
         corsAllowedOrigins: settings.corsAllowedOrigins,
+        readMaxBytes: maxGrpcRequestBytes,
         health,
         logger: logger.child({ component: "http" }),
         host: settings.host,

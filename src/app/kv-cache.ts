@@ -45,7 +45,8 @@ function readTlsFile(variable: string, path: string): Buffer | undefined {
  * Builds the key-value store backend (`BACKEND_TYPE=kv`) from settings: `KV_*` for the main
  * instance, `KV_PERSECOND_*` for the per-second one when `KV_PERSECOND=true`; the TLS files
  * are shared and read here, once. See `docs/kv-backend.md` for how each setting maps onto
- * ioredis.
+ * ioredis. `reconnectMaxDelayMs` caps the reconnect backoff and lets a request (a circuit
+ * breaker probe) reconnect at once (failure modes).
  *
  * @throws {@link SettingsError} when a TLS file cannot be read (with `KV_TLS` or
  *   `KV_PERSECOND_TLS` on) or an address does not parse, naming the variable
@@ -53,7 +54,12 @@ function readTlsFile(variable: string, path: string): Buffer | undefined {
 export function createKvCache(
   settings: Settings,
   context: AppContext,
+  reconnectMaxDelayMs?: number,
 ): RateLimitCache {
+  const reconnect =
+    reconnectMaxDelayMs !== undefined
+      ? { reconnectMaxDelayMs, reconnectOnRequest: true }
+      : {};
   const main: KvInstanceOptions = {
     type: settings.kvType,
     socketType: settings.kvSocketType,
@@ -67,6 +73,7 @@ export function createKvCache(
     tls: settings.kvTls,
     auth: settings.kvAuth,
     sentinelAuth: settings.kvSentinelAuth,
+    ...reconnect,
   };
   const perSecond: KvInstanceOptions | undefined = settings.kvPerSecond
     ? {
@@ -83,6 +90,7 @@ export function createKvCache(
         tls: settings.kvPerSecondTls,
         auth: settings.kvPerSecondAuth,
         sentinelAuth: settings.kvPerSecondSentinelAuth,
+        ...reconnect,
       }
     : undefined;
   let tls: KvTlsOptions | undefined;

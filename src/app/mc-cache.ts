@@ -13,6 +13,8 @@ import type { Settings } from "../settings/settings.js";
 /**
  * Builds the memcached-protocol backend (`BACKEND_TYPE=mc`) from the `MC_*` settings and
  * `CACHE_KEY_PREFIX`; reads the `MC_TLS_*` files. Nodes are contacted in `start()`.
+ * `failOpen` false makes node failures reject (for a `BACKEND_FAILURE_MODE` other than
+ * `error`); true keeps the reference's fail-open reads.
  *
  * @throws {@link SettingsError} listing every problem: a malformed `MC_HOST_PORT` item, an
  *   unreadable TLS file, a client certificate without key (or the reverse), a
@@ -21,6 +23,7 @@ import type { Settings } from "../settings/settings.js";
 export function createMcCache(
   settings: Settings,
   context: AppContext,
+  failOpen = true,
 ): RateLimitCache {
   const problems: string[] = [];
   for (const item of settings.mcHostPort) {
@@ -77,5 +80,6 @@ export function createMcCache(
     srvRefreshMs: settings.mcSrvRefreshMs,
     maxIdleConns: settings.mcMaxIdleConns,
     ...(tls !== undefined ? { tls } : {}),
+    failOpen,
   });
 }

@@ -48,8 +48,11 @@ function ruleText(rule: Rule): string {
   if (rule.unlimited) parts.push("unlimited");
   else
     parts.push(
-      `${rule.requestsPerUnit} per ${RateLimitResponse_RateLimit_Unit[rule.unit]}`,
+      `${rule.requestsPerUnit} per ${rule.unitMultiplier > 1 ? `${rule.unitMultiplier} ` : ""}${RateLimitResponse_RateLimit_Unit[rule.unit]}` +
+        (rule.unitMultiplier > 1 ? ` (${rule.windowSeconds}s window)` : ""),
     );
+  if (rule.slidingWindow) parts.push("sliding_window");
+  if (rule.allOrNothing) parts.push("charge: all_or_nothing");
   if (rule.shadowMode) parts.push("shadow_mode");
   if (rule.quotaMode) parts.push("quota_mode");
   if (rule.detailedMetric) parts.push("detailed_metric");
@@ -106,6 +109,10 @@ function descriptorLines(
           : "") +
         (c.localCacheHit ? " [local cache]" : ""),
     );
+    if (c.previousKey !== "")
+      items.push(
+        `previous window: ${c.previousKey} = ${c.previousValue}, weighs ${c.previousWeight}; weighted count with this request ${c.comparedCount}`,
+      );
   }
   if (d.counter !== undefined) items.push(`hits addend: ${d.hitsAddend}`);
   const status = d.status;
@@ -154,6 +161,12 @@ export function formatExplanation(
     lines.push(
       `overall: ${RateLimitResponse_Code[response.overallCode]}${response.globalShadowMode ? " (SHADOW_MODE)" : ""}`,
     );
+    if (response.allOrNothing)
+      lines.push(
+        response.allOrNothingRefused
+          ? "charge: all_or_nothing: refused, no counter is charged"
+          : "charge: all_or_nothing: every counter is charged",
+      );
   }
   if (response.summary !== "") lines.push(response.summary);
   return lines.join("\n");

@@ -78,6 +78,10 @@ export function ruleMessage(
       : {}),
     fromOverride: explanation.fromOverride,
     shareThreshold: shared,
+    unitMultiplier: limit.unitMultiplier,
+    windowSeconds: limit.windowSeconds,
+    slidingWindow: limit.sliding,
+    allOrNothing: limit.allOrNothing,
   });
 }
 

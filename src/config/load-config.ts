@@ -4,6 +4,11 @@ import type {
 } from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";
 import { ConfigError } from "./config-error.js";
+import {
+  failureModes as allFailureModes,
+  isFailureMode,
+  type FailureMode,
+} from "./failure-mode.js";
 import type { DescriptorLevel } from "./descriptor-tree.js";
 import {
   createDescriptorLevel,
@@ -90,6 +95,7 @@ export function loadConfigFromRoots(
 ): RateLimitConfig {
   const merge = options.mergeDomainConfig ?? false;
   const domains = new Map<string, DescriptorLevel>();
+  const failureModes = new Map<string, FailureMode>();
   const charges = domainChargeModes(roots, options.chargeMode ?? "each");
   for (const { name, root, version } of roots) {
     if (root.domain === "") {
@@ -110,8 +116,41 @@ export function loadConfigFromRoots(
       sourceVersion: version,
       allOrNothing: charges.get(root.domain) === "all_or_nothing",
     });
+    if (root.failureMode !== undefined)
+      setFailureMode(failureModes, name, root.domain, root.failureMode);
   }
-  return new LoadedRateLimitConfig(domains, options.statsManager, charges);
+  return new LoadedRateLimitConfig(
+    domains,
+    options.statsManager,
+    charges,
+    failureModes,
+  );
+}
+
+/**
+ * Records a domain's `failure_mode`; merged files of one domain must agree.
+ *
+ * @throws {@link ConfigError} for a value other than error, allow, deny or local, or a
+ *   different value than an earlier file of the same domain set
+ */
+function setFailureMode(
+  modes: Map<string, FailureMode>,
+  name: string,
+  domain: string,
+  text: string,
+): void {
+  if (!isFailureMode(text)) {
+    throw new ConfigError(
+      `${name}: invalid failure_mode '${text}' for domain '${domain}' (expected one of ${allFailureModes.join(", ")})`,
+    );
+  }
+  const earlier = modes.get(domain);
+  if (earlier !== undefined && earlier !== text) {
+    throw new ConfigError(
+      `${name}: failure_mode '${text}' for domain '${domain}' conflicts with '${earlier}' set by an earlier file`,
+    );
+  }
+  modes.set(domain, text);
 }
 
 /**
@@ -148,11 +187,15 @@ class LoadedRateLimitConfig implements RateLimitConfig {
   readonly domainCount: number;
   readonly domains: readonly string[];
 
+  readonly failureModes: ReadonlyMap<string, FailureMode>;
+
   constructor(
     private readonly domainLevels: ReadonlyMap<string, DescriptorLevel>,
     private readonly statsManager: StatsManager,
     private readonly charges: ReadonlyMap<string, ChargeMode>,
+    failureModes: ReadonlyMap<string, FailureMode>,
   ) {
+    this.failureModes = failureModes;
     this.domainCount = domainLevels.size;
     this.domains = Object.freeze([...domainLevels.keys()].sort());
     Object.freeze(this);

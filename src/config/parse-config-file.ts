@@ -459,14 +459,20 @@ class TypedDecoder {
     let domain = "";
     let descriptors: readonly YamlDescriptor[] = [];
     let charge: ChargeMode | undefined;
+    let failureMode: string | undefined;
     for (const { key, value } of this.fields(node)) {
       if (key === "domain") domain = this.string(value);
       else if (key === "descriptors") descriptors = this.descriptors(value);
       else if (key === "charge") charge = this.charge(value);
+      else if (key === "failure_mode" && !isNull(value))
+        failureMode = this.string(value);
     }
-    return charge === undefined
-      ? { domain, descriptors }
-      : { domain, descriptors, charge };
+    return {
+      domain,
+      descriptors,
+      ...(charge !== undefined ? { charge } : {}),
+      ...(failureMode !== undefined ? { failureMode } : {}),
+    };
   }
 
   /** `charge:` must be one of {@link chargeModes}; null means the default. */

@@ -1,4 +1,5 @@
 import type { DomainTree, LimitExplanation } from "./descriptor-explain.js";
+import type { FailureMode } from "./failure-mode.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type {
   RateLimitDescriptor,
@@ -121,4 +122,9 @@ export interface RateLimitConfig {
   ): LimitExplanation;
   /** The rules of every domain as a tree, for the debug console. Absent in test fakes. */
   tree?(): readonly DomainTree[];
+  /**
+   * Domains whose config sets `failure_mode`, with that mode; absent or empty when none does
+   * (the process-wide `BACKEND_FAILURE_MODE` applies). Read only when the backend fails.
+   */
+  readonly failureModes?: ReadonlyMap<string, FailureMode>;
 }

@@ -105,6 +105,11 @@ export interface YamlRoot {
    * `CHARGE_MODE` (default `each`) applies.
    */
   readonly charge?: ChargeMode | undefined;
+  /**
+   * `failure_mode` as written (checked at load time against `FailureMode`); absent when
+   * missing or null. Not a reference key (docs/failure-modes.md).
+   */
+  readonly failureMode?: string | undefined;
 }
 
 /**
@@ -133,4 +138,5 @@ export const allowedYamlKeys: ReadonlySet<string> = new Set([
   "algorithm",
   "unit_multiplier",
   "charge",
+  "failure_mode",
 ]);

@@ -170,7 +170,9 @@ function descriptorElement(d: DescriptorExplanation): HTMLElement {
   if (rule !== undefined) {
     const limit = rule.unlimited
       ? "unlimited"
-      : `${rule.requestsPerUnit} per ${Unit[rule.unit]}`;
+      : `${rule.requestsPerUnit} per ${rule.unitMultiplier > 1 ? `${rule.unitMultiplier} ` : ""}${Unit[rule.unit]}` +
+        (rule.slidingWindow ? ", sliding window" : "") +
+        (rule.allOrNothing ? ", charge: all_or_nothing" : "");
     section.append(
       el("div", { class: "rule" }, `rule ${rule.fullKey}: ${limit}`),
     );
@@ -186,6 +188,14 @@ function descriptorElement(d: DescriptorExplanation): HTMLElement {
         `counter ${c.key}: ${c.value} → ${c.valueAfter}`,
       ),
     );
+    if (c.previousKey !== "")
+      section.append(
+        el(
+          "div",
+          { class: "counter" },
+          `previous window ${c.previousKey}: ${c.previousValue}, weighs ${c.previousWeight}; weighted count with this request ${c.comparedCount}`,
+        ),
+      );
   }
   const status = d.status;
   section.append(
@@ -211,6 +221,17 @@ function renderExplanation(r: ExplainResponse): void {
       `overall: ${Code[r.overallCode]}`,
     ),
     el("div", { class: "muted" }, r.summary),
+    ...(r.allOrNothing
+      ? [
+          el(
+            "div",
+            { class: "muted", id: "explain-charge" },
+            r.allOrNothingRefused
+              ? "charge: all_or_nothing: refused, no counter is charged"
+              : "charge: all_or_nothing: every counter is charged",
+          ),
+        ]
+      : []),
     ...r.descriptors.map(descriptorElement),
   );
 }

@@ -11,6 +11,10 @@ export type HealthListener = (healthy: boolean) => void;
 export class HealthChecker {
   private readonly states = new Map<HealthComponent, boolean>();
   private readonly listeners = new Set<HealthListener>();
+  /** Components whose failure degrades the service instead of making it unhealthy. */
+  private readonly tolerated = new Set<HealthComponent>();
+  /** Components reported degraded with {@link setDegraded}. */
+  private readonly degraded = new Set<HealthComponent>();
   private healthy: boolean;
 
   /** @param components - the enabled components with their initial state */
@@ -41,6 +45,39 @@ export class HealthChecker {
   /** Marks a registered component unhealthy; unknown components are ignored. */
   fail(name: HealthComponent): void {
     this.set(name, false);
+  }
+
+  /**
+   * Makes a failing `name` count as degraded rather than unhealthy: the service still answers
+   * without it (a backend under `BACKEND_FAILURE_MODE` allow, deny or local), so `/healthcheck`
+   * stays 200 and the gRPC health service SERVING (docs/failure-modes.md).
+   */
+  tolerate(name: HealthComponent): void {
+    this.tolerated.add(name);
+    const overall = this.compute();
+    if (overall === this.healthy) return;
+    this.healthy = overall;
+    for (const listener of this.listeners) listener(overall);
+  }
+
+  /**
+   * Marks `name` degraded or not: the service answers without it (the backend circuit breaker
+   * is open). Does not change {@link isHealthy}.
+   */
+  setDegraded(name: HealthComponent, degraded: boolean): void {
+    if (degraded) this.degraded.add(name);
+    else this.degraded.delete(name);
+  }
+
+  /**
+   * Components the service currently runs without: those marked with {@link setDegraded} and
+   * tolerated ones that fail; empty when fully up.
+   */
+  degradedComponents(): HealthComponent[] {
+    const out = new Set(this.degraded);
+    for (const name of this.tolerated)
+      if (this.states.get(name) === false) out.add(name);
+    return [...out];
   }
 
   /** Whether every registered component is healthy. */
@@ -74,7 +111,8 @@ export class HealthChecker {
   }
 
   private compute(): boolean {
-    for (const v of this.states.values()) if (!v) return false;
+    for (const [name, v] of this.states)
+      if (!v && !this.tolerated.has(name)) return false;
     return true;
   }
 }

@@ -39,13 +39,16 @@ export interface RequestCounters {
 /**
  * The all-or-nothing check: whether every descriptor of the request fits its limit, i.e. no
  * descriptor that is not in shadow mode is known over limit in the local cache or would go
- * over with this request's hits (`weighted count before + hits > limit`).
+ * over with this request's hits (`weighted count before + hits > limit`). Descriptors of one
+ * request that share a counter (same cache key) are charged together, so each is checked with
+ * the hits of the earlier ones on that counter added, as the increments would add them.
  *
+ * @param base - the backend's base limiter (only its weighted count is used)
  * @param counters - values before the request
  * @param cached - parallel: keys the local cache knows over limit (undefined: none)
  */
 export function allFit(
-  base: BaseLimiter,
+  base: Pick<BaseLimiter, "weightedCount">,
   keys: readonly (CacheKey | undefined)[],
   limits: readonly (RateLimit | undefined)[],
   hitsAddends: readonly number[],
@@ -64,9 +67,33 @@ export function allFit(
       counters.previous[i]!,
       nowSeconds,
     );
-    if (weighted + hitsAddends[i]! > limit.requestsPerUnit) return false;
+    const earlier = earlierHitsOnKey(keys, limits, hitsAddends, cached, i);
+    if (weighted + earlier + hitsAddends[i]! > limit.requestsPerUnit)
+      return false;
   }
   return true;
+}
+
+/**
+ * Hits of the descriptors before `i` that increment the same counter as descriptor `i`
+ * (0 in the usual request, where every descriptor has its own counter).
+ */
+function earlierHitsOnKey(
+  keys: readonly (CacheKey | undefined)[],
+  limits: readonly (RateLimit | undefined)[],
+  hitsAddends: readonly number[],
+  cached: readonly boolean[] | undefined,
+  i: number,
+): number {
+  const key = keys[i]!.key;
+  let hits = 0;
+  for (let j = 0; j < i; j++) {
+    const k = keys[j];
+    if (k === undefined || limits[j] === undefined || cached?.[j] === true)
+      continue;
+    if (k.key === key) hits += hitsAddends[j]!;
+  }
+  return hits;
 }
 
 /**
@@ -95,10 +122,16 @@ export function allOrNothingStatuses(
     } else if (cached?.[i] === true) {
       statuses[i] = base.localCacheStatus(limit, hitsAddends[i]!, nowSeconds);
     } else {
+      // Refused: each descriptor is answered as if charged after the earlier ones, so a
+      // counter two descriptors share shows their sum (the one that does not fit says so).
+      const current = charged
+        ? counters.current[i]!
+        : counters.current[i]! +
+          earlierHitsOnKey(keys, limits, hitsAddends, cached, i);
       statuses[i] = base.counterStatus(
         k.key,
         limit,
-        counters.current[i]!,
+        current,
         counters.previous[i]!,
         hitsAddends[i]!,
         nowSeconds,

@@ -8,12 +8,8 @@ import {
 import type { Clock } from "../util/clock.js";
 import { cacheKeyStem, isPerSecond, type CacheKey } from "./cache-key.js";
 import type { LocalCache } from "./local-cache.js";
-import {
-  previousWindowWeight,
-  secondsUntilReset,
-  slidingSecondsUntilDecrease,
-  windowStartSeconds,
-} from "./window.js";
+import { counterDecision, weightedCount } from "./counter-decision.js";
+import { secondsUntilReset, windowStartSeconds } from "./window.js";
 
 /** Options of {@link createBaseLimiter}. */
 export interface BaseLimiterOptions {
@@ -90,7 +86,7 @@ export interface BaseLimiter {
   expirationSeconds(limit: RateLimit): number;
   /**
    * The count a decision compares with the limit: `current` for fixed windows; for sliding
-   * windows `ceil(previous × (W − e)/W) + current` ({@link previousWindowWeight}).
+   * windows `ceil(previous × (W − e)/W) + current` (the pure {@link weightedCount}).
    *
    * @param current - the current window's counter
    * @param previous - the previous window's counter (ignored for fixed windows)
@@ -302,12 +298,7 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
         : lifetime;
     },
 
-    weightedCount(limit, current, previous, nowSeconds) {
-      return limit.sliding
-        ? current +
-            previousWindowWeight(previous, nowSeconds, limit.windowSeconds)
-        : current;
-    },
+    weightedCount,
 
     descriptorStatus(cacheKey, limit, after, hits, nowSeconds) {
       return decide(
@@ -322,34 +313,15 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
     },
 
     counterStatus(cacheKey, limit, current, previous, hits, now, charged) {
-      const windowSeconds = limit.windowSeconds;
-      const weight = limit.sliding
-        ? previousWindowWeight(previous, now, windowSeconds)
-        : 0;
-      const after = weight + current + (charged ? 0 : hits);
-      const reset = limit.sliding
-        ? slidingSecondsUntilDecrease(
-            previous,
-            charged ? current : current + hits,
-            now,
-            windowSeconds,
-          )
-        : secondsUntilReset(now, windowSeconds);
-      // Fixed windows: the key is over until its window ends. Sliding windows: at least until
-      // the weighted count falls by one.
-      const cacheTtl = limit.sliding ? reset : windowSeconds;
-      if (charged)
-        return decide(cacheKey, limit, after, hits, reset, cacheTtl, -1);
-      const before = after - hits;
-      const full = before >= limit.requestsPerUnit;
+      const d = counterDecision(limit, current, previous, hits, now, charged);
       return decide(
-        full ? cacheKey : undefined,
+        d.cacheWhenOver ? cacheKey : undefined,
         limit,
-        after,
+        d.count,
         hits,
-        reset,
-        cacheTtl,
-        Math.max(0, limit.requestsPerUnit - before),
+        d.resetSeconds,
+        d.cacheTtlSeconds,
+        d.remaining,
       );
     },
 

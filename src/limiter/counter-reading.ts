@@ -39,11 +39,16 @@ export function readingKeys(
 
 /**
  * Builds the readings from the values read (parallel to the descriptors; absent counters 0).
+ *
+ * @param values - parallel to the descriptors: the current window's counters
+ * @param previousValues - parallel to the descriptors: the previous window's counters of
+ *   sliding windows (absent or holes: 0)
  */
 export function counterReadings(
   read: ReadingKeys,
   limits: readonly (RateLimit | undefined)[],
   values: readonly number[],
+  previousValues?: readonly (number | undefined)[],
 ): (CounterReading | undefined)[] {
   return read.keys.map((k, i) => {
     const limit = limits[i];
@@ -55,6 +60,12 @@ export function counterReadings(
       windowStartSeconds: start,
       windowEndSeconds: start + limit.windowSeconds,
       localCacheHit: read.localCacheHits?.[i] === true,
+      ...(k.previousKey !== undefined
+        ? {
+            previousKey: k.previousKey,
+            previousValue: previousValues?.[i] ?? 0,
+          }
+        : {}),
     };
   });
 }

@@ -16,6 +16,13 @@ export interface CounterReading {
   readonly windowEndSeconds: number;
   /** The local over-limit cache knows the key is over limit (the backend was not read). */
   readonly localCacheHit: boolean;
+  /**
+   * Sliding windows only: the previous window's cache key, which the decision reads (never
+   * writes); undefined for fixed windows.
+   */
+  readonly previousKey?: string | undefined;
+  /** Sliding windows only: the previous window's count (0 when absent or not read). */
+  readonly previousValue?: number | undefined;
 }
 
 /**
@@ -44,7 +51,8 @@ export interface RateLimitCache {
   /**
    * Reads the counters a request would charge, without changing them or any statistic
    * (Explain API with `charge` false): memory reads its map, kv sends `GET` (one pipeline per
-   * instance), mc one multi-get. Optional: a backend without it explains without counters.
+   * instance), mc one multi-get. Sliding windows read the previous window's counter too (the
+   * same keys `doLimit` reads). Optional: a backend without it explains without counters.
    *
    * @param limits - as for {@link RateLimitCache.doLimit}
    * @returns parallel to `descriptors`; `undefined` where `limits[i]` is undefined

@@ -6,7 +6,10 @@ import {
   createConnectRouter,
   type ConnectRouter,
 } from "@connectrpc/connect";
-import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
+import {
+  createAsyncIterable,
+  type UniversalServerResponse,
+} from "@connectrpc/connect/protocol";
 import {
   compressionBrotli,
   compressionGzip,
@@ -61,12 +64,16 @@ export function createConnectHandler(
       undefined,
     );
     handler(universalRequest)
-      .then((universalResponse) =>
-        universalResponseToNodeResponse(
-          remapDecodeErrors(universalResponse),
-          res,
-        ),
-      )
+      .then(remapDecodeErrors)
+      .then((universalResponse) => {
+        // Answered before the request body was read to its end (an error found early: a
+        // second message, an oversize envelope). Connect stops reading by destroying the
+        // request, which on HTTP/1.1 destroys the socket: say so, or a keep-alive client
+        // would send its next request into a closed connection (ECONNRESET).
+        if (!req.complete && req.httpVersionMajor === 1)
+          res.setHeader("connection", "close");
+        return universalResponseToNodeResponse(universalResponse, res);
+      })
       .catch((reason: unknown) => {
         // The client went away (cancel, reset): nothing to answer, nothing wrong.
         if (ConnectError.from(reason).code === Code.Aborted) return;
@@ -79,36 +86,124 @@ export function createConnectHandler(
 }
 
 // Connect reports an undecodable request message as INTERNAL "parse binary: …" (grpc-go does
-// the same); for our callers it is bad input. The status is in the trailers (or, for
-// trailers-only responses, the headers), which Connect writes after the body, so the check runs
-// once the body is done.
+// the same); for our callers it is bad input. Where the status travels depends on the protocol:
+// gRPC in the trailers (or, for trailers-only responses, the headers), which Connect writes
+// after the body, so the check runs once the body is done; gRPC-web in a trailer frame at the
+// end of the body; the Connect protocol in the HTTP status (500) and a JSON error body.
 const decodeErrorPrefix = encodeURIComponent("parse binary").toLowerCase();
+const internalStatus = String(Code.Internal);
+const invalidArgumentStatus = String(Code.InvalidArgument);
 
-function remapStatus(headers: Headers | undefined): void {
-  if (headers?.get("grpc-status") !== String(Code.Internal)) return;
-  if (
-    headers.get("grpc-message")?.toLowerCase().startsWith(decodeErrorPrefix) !==
-    true
-  )
-    return;
-  headers.set("grpc-status", String(Code.InvalidArgument));
+function isDecodeErrorMessage(message: string | null | undefined): boolean {
+  return message?.toLowerCase().startsWith(decodeErrorPrefix) === true;
 }
 
-function remapDecodeErrors(
-  response: UniversalServerResponse,
-): UniversalServerResponse {
-  const body = response.body;
-  if (body === undefined) {
-    remapStatus(response.header);
-    remapStatus(response.trailer);
-    return response;
+function remapStatus(headers: Headers | undefined): void {
+  if (headers?.get("grpc-status") !== internalStatus) return;
+  if (!isDecodeErrorMessage(headers.get("grpc-message"))) return;
+  headers.set("grpc-status", invalidArgumentStatus);
+}
+
+/** gRPC-web trailer frame: flag 0x80, then `name: value\r\n` lines (uncompressed). */
+const grpcWebTrailerFlag = 0x80;
+const textDecoder = new TextDecoder();
+const textEncoder = new TextEncoder();
+
+function remapGrpcWebTrailer(chunk: Uint8Array): Uint8Array {
+  if (chunk.length < 5 || chunk[0] !== grpcWebTrailerFlag) return chunk;
+  const view = new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  if (view.getUint32(1) !== chunk.length - 5) return chunk;
+  const headers = new Headers();
+  for (const line of textDecoder.decode(chunk.subarray(5)).split("\r\n")) {
+    const colon = line.indexOf(":");
+    if (colon > 0)
+      headers.append(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
   }
-  return {
-    ...response,
-    body: (async function* () {
-      yield* body;
+  if (headers.get("grpc-status") !== internalStatus) return chunk;
+  if (!isDecodeErrorMessage(headers.get("grpc-message"))) return chunk;
+  headers.set("grpc-status", invalidArgumentStatus);
+  let text = "";
+  headers.forEach((value, name) => {
+    text += `${name}: ${value}\r\n`;
+  });
+  const payload = textEncoder.encode(text);
+  const frame = new Uint8Array(5 + payload.length);
+  frame[0] = grpcWebTrailerFlag;
+  new DataView(frame.buffer).setUint32(1, payload.length);
+  frame.set(payload, 5);
+  return frame;
+}
+
+/** Connect unary error: HTTP 500, JSON `{code: "internal", message: "parse binary: …"}`. */
+async function remapConnectError(
+  response: UniversalServerResponse,
+  body: AsyncIterable<Uint8Array>,
+): Promise<UniversalServerResponse> {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of body) chunks.push(chunk);
+  const bytes = Buffer.concat(chunks);
+  const unchanged = { ...response, body: createAsyncIterable([bytes]) };
+  let error: unknown;
+  try {
+    error = JSON.parse(bytes.toString("utf8"));
+  } catch {
+    return unchanged;
+  }
+  if (
+    typeof error !== "object" ||
+    error === null ||
+    !("code" in error) ||
+    error.code !== "internal" ||
+    !("message" in error) ||
+    typeof error.message !== "string" ||
+    !error.message.startsWith("parse binary")
+  )
+    return unchanged;
+  const remapped = textEncoder.encode(
+    JSON.stringify({ ...error, code: "invalid_argument" }),
+  );
+  response.header?.set("content-length", String(remapped.length));
+  return { ...response, status: 400, body: createAsyncIterable([remapped]) };
+}
+
+/**
+ * Rewrites Connect's INTERNAL "parse binary: …" answer (an undecodable request message) to
+ * INVALID_ARGUMENT in each protocol: gRPC status header/trailer, gRPC-web trailer frame,
+ * Connect HTTP status and JSON error code. Any other response is returned as it is.
+ */
+export async function remapDecodeErrors(
+  response: UniversalServerResponse,
+): Promise<UniversalServerResponse> {
+  const body = response.body;
+  const contentType = response.header?.get("content-type") ?? "";
+  if (contentType.startsWith("application/grpc-web")) {
+    if (body === undefined) {
+      remapStatus(response.header);
+      return response;
+    }
+    return {
+      ...response,
+      body: (async function* () {
+        for await (const chunk of body) yield remapGrpcWebTrailer(chunk);
+      })(),
+    };
+  }
+  if (contentType.startsWith("application/grpc")) {
+    if (body === undefined) {
       remapStatus(response.header);
       remapStatus(response.trailer);
-    })(),
-  };
+      return response;
+    }
+    return {
+      ...response,
+      body: (async function* () {
+        yield* body;
+        remapStatus(response.header);
+        remapStatus(response.trailer);
+      })(),
+    };
+  }
+  if (response.status === 500 && body !== undefined)
+    return remapConnectError(response, body);
+  return response;
 }

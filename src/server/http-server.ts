@@ -35,12 +35,18 @@ export interface HttpServerOptions {
   readonly host: string;
   /** Bind port (`PORT`); 0 picks a free one. */
   readonly port: number;
+  /**
+   * Largest accepted gRPC-web / Connect request message, in bytes (RESOURCE_EXHAUSTED beyond).
+   * @defaultValue 4 MiB (gRPC's default)
+   */
+  readonly readMaxBytes?: number;
 }
 
 /**
  * Starts the HTTP/1.1 server: `/json` (decision as proto3 JSON), `/explain` (Explain as proto3
- * JSON), `/healthcheck` (200 `OK` when healthy, 500 with the failing components otherwise),
- * and the Connect router for everything else (gRPC-web and Connect-protocol clients); with
+ * JSON), `/healthcheck` (200 `OK` when healthy, 200 `degraded: <components>` while serving
+ * without a tolerated component, 500 with the failing components otherwise), and the Connect
+ * router for everything else (gRPC-web and Connect-protocol clients); with
  * `corsAllowedOrigins`, CORS headers and preflight answers for browsers on those origins.
  *
  * @throws the listen error when the address cannot be bound
@@ -51,6 +57,9 @@ export function startHttpServer(
   const connect = createConnectHandler({
     routes: options.routes,
     logger: options.logger,
+    ...(options.readMaxBytes !== undefined
+      ? { readMaxBytes: options.readMaxBytes }
+      : {}),
   });
   const { health, jsonHandler, explainJsonHandler } = options;
   const cors = createCors(options.corsAllowedOrigins ?? []);
@@ -67,8 +76,12 @@ export function startHttpServer(
     }
     if (path === "/healthcheck") {
       if (health.isHealthy()) {
+        // Serving without a component (BACKEND_FAILURE_MODE): still 200, says so in the body.
+        const degraded = health.degradedComponents();
         res.writeHead(200, { "content-type": "text/plain; charset=utf-8" });
-        res.end("OK");
+        res.end(
+          degraded.length === 0 ? "OK" : `degraded: ${degraded.join(", ")}`,
+        );
       } else {
         const failing = Object.entries(health.components())
           .filter(([, ok]) => !ok)

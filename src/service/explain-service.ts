@@ -3,13 +3,17 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { explainConfig } from "../config/explain-message.js";
-import type {
-  RateLimit,
-  RateLimitConfig,
-} from "../config/rate-limit-config.js";
+import type { RateLimit } from "../config/rate-limit-config.js";
 import { BackendError } from "../limiter/backend-error.js";
 import { CacheKeyError } from "../limiter/cache-key-error.js";
+import {
+  allFit,
+  chargesAllOrNothing,
+  type RequestCounters,
+} from "../limiter/all-or-nothing.js";
+import { counterDecision, weightedCount } from "../limiter/counter-decision.js";
 import { hitsAddendFor } from "../limiter/hits-addend.js";
+import { secondsUntilReset } from "../limiter/window.js";
 import type {
   CounterReading,
   RateLimitCache,
@@ -30,7 +34,8 @@ import {
 import type { Clock } from "../util/clock.js";
 import { NotReadyError, RequestError } from "./errors.js";
 import type { RateLimitService } from "./rate-limit-service.js";
-import { checkRequest } from "./request-checks.js";
+import { resolveRequestBounds, type RequestBounds } from "./request-bounds.js";
+import { checkRequestDescriptors, checkRequestHead } from "./request-checks.js";
 
 /** Options of {@link createExplainService}; mirror the decision service's settings. */
 export interface ExplainServiceOptions {
@@ -58,6 +63,8 @@ export interface ExplainServiceOptions {
    * not). @defaultValue true
    */
   readonly sameKeyAccumulates?: boolean;
+  /** Bounds on one request, as ShouldRateLimit's (docs/limits.md). @defaultValue the defaults of `request-bounds.ts` */
+  readonly requestBounds?: Partial<RequestBounds>;
 }
 
 /** The Explain API (`ratelimit.explain.v1.ExplainService`). */
@@ -88,18 +95,17 @@ export function createExplainService(
   const globalQuotaMode = options.globalQuotaMode ?? false;
   const stopIncrement = options.stopCacheKeyIncrementWhenOverlimit ?? false;
   const sameKeyAccumulates = options.sameKeyAccumulates ?? true;
+  const bounds = resolveRequestBounds(options.requestBounds);
 
   async function explain(message: ExplainRequest): Promise<ExplainResponse> {
     const request = message.request;
     if (request === undefined)
       throw new RequestError("request must be set (the RateLimitRequest)");
-    let config: RateLimitConfig | undefined;
-    checkRequest(request, () => {
-      config = service.currentConfig();
-      if (config === undefined)
-        throw new NotReadyError("no rate limit configuration loaded");
-    });
-    const snapshot = config!;
+    checkRequestHead(request, bounds);
+    const snapshot = service.currentConfig();
+    if (snapshot === undefined)
+      throw new NotReadyError("no rate limit configuration loaded");
+    checkRequestDescriptors(request, bounds);
     const explainLimit = snapshot.explainLimit?.bind(snapshot);
     if (explainLimit === undefined)
       throw new NotReadyError("the loaded configuration cannot be explained");
@@ -114,15 +120,54 @@ export function createExplainService(
         ? new Array<CounterReading | undefined>(n).fill(undefined)
         : await cache.peekCounters(request.domain, request.descriptors, limits);
     const nowSeconds = clock.nowSeconds();
+    const counters: RequestCounters = {
+      current: readings.map((r) => r?.value ?? 0),
+      previous: readings.map((r) => r?.previousValue ?? 0),
+    };
 
-    // What each counter becomes (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, behavior.md §4.8).
-    const increments = hits.slice();
+    // All-or-nothing charging: the backend's own check (allFit) over the counters before the
+    // request; a refused request charges no counter.
+    const allOrNothing = chargesAllOrNothing(limits);
+    let refused = false;
+    if (allOrNothing) {
+      const keys = limits.map((limit, i) =>
+        limit === undefined
+          ? undefined
+          : {
+              key: readings[i]?.key ?? "",
+              perSecond: false,
+              previousKey: readings[i]?.previousKey,
+            },
+      );
+      const cached = readings.map((r) => r?.localCacheHit === true);
+      refused = !allFit(
+        { weightedCount },
+        keys,
+        limits,
+        hits,
+        counters,
+        cached,
+        nowSeconds,
+      );
+    }
+
+    // What each counter becomes (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, behavior.md §4.8;
+    // all-or-nothing charging ignores it).
+    const increments = refused ? hits.map(() => 0) : hits.slice();
     let stopNote: string | undefined;
-    if (stopIncrement) {
+    if (stopIncrement && !allOrNothing) {
       const anyCached = readings.some((r) => r?.localCacheHit === true);
       const exceeding = readings.map(
         (r, i) =>
-          r !== undefined && r.value + hits[i]! > limits[i]!.requestsPerUnit,
+          r !== undefined &&
+          weightedCount(
+            limits[i]!,
+            counters.current[i]!,
+            counters.previous[i]!,
+            nowSeconds,
+          ) +
+            hits[i]! >
+            limits[i]!.requestsPerUnit,
       );
       if (anyCached) {
         increments.fill(0);
@@ -138,6 +183,8 @@ export function createExplainService(
     }
 
     const predicted: RateLimitResponse_DescriptorStatus[] = [];
+    // Descriptors that do not fit (all-or-nothing charging refused the request because of them).
+    const unfit: number[] = [];
     // Hits earlier descriptors of this request add to a shared cache key.
     const earlier = new Map<string, number>();
     for (let i = 0; i < n; i++) {
@@ -159,22 +206,62 @@ export function createExplainService(
         continue;
       }
       let before = reading?.value ?? 0;
-      if (reading !== undefined && sameKeyAccumulates) {
+      // A refused all-or-nothing request is answered as if each descriptor were charged after
+      // the earlier ones (limiter/all-or-nothing.ts), on every backend.
+      if (reading !== undefined && (sameKeyAccumulates || refused)) {
         const added = earlier.get(reading.key);
         if (added !== undefined) {
           before += added;
-          d.notes.push(
-            `an earlier descriptor of this request adds ${added} to the same counter first`,
-          );
+          if (added > 0)
+            d.notes.push(
+              `an earlier descriptor of this request adds ${added} to the same counter first`,
+            );
         }
-        earlier.set(reading.key, (added ?? 0) + increments[i]!);
+        const adds =
+          refused && !reading.localCacheHit ? hits[i]! : increments[i]!;
+        earlier.set(reading.key, (added ?? 0) + adds);
       }
-      predicted.push(
-        decide(d, limit, reading, before, hits[i]!, increments[i]!, nowSeconds),
+      const status = decide(
+        d,
+        limit,
+        reading,
+        before,
+        hits[i]!,
+        increments[i]!,
+        nowSeconds,
+        !refused,
       );
+      predicted.push(status);
+      if (
+        refused &&
+        !limit.shadowMode &&
+        (reading?.localCacheHit === true ||
+          d.verdict === Verdict.OVER_LIMIT ||
+          d.verdict === Verdict.OVER_LIMIT_SHADOW)
+      )
+        unfit.push(i);
       if (stopNote !== undefined) d.notes.push(stopNote);
       if (reading === undefined)
         d.notes.push("this backend cannot read counters: counted as 0");
+    }
+    if (allOrNothing) {
+      const refusedBy = unfit.map((i) => `descriptors[${i}]`).join(", ");
+      for (let i = 0; i < n; i++) {
+        if (limits[i] === undefined) continue;
+        const d = descriptors[i]!;
+        if (!refused)
+          d.notes.push(
+            "charge: all_or_nothing: every descriptor of the request fits its limit, so every counter is charged",
+          );
+        else if (unfit.includes(i))
+          d.notes.push(
+            "charge: all_or_nothing: this descriptor does not fit its limit, so the request is refused and no counter of it is charged",
+          );
+        else
+          d.notes.push(
+            `charge: all_or_nothing: fits its limit, but ${refusedBy} does not: the request is refused and this counter is not charged`,
+          );
+      }
     }
 
     let statuses = predicted;
@@ -183,6 +270,8 @@ export function createExplainService(
       domainFound: explained.domainFound,
       backend: options.backend,
       descriptors,
+      allOrNothing,
+      allOrNothingRefused: refused,
     });
     let overallCode: RlsCode;
     if (message.charge) {
@@ -243,7 +332,15 @@ export function createExplainService(
     return response;
   }
 
-  /** Decides one counted descriptor without counting (mirrors the base limiter's decision). */
+  /**
+   * Decides one counted descriptor without counting, with the backends' own arithmetic
+   * ({@link counterDecision}); fills in the counter, verdict and notes.
+   *
+   * @param value - the current window's counter before this descriptor's hits (earlier
+   *   descriptors of the request with the same key included)
+   * @param increment - what the request adds to the counter (0 when it is not incremented)
+   * @param charged - false when all-or-nothing charging refuses the request
+   */
   function decide(
     d: DescriptorExplanation,
     limit: RateLimit,
@@ -252,26 +349,47 @@ export function createExplainService(
     hits: number,
     increment: number,
     nowSeconds: number,
+    charged: boolean,
   ): RateLimitResponse_DescriptorStatus {
     const rpu = limit.requestsPerUnit;
-    const after = value + increment;
     const cached = reading?.localCacheHit === true;
+    const previous = reading?.previousValue ?? 0;
+    const decision = charged
+      ? counterDecision(
+          limit,
+          value + increment,
+          previous,
+          hits,
+          nowSeconds,
+          true,
+        )
+      : counterDecision(limit, value, previous, hits, nowSeconds, false);
+    const count = decision.count;
     const nearThreshold = Math.floor(Math.fround(Math.fround(rpu) * ratio));
-    const reset =
-      reading !== undefined
-        ? reading.windowEndSeconds - nowSeconds
-        : limit.windowSeconds - (nowSeconds % limit.windowSeconds);
+    const reset = cached
+      ? secondsUntilReset(nowSeconds, limit.windowSeconds)
+      : decision.resetSeconds;
     if (reading !== undefined) {
       d.counter = create(CounterSchema, {
         key: reading.key,
         value: BigInt(reading.value),
-        valueAfter: BigInt(cached ? reading.value : after),
+        valueAfter: BigInt(
+          cached || !charged ? reading.value : value + increment,
+        ),
         windowStart: timestampFromMs(reading.windowStartSeconds * 1000),
         windowEnd: timestampFromMs(reading.windowEndSeconds * 1000),
         localCacheHit: cached,
+        ...(reading.previousKey !== undefined
+          ? {
+              previousKey: reading.previousKey,
+              previousValue: BigInt(previous),
+              previousWeight: BigInt(decision.previousWeight),
+            }
+          : {}),
+        comparedCount: BigInt(cached ? reading.value : count),
       });
     }
-    const isOver = cached || after > rpu;
+    const isOver = cached || count > rpu;
     if (cached) {
       d.notes.push(
         "the local over-limit cache holds this key: OVER_LIMIT without a backend round trip",
@@ -279,14 +397,13 @@ export function createExplainService(
     }
     if (hits === 0)
       d.notes.push("hits addend 0: checks the counter without consuming");
-    if (limit.sliding)
+    if (limit.sliding && !cached) {
+      const w = limit.windowSeconds;
+      const left = secondsUntilReset(nowSeconds, w);
       d.notes.push(
-        "algorithm: sliding_window: the explanation reads the current window's counter only; the decision also weighs the previous window (with charge, status is ShouldRateLimit's own)",
+        `sliding window: the previous window's counter (${String(previous)}) weighs ${String(left)}/${String(w)} → ${String(decision.previousWeight)}; weighted count ${String(decision.previousWeight)} + ${String(count - decision.previousWeight)} = ${String(count)} against the limit ${String(rpu)}`,
       );
-    if (limit.allOrNothing)
-      d.notes.push(
-        "charge: all_or_nothing: when any limit of the request is over, no counter is incremented (with charge, status is ShouldRateLimit's own)",
-      );
+    }
     let code = isOver ? RlsCode.OVER_LIMIT : RlsCode.OK;
     if (isOver && limit.shadowMode) {
       code = RlsCode.OK;
@@ -294,10 +411,10 @@ export function createExplainService(
       d.notes.push("shadow_mode: over the limit, answered OK");
     } else if (isOver) {
       d.verdict = Verdict.OVER_LIMIT;
-    } else if (after > nearThreshold) {
+    } else if (count > nearThreshold) {
       d.verdict = Verdict.NEAR_LIMIT;
       d.notes.push(
-        `near limit: ${after} > near-limit threshold ${nearThreshold} (NEAR_LIMIT_RATIO ${String(options.nearLimitRatio ?? 0.8)})`,
+        `near limit: ${count} > near-limit threshold ${nearThreshold} (NEAR_LIMIT_RATIO ${String(options.nearLimitRatio ?? 0.8)})`,
       );
     } else {
       d.verdict = Verdict.WITHIN_LIMIT;
@@ -309,7 +426,11 @@ export function createExplainService(
         requestsPerUnit: rpu,
         unit: limit.unit,
       }),
-      limitRemaining: isOver ? 0 : rpu - after,
+      limitRemaining: isOver
+        ? 0
+        : decision.remaining >= 0
+          ? decision.remaining
+          : rpu - count,
       durationUntilReset: { seconds: BigInt(reset), nanos: 0 },
     });
   }
@@ -325,7 +446,11 @@ function summary(response: ExplainResponse, request: RateLimitRequest): string {
   const deciding = response.decidingDescriptor;
   if (deciding !== undefined) {
     const rule = response.descriptors[deciding]?.rule?.fullKey ?? "";
-    const text = `descriptors[${deciding}] (${rule}) is over its limit`;
+    const text =
+      `descriptors[${deciding}] (${rule}) is over its limit` +
+      (response.allOrNothingRefused
+        ? " (charge: all_or_nothing: no counter of the request is charged)"
+        : "");
     return response.globalShadowMode
       ? `${code}: ${text}, answered OK because of SHADOW_MODE`
       : `${code}: ${text}`;

@@ -15,7 +15,6 @@ import type { HealthChecker } from "../health/health.js";
 import { hitsAddendFor } from "../limiter/hits-addend.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
 import {
-  OverrideRateLimitUnit,
   RateLimitResponse_Code as Code,
   type RateLimitRequest,
   type RateLimitResponse,
@@ -23,7 +22,9 @@ import {
 import type { StatsManager } from "../stats/stats-manager.js";
 import type { Clock } from "../util/clock.js";
 import { dynamicMetadata } from "./dynamic-metadata.js";
-import { NotReadyError, RequestError } from "./errors.js";
+import { NotReadyError } from "./errors.js";
+import { resolveRequestBounds, type RequestBounds } from "./request-bounds.js";
+import { checkRequestDescriptors, checkRequestHead } from "./request-checks.js";
 import {
   rateLimitHeaders,
   type ResponseHeaderNames,
@@ -61,6 +62,12 @@ export interface RateLimitServiceOptions {
    * @defaultValue undefined
    */
   readonly tracing?: ServiceTracingOptions;
+  /**
+   * Bounds on descriptors per request, entries per descriptor and key/value bytes; a request
+   * beyond one is refused with a `RequestError` (errors.ts) naming the field (docs/limits.md).
+   * @defaultValue `defaultRequestBounds` (1000 descriptors, 100 entries, 65536 bytes)
+   */
+  readonly requestBounds?: Partial<RequestBounds>;
 }
 
 /** Tracing options of {@link createRateLimitService}. */
@@ -83,7 +90,7 @@ export interface RateLimitService {
    * Decides one request (spec "Decision"; upstream `ratelimit.go` `shouldRateLimitWorker`).
    *
    * @returns one status per request descriptor, same order, and the overall code
-   * @throws {@link RequestError} for an invalid request (message names the field)
+   * @throws `RequestError` (errors.ts) for an invalid request (message names the field)
    * @throws {@link NotReadyError} before any config has loaded
    * @throws {@link BackendError} when the counter backend fails
    */
@@ -118,6 +125,7 @@ export function createRateLimitService(
   const globalQuotaMode = options.globalQuotaMode ?? false;
   const headerNames = options.responseHeaders;
   const withDynamicMetadata = options.dynamicMetadata ?? false;
+  const bounds = resolveRequestBounds(options.requestBounds);
   let config: RateLimitConfig | undefined;
 
   // Decided once: without tracing the decision calls the backend directly.
@@ -128,40 +136,11 @@ export function createRateLimitService(
 
   /** Checks a request and returns the config snapshot to decide it with. */
   function validate(request: RateLimitRequest): RateLimitConfig {
-    // Same order and texts as upstream for the first three checks.
-    if (request.domain === "")
-      throw new RequestError("rate limit domain must not be empty");
-    const descriptors = request.descriptors;
-    if (descriptors.length === 0) {
-      throw new RequestError("rate limit descriptor list must not be empty");
-    }
+    checkRequestHead(request, bounds);
     const snapshot = config;
     if (snapshot === undefined)
       throw new NotReadyError("no rate limit configuration loaded");
-    for (let i = 0; i < descriptors.length; i++) {
-      const descriptor = descriptors[i]!;
-      const entries = descriptor.entries;
-      if (entries.length === 0) {
-        throw new RequestError(`descriptors[${i}].entries must not be empty`);
-      }
-      for (let j = 0; j < entries.length; j++) {
-        if (entries[j]!.key === "") {
-          throw new RequestError(
-            `descriptors[${i}].entries[${j}].key must not be empty`,
-          );
-        }
-      }
-      const override = descriptor.limit;
-      if (
-        override !== undefined &&
-        (override.unit < OverrideRateLimitUnit.SECOND ||
-          override.unit > OverrideRateLimitUnit.YEAR)
-      ) {
-        throw new RequestError(
-          `descriptors[${i}].limit.unit must be one of SECOND, MINUTE, HOUR, DAY, MONTH, YEAR (got ${override.unit === OverrideRateLimitUnit.UNKNOWN ? "UNKNOWN" : String(override.unit)})`,
-        );
-      }
-    }
+    checkRequestDescriptors(request, bounds);
     return snapshot;
   }
 

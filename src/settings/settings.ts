@@ -19,6 +19,7 @@ import { SettingsError } from "./settings-error.js";
 
 export type { SettingsEnv } from "./env-reader.js";
 export type {
+  BackendFailureMode,
   BackendType,
   ChargeMode,
   ConfigType,

@@ -35,6 +35,17 @@ export const statNames = {
    * (`StatsManagerOptions.maxUnknownDomains`): `<scope>.stats_overflow.domain_not_found`.
    */
   overflowDomain: "stats_overflow",
+  /**
+   * Backend failure handling (`BACKEND_FAILURE_MODE`, docs/failure-modes.md); not reference
+   * names. Gauge `ratelimit.backend.degraded` is 1 while the circuit breaker is open.
+   */
+  backendDegraded: "ratelimit.backend.degraded",
+  /** Counter: backend calls (real requests and probes) that failed or timed out. */
+  backendFailures: "ratelimit.backend.failures",
+  /** Counter: requests answered by the failure mode (allow, deny, local) instead of the backend. */
+  backendDegradedDecisions: "ratelimit.backend.degraded_decisions",
+  /** Counter: times the circuit breaker opened. */
+  backendCircuitOpened: "ratelimit.backend.circuit_opened",
 } as const;
 
 /**

@@ -6,6 +6,7 @@ import {
   createApp,
   type App,
   type AppAddresses,
+  type AppDependencies,
 } from "../../src/app/create-app.js";
 import { loadSettings } from "../../src/settings/settings.js";
 
@@ -28,7 +29,7 @@ export async function startTestApp(
   files: Record<string, string>,
   env: Record<string, string> = {},
   logger: Logger = pino({ level: "silent" }),
-  deps: { grpcFastPath?: boolean } = {},
+  deps: Omit<AppDependencies, "logger"> = {},
 ): Promise<TestApp> {
   const root = await mkdtemp(join(tmpdir(), "rls-app-"));
   const configDir = join(root, "config");

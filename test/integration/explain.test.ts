@@ -96,6 +96,8 @@ interface Backend {
   env(): Record<string, string>;
   /** Every counter the backend holds for the test's keys, by cache key. */
   counters(keys: readonly string[]): Promise<Record<string, string | null>>;
+  /** Stores a counter directly in the backend (absent for memory). */
+  seed?(key: string, value: number): Promise<void>;
 }
 
 let redis: RedisServer;
@@ -159,6 +161,14 @@ function backends(getApp: () => TestApp): Backend[] {
           admin.disconnect();
         }
       },
+      async seed(key, value) {
+        const admin = redis.client();
+        try {
+          await admin.set(key, String(value), "EX", 7200);
+        } finally {
+          admin.disconnect();
+        }
+      },
     },
     {
       name: "mc",
@@ -168,8 +178,39 @@ function backends(getApp: () => TestApp): Backend[] {
         for (const key of keys) out[key] = await mcGet(memcached, key);
         return out;
       },
+      async seed(key, value) {
+        const text = String(value);
+        const reply = await mcCommand(
+          memcached,
+          `set ${key} 0 7200 ${text.length}\r\n${text}\r\n`,
+          /\r\n$/,
+        );
+        expect(reply).toBe("STORED\r\n");
+      },
     },
   ];
+}
+
+/** Sends one memcached text command over a fresh socket; resolves with the reply. */
+async function mcCommand(
+  server: MemcachedServer,
+  command: string,
+  end: RegExp,
+): Promise<string> {
+  const { createConnection } = await import("node:net");
+  return new Promise((resolve, reject) => {
+    const socket = createConnection(server.port, server.host);
+    let data = "";
+    socket.on("data", (chunk) => {
+      data += chunk.toString("latin1");
+      if (end.test(data)) {
+        socket.end();
+        resolve(data);
+      }
+    });
+    socket.on("error", reject);
+    socket.write(command);
+  });
 }
 
 /** Reads one key with the memcached text protocol over a fresh socket. */
@@ -262,6 +303,102 @@ for (const backend of backends(() => current)) {
         create(RateLimitRequestSchema, { ...rlRequest(), hitsAddend: 0 }),
       );
       expect(decision.overallCode).toBe(RlCode.OVER_LIMIT);
+    });
+  });
+}
+
+// A sliding window of one hour in an all-or-nothing domain, next to a fixed limit.
+const slidingConfig = `
+domain: sw
+charge: all_or_nothing
+descriptors:
+  - key: api
+    rate_limit: { unit: hour, requests_per_unit: 3, algorithm: sliding_window }
+  - key: tenant
+    rate_limit: { unit: hour, requests_per_unit: 100 }
+`;
+
+const swRequest = () =>
+  create(RateLimitRequestSchema, {
+    domain: "sw",
+    descriptors: [
+      { entries: [{ key: "api", value: "v1" }] },
+      { entries: [{ key: "tenant", value: "t1" }] },
+    ],
+  });
+
+for (const backend of backends(() => current)) {
+  if (backend.seed === undefined) continue;
+  const seed = backend.seed.bind(backend);
+  describe(`Explain of a sliding window on the ${backend.name} backend`, () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      t = await startTestApp(
+        { "sw.yaml": slidingConfig },
+        { ...backend.env(), DISABLE_STATS: "true", EXPLAIN_ENABLED: "true" },
+      );
+    });
+    afterAll(async () => {
+      await t.stop();
+    });
+
+    it("reads the previous window, predicts every answer, and refuses all-or-nothing without charging", async () => {
+      const explain = createClient(ExplainService, transports(t).grpc);
+      const rls = createClient(RateLimitService, transports(t).grpc);
+      const read = () => explain.explain({ request: swRequest() });
+      // Retried once if the hour rolls over in the middle (the keys embed the window start).
+      for (let attempt = 1; ; attempt++) {
+        const first = await read();
+        const api = first.descriptors[0]!;
+        expect(api.rule?.slidingWindow).toBe(true);
+        expect(api.rule?.allOrNothing).toBe(true);
+        expect(first.allOrNothing).toBe(true);
+        const c = api.counter!;
+        expect(c.key).toMatch(/^sw_api_v1_\d+_s3600$/);
+        const start = Number(c.windowStart!.seconds);
+        expect(c.previousKey).toBe(`sw_api_v1_${start - 3600}_s3600`);
+        // One hit in the previous window weighs 1 for the whole window (ceil).
+        await seed(c.previousKey, 1);
+        const tenantKey = first.descriptors[1]!.counter!.key;
+        const answers: RlCode[] = [];
+        let rolled = false;
+        for (let i = 0; i < 3; i++) {
+          const predicted = await read();
+          const p = predicted.descriptors[0]!;
+          if (p.counter!.key !== c.key) {
+            rolled = true;
+            break;
+          }
+          expect(p.counter!.previousValue).toBe(1n);
+          expect(p.counter!.previousWeight).toBe(1n);
+          expect(p.counter!.comparedCount).toBe(1n + BigInt(i) + 1n);
+          const stored = await backend.counters([c.key, tenantKey]);
+          const actual = await rls.shouldRateLimit(swRequest());
+          expect(predicted.overallCode).toBe(actual.overallCode);
+          expect(
+            predicted.descriptors.map((d) => [
+              d.status!.code,
+              d.status!.limitRemaining,
+            ]),
+          ).toEqual(actual.statuses.map((s) => [s.code, s.limitRemaining]));
+          answers.push(actual.overallCode);
+          if (predicted.allOrNothingRefused) {
+            // Refused: neither counter moved, the fitting tenant counter included.
+            expect(p.verdict).toBe(Verdict.OVER_LIMIT);
+            expect(predicted.descriptors[1]!.notes.join("\n")).toContain(
+              "all_or_nothing",
+            );
+            expect(predicted.descriptors[1]!.counter!.valueAfter).toBe(
+              predicted.descriptors[1]!.counter!.value,
+            );
+            expect(await backend.counters([c.key, tenantKey])).toEqual(stored);
+          }
+        }
+        if (rolled && attempt < 2) continue;
+        // 1 (previous) + 1, + 2 fit the limit of 3; the third is over and charges nothing.
+        expect(answers).toEqual([RlCode.OK, RlCode.OK, RlCode.OVER_LIMIT]);
+        return;
+      }
     });
   });
 }
@@ -363,5 +500,26 @@ describe("Explain while EXPLAIN_ENABLED is off", () => {
       );
     expect(err?.code).toBe(Code.InvalidArgument);
     expect(err?.rawMessage).toBe("rate limit domain must not be empty");
+    // The request bounds of docs/limits.md apply to Explain as to ShouldRateLimit.
+    const tooBig = await client
+      .explain({
+        request: {
+          domain: "rl",
+          descriptors: [
+            {
+              entries: [{ key: "category", value: "x" }],
+              hitsAddend: 2n ** 53n,
+            },
+          ],
+        },
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+    expect(tooBig?.code).toBe(Code.InvalidArgument);
+    expect(tooBig?.rawMessage).toBe(
+      "descriptors[0].hits_addend must be at most 9007199254740991 (got 9007199254740992)",
+    );
   });
 });

@@ -256,6 +256,37 @@ describe("window extensions on every backend", () => {
   }
 });
 
+describe("all-or-nothing with one counter twice in a request", () => {
+  // Two descriptors on the same counter are charged together: each fits alone (3 ≤ 5), both
+  // do not (6 > 5), so the request is refused and the counter stays untouched.
+  for (const name of backendNames) {
+    it(`${name}: refuses what only fits descriptor by descriptor`, async () => {
+      const stats = createStatsManager();
+      const limit = windowedRateLimit(stats, "d.a", 5, Unit.MINUTE, {
+        allOrNothing: true,
+      });
+      const clock = new FakeClock(start);
+      const cache = await backend(name, clock, `twice-${name}:`);
+      const descriptor = create(RateLimitDescriptorSchema, {
+        entries: [{ key: "k", value: "same" }],
+      });
+      const twice = await cache.doLimit(
+        "d",
+        [descriptor, descriptor],
+        [limit, limit],
+        [3, 3],
+      );
+      await cache.flush();
+      expect(twice.some((s) => s.code === Code.OVER_LIMIT)).toBe(true);
+      // Nothing was charged: the whole budget is still there.
+      const once = await cache.doLimit("d", [descriptor], [limit], [5]);
+      await cache.flush();
+      expect(once[0]!.code).toBe(Code.OK);
+      expect(once[0]!.limitRemaining).toBe(0);
+    });
+  }
+});
+
 describe("concurrency: many clients, one key", () => {
   const clients = 6;
   const requests = 240;

@@ -43,7 +43,8 @@ export type KvConnectionOptions =
 
 /**
  * Delay before ioredis's next reconnect attempt after a lost connection, in ms: 100, 200,
- * 400, … capped at 2000, so service resumes within about 2 s of the store coming back.
+ * 400, … capped at 2000 (or the instance's lower `reconnectMaxDelayMs`), so service resumes
+ * within about 2 s of the store coming back.
  *
  * @param attempt - 1 for the first retry
  */
@@ -98,6 +99,9 @@ export function toKvConnectionOptions(
 ): KvConnectionOptions {
   const timeoutMs = instance.timeoutMs;
   const tlsOptions = instance.tls ? toTlsConnectionOptions(tls) : undefined;
+  const maxDelayMs = instance.reconnectMaxDelayMs;
+  const retry = (attempt: number): number =>
+    Math.min(reconnectDelayMs(attempt), maxDelayMs);
   const connection = {
     protocol: 2,
     disableClientInfo: true,
@@ -124,7 +128,7 @@ export function toKvConnectionOptions(
           ...(target.db !== undefined ? { db: target.db } : {}),
           lazyConnect: true,
           enableOfflineQueue: false,
-          retryStrategy: reconnectDelayMs,
+          retryStrategy: retry,
         },
       };
     case "unix":
@@ -135,7 +139,7 @@ export function toKvConnectionOptions(
           path: target.path,
           lazyConnect: true,
           enableOfflineQueue: false,
-          retryStrategy: reconnectDelayMs,
+          retryStrategy: retry,
         },
       };
     case "sentinel": {
@@ -159,7 +163,7 @@ export function toKvConnectionOptions(
           failoverDetector: true,
           lazyConnect: true,
           enableOfflineQueue: false,
-          retryStrategy: reconnectDelayMs,
+          retryStrategy: retry,
         },
       };
     }
@@ -171,7 +175,7 @@ export function toKvConnectionOptions(
           redisOptions: connection,
           lazyConnect: true,
           enableOfflineQueue: false,
-          clusterRetryStrategy: reconnectDelayMs,
+          clusterRetryStrategy: retry,
           ...(timeoutMs > 0 ? { slotsRefreshTimeout: timeoutMs } : {}),
         },
       };
@@ -265,17 +269,22 @@ const noop = (): void => undefined;
  * descriptor its current window's key then its previous window's key (the current key again
  * for fixed windows). ARGV: per descriptor `hits, limit, expiration, windowSeconds,
  * secondsLeftInWindow, sliding (0|1), checked (1 unless shadow mode)`. Reads every counter;
- * when every checked descriptor fits (`current + ceil(previous × left / window) + hits ≤
- * limit`), runs INCRBY + EXPIRE on every current key. Replies `[charged (0|1), current₁,
+ * when every checked descriptor fits (`current + ceil(previous × left / window) + earlier +
+ * hits ≤ limit`, `earlier` being the hits of the request's earlier descriptors on the same
+ * key), runs INCRBY + EXPIRE on every current key. Replies `[charged (0|1), current₁,
  * previous₁, current₂, previous₂, …]` with the values before the request.
  */
 export const allOrNothingScript = `
 local n = #KEYS / 2
 local reply = {1}
 local fits = true
+local earlier = {}
 for i = 1, n do
   local a = (i - 1) * 7
-  local current = tonumber(redis.call('GET', KEYS[2 * i - 1]) or '0')
+  local key = KEYS[2 * i - 1]
+  local before = earlier[key] or 0
+  earlier[key] = before + tonumber(ARGV[a + 1])
+  local current = tonumber(redis.call('GET', key) or '0')
   local previous = 0
   if ARGV[a + 6] == '1' then
     previous = tonumber(redis.call('GET', KEYS[2 * i]) or '0')
@@ -287,7 +296,7 @@ for i = 1, n do
     if previous > 0 then
       weighted = weighted + math.ceil(previous * tonumber(ARGV[a + 5]) / tonumber(ARGV[a + 4]))
     end
-    if weighted + tonumber(ARGV[a + 1]) > tonumber(ARGV[a + 2]) then fits = false end
+    if weighted + before + tonumber(ARGV[a + 1]) > tonumber(ARGV[a + 2]) then fits = false end
   end
 end
 if fits then
@@ -983,7 +992,17 @@ export class KvClient {
    * bound). Waiters hold no commands: nothing is queued for a store that is down.
    */
   private waitForConnection(): Promise<void> {
-    if (this.redis.status === "wait") this.redis.connect().catch(noop);
+    const status = this.redis.status;
+    if (
+      status === "wait" ||
+      (status === "reconnecting" &&
+        this.instance.reconnectOnRequest &&
+        this.cluster === undefined)
+    ) {
+      // Reconnecting: ioredis's own pending attempt finds the connection up (or connecting)
+      // and gives up quietly.
+      this.redis.connect().catch(noop);
+    }
     const instance = this.instance;
     const waitMs =
       instance.poolOnEmptyBehavior === "ERROR"

@@ -104,6 +104,19 @@ export interface KvInstanceOptions {
    * authenticated. Secret: never logged. @defaultValue ""
    */
   readonly sentinelAuth?: string;
+  /**
+   * Upper bound of the delay between reconnect attempts after a lost connection, in
+   * milliseconds (> 0). The app lowers it to `BACKEND_PROBE_INTERVAL`, so a circuit breaker
+   * probe finds a store that came back within one interval. @defaultValue 2000
+   */
+  readonly reconnectMaxDelayMs?: number;
+  /**
+   * Single and sentinel deployments: a request that finds the connection down while a
+   * reconnect is pending starts the attempt at once instead of waiting for the backoff. The
+   * app turns it on behind its circuit breaker, where only the breaker's probes (and the
+   * first few failures) reach a failed store, so a probe reconnects. @defaultValue false
+   */
+  readonly reconnectOnRequest?: boolean;
 }
 
 /** Options of {@link KvRateLimitCache}. */
@@ -207,6 +220,10 @@ export interface ResolvedKvInstanceOptions {
   readonly credentials: KvCredentials | undefined;
   /** From `sentinelAuth`; undefined: sentinels are not authenticated. */
   readonly sentinelCredentials: KvCredentials | undefined;
+  /** See {@link KvInstanceOptions.reconnectMaxDelayMs}. */
+  readonly reconnectMaxDelayMs: number;
+  /** See {@link KvInstanceOptions.reconnectOnRequest}. */
+  readonly reconnectOnRequest: boolean;
 }
 
 /** Which option field a problem is about. */
@@ -460,6 +477,13 @@ export function resolveKvInstanceOptions(
       0,
       false,
     ),
+    reconnectMaxDelayMs: checkRange(
+      "reconnectMaxDelayMs",
+      options.reconnectMaxDelayMs ?? 2000,
+      1,
+      false,
+    ),
+    reconnectOnRequest: options.reconnectOnRequest ?? false,
     poolOnEmptyBehavior:
       options.poolOnEmptyBehavior ?? kvInstanceDefaults.poolOnEmptyBehavior,
     poolOnEmptyWaitMs: checkRange(

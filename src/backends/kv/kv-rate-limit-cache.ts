@@ -252,6 +252,8 @@ export class KvRateLimitCache implements RateLimitCache {
   ): Promise<(CounterReading | undefined)[]> {
     const read = readingKeys(this.base, domain, descriptors, limits);
     const values = new Array<number>(descriptors.length).fill(0);
+    const previous = new Array<number>(descriptors.length).fill(0);
+    // Index i reads into values[i]; index -1 - i into previous[i] (sliding windows).
     const main = { cacheKeys: [] as string[], indexes: [] as number[] };
     const perSecond =
       this.perSecond === undefined
@@ -262,6 +264,10 @@ export class KvRateLimitCache implements RateLimitCache {
       const group = k.perSecond ? perSecond : main;
       group.cacheKeys.push(k.key);
       group.indexes.push(i);
+      if (k.previousKey !== undefined) {
+        group.cacheKeys.push(k.previousKey);
+        group.indexes.push(-1 - i);
+      }
     });
     for (const [client, group] of [
       [this.main, main],
@@ -271,10 +277,12 @@ export class KvRateLimitCache implements RateLimitCache {
       if (group.cacheKeys.length === 0) continue;
       const got = await client.get(group.cacheKeys);
       got.forEach((value, j) => {
-        values[group.indexes[j]!] = value;
+        const index = group.indexes[j]!;
+        if (index >= 0) values[index] = value;
+        else previous[-1 - index] = value;
       });
     }
-    return counterReadings(read, limits, values);
+    return counterReadings(read, limits, values, previous);
   }
 
   /**

@@ -198,9 +198,11 @@ export class McClient {
     const batches = this.batchByConnection(keys, (key) => key);
     if (batches === undefined) {
       stats.multigetError.add(1);
+      if (!this.options.failOpen)
+        return Promise.reject(new BackendError("mc", "no memcached node"));
       return Promise.resolve(new Map<string, Buffer>());
     }
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
       let remaining = batches.length;
       let failed = false;
       let found: Map<string, Buffer> | undefined;
@@ -216,6 +218,10 @@ export class McClient {
           }
           if (--remaining > 0) return;
           (failed ? stats.multigetError : stats.multigetSuccess).add(1);
+          if (failed && !this.options.failOpen) {
+            reject(new BackendError("mc", "memcached multi-get failed"));
+            return;
+          }
           const result = found ?? new Map<string, Buffer>();
           stats.keysFound.add(result.size);
           resolve(result);

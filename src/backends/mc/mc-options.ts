@@ -100,6 +100,12 @@ export interface McBackendOptions {
    * Milliseconds between health probes (a NOOP to every node). @defaultValue 5000
    */
   readonly healthCheckIntervalMs?: number;
+  /**
+   * Whether a failed multi-get reads the node's keys as 0 and the request succeeds (the
+   * reference's behaviour); false rejects the request with `BackendError`, so a failure mode
+   * (`BACKEND_FAILURE_MODE` other than `error`) can answer it. @defaultValue true
+   */
+  readonly failOpen?: boolean;
 }
 
 /** {@link McBackendOptions} checked and completed by {@link resolveMcBackendOptions}. */
@@ -121,6 +127,7 @@ export interface ResolvedMcBackendOptions {
   readonly timeoutMs: number;
   readonly connectTimeoutMs: number;
   readonly healthCheckIntervalMs: number;
+  readonly failOpen: boolean;
 }
 
 /** A node of the list: where to connect, and the name it has in the ordered list. */
@@ -263,5 +270,6 @@ export function resolveMcBackendOptions(
       "healthCheckIntervalMs",
       options.healthCheckIntervalMs ?? 5000,
     ),
+    failOpen: options.failOpen ?? true,
   };
 }

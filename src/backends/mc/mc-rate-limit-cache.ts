@@ -216,6 +216,8 @@ export class McRateLimitCache implements RateLimitCache {
       if (k === undefined || read.localCacheHits?.[i] === true) return;
       if (mcKeyProblem(k.key) !== undefined) return;
       fetchKeys.push(k.key);
+      // Sliding windows: the previous window's counter, as doLimit reads it.
+      if (k.previousKey !== undefined) fetchKeys.push(k.previousKey);
     });
     const found =
       fetchKeys.length === 0
@@ -227,7 +229,10 @@ export class McRateLimitCache implements RateLimitCache {
         ? 0
         : this.counterValue(stored, k.key);
     });
-    return counterReadings(read, limits, values);
+    const previous = read.keys.map((k) =>
+      this.storedCounter(found, k?.previousKey),
+    );
+    return counterReadings(read, limits, values, previous);
   }
 
   /**

@@ -191,7 +191,9 @@ export class MemoryRateLimitCache implements RateLimitCache {
     const values = read.keys.map((k) =>
       k === undefined ? 0 : this.counters.count(k.key),
     );
-    return Promise.resolve(counterReadings(read, limits, values));
+    // Sliding windows: the previous window's counter, as doLimit reads it.
+    const previous = read.keys.map((k) => this.read(k?.previousKey));
+    return Promise.resolve(counterReadings(read, limits, values, previous));
   }
 
   flush(): Promise<void> {

@@ -109,7 +109,11 @@ export const settingsChecks: readonly SettingsCheck<SchemaSettings>[] =
 export type { SettingsGroup } from "./define.js";
 export type { LogFormat, LogLevel } from "./logging.js";
 export type { ConfigType } from "./configuration.js";
-export type { BackendType, ChargeMode } from "./rate-limiting.js";
+export type {
+  BackendFailureMode,
+  BackendType,
+  ChargeMode,
+} from "./rate-limiting.js";
 export type { KvPoolOnEmptyBehavior, KvSocketType, KvType } from "./kv.js";
 export type {
   PushStatsProtocol,

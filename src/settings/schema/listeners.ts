@@ -1,5 +1,6 @@
 // Listeners: HTTP, debug and gRPC addresses, gRPC connection ageing and TLS.
 
+import { positiveInteger } from "../env-parsers.js";
 import { quote } from "../env-reader.js";
 import { EnvParseError, parseList } from "../env-parsers.js";
 import {
@@ -151,6 +152,27 @@ export const listeners = settingsGroup("listeners", {
     codec: text,
     default: "",
     meaning: "DNS name the client certificate must carry.",
+  }),
+  /**
+   * Largest gRPC, gRPC-web or Connect request message in bytes, 1–4294967295; larger ones get
+   * RESOURCE_EXHAUSTED (docs/limits.md). Default: grpc-go's receive limit, the reference's.
+   */
+  requestMaxGrpcBytes: setting({
+    env: "REQUEST_MAX_GRPC_BYTES",
+    codec: integer({ min: 1, max: 4_294_967_295 }),
+    default: 4 * 1024 * 1024,
+    unit: "bytes",
+    meaning:
+      "Largest gRPC / gRPC-web / Connect request message; larger ones get RESOURCE_EXHAUSTED (docs/limits.md).",
+  }),
+  /** Largest `/json` request body in bytes, ≥ 1; larger ones get 413 (docs/limits.md). */
+  requestMaxJsonBytes: setting({
+    env: "REQUEST_MAX_JSON_BYTES",
+    codec: integer(positiveInteger),
+    default: 1024 * 1024,
+    unit: "bytes",
+    meaning:
+      "Largest /json request body; larger ones get 413 (docs/limits.md).",
   }),
 });
 

@@ -3,10 +3,20 @@
 
 import {
   anyInteger,
+  EnvParseError,
   nonNegativeInteger,
+  parseFloat,
   positiveInteger,
 } from "../env-parsers.js";
-import { flag, integer, oneOf, ratio, text } from "./codecs.js";
+import {
+  custom,
+  durationMs,
+  flag,
+  integer,
+  oneOf,
+  ratio,
+  text,
+} from "./codecs.js";
 import {
   setting,
   settingsGroup,
@@ -27,6 +37,25 @@ const backendType = oneOf<BackendType>(
   ]),
   "kv, mc or memory",
 );
+
+/** `BACKEND_FAILURE_MODE` values (same words as YAML `failure_mode`). */
+export type BackendFailureMode = "error" | "allow" | "deny" | "local";
+
+const failureModeCodec = oneOf<BackendFailureMode>(
+  new Map<string, BackendFailureMode>([
+    ["error", "error"],
+    ["allow", "allow"],
+    ["deny", "deny"],
+    ["local", "local"],
+  ]),
+  "error, allow, deny or local",
+);
+
+const localShareCodec = custom((value: string): number => {
+  const share = parseFloat(value, { min: 0, max: 1 });
+  if (share === 0) throw new EnvParseError("a number above 0, at most 1");
+  return share;
+}, String);
 
 /**
  * How a request's counters are charged (`CHARGE_MODE`): every descriptor (`each`, the
@@ -49,6 +78,50 @@ export const rateLimiting = settingsGroup("rate limiting", {
     codec: backendType,
     default: "kv",
     meaning: "Counter backend: kv, mc or memory (in-process).",
+  }),
+  /**
+   * What the kv and mc backends' requests get when the backend fails or its circuit breaker
+   * is open: `error` (UNAVAILABLE, the reference's behaviour), `allow` (OK, nothing counted),
+   * `deny` (OVER_LIMIT) or `local` (an in-process limiter); a domain's YAML `failure_mode`
+   * overrides it (docs/failure-modes.md).
+   */
+  backendFailureMode: setting({
+    env: "BACKEND_FAILURE_MODE",
+    codec: failureModeCodec,
+    default: "error",
+    meaning:
+      "When the kv or mc backend fails: error (UNAVAILABLE), allow, deny or local (docs/failure-modes.md).",
+  }),
+  /** Consecutive kv or mc failures (errors or timeouts) that open the circuit breaker, ≥ 1. */
+  backendFailureThreshold: setting({
+    env: "BACKEND_FAILURE_THRESHOLD",
+    codec: integer({ min: 1, max: 1_000_000 }),
+    default: 3,
+    unit: "failures",
+    meaning:
+      "Consecutive kv or mc failures or timeouts that open the circuit breaker.",
+  }),
+  /**
+   * Time between half-open probes (one real request each) while the circuit breaker is open,
+   * in milliseconds; also caps the kv reconnect backoff under a failure mode other than error.
+   */
+  backendProbeIntervalMs: setting({
+    env: "BACKEND_PROBE_INTERVAL",
+    codec: durationMs("positive"),
+    default: 500,
+    meaning:
+      "Time between probes of the backend (one real request) while the circuit breaker is open.",
+  }),
+  /**
+   * Share of each limit the `local` failure mode grants this process, 0 < share ≤ 1 (0.25 for
+   * a fleet of four); limits become ⌊limit × share⌋, at least 1.
+   */
+  backendFailureLocalShare: setting({
+    env: "BACKEND_FAILURE_LOCAL_SHARE",
+    codec: localShareCodec,
+    default: 1,
+    meaning:
+      "Share of each limit (above 0, at most 1) the local failure mode allows this process.",
   }),
   /** Prepended verbatim to every cache key. */
   cacheKeyPrefix: setting({
@@ -193,6 +266,34 @@ export const rateLimiting = settingsGroup("rate limiting", {
     codec: text,
     default: "RateLimit-Reset",
     meaning: "Header name for the seconds until reset.",
+  }),
+  /** Most descriptors in one request, ≥ 1; more is INVALID_ARGUMENT (docs/limits.md). */
+  requestMaxDescriptors: setting({
+    env: "REQUEST_MAX_DESCRIPTORS",
+    codec: integer(positiveInteger),
+    default: 1000,
+    meaning:
+      "Most descriptors in one request; more is INVALID_ARGUMENT / 400 (docs/limits.md).",
+  }),
+  /** Most entries in one descriptor, ≥ 1; more is INVALID_ARGUMENT (docs/limits.md). */
+  requestMaxEntries: setting({
+    env: "REQUEST_MAX_ENTRIES",
+    codec: integer(positiveInteger),
+    default: 100,
+    meaning:
+      "Most entries in one descriptor; more is INVALID_ARGUMENT / 400 (docs/limits.md).",
+  }),
+  /**
+   * Longest entry key, entry value or domain in UTF-8 bytes, ≥ 1; longer is INVALID_ARGUMENT
+   * (docs/limits.md).
+   */
+  requestMaxEntryBytes: setting({
+    env: "REQUEST_MAX_ENTRY_BYTES",
+    codec: integer(positiveInteger),
+    default: 65536,
+    unit: "bytes",
+    meaning:
+      "Longest entry key, entry value or domain (UTF-8); longer is INVALID_ARGUMENT / 400 (docs/limits.md).",
   }),
 });
 

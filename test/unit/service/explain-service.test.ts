@@ -3,7 +3,9 @@ import fc from "fast-check";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { MemoryRateLimitCache } from "../../../src/backends/memory/memory-rate-limit-cache.js";
+import { explainConfig } from "../../../src/config/explain-message.js";
 import { loadConfig } from "../../../src/config/load-config.js";
+import type { RateLimit } from "../../../src/config/rate-limit-config.js";
 import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
 import { createLocalCache } from "../../../src/limiter/local-cache.js";
 import {
@@ -63,7 +65,25 @@ function build(configText: string, setup: Setup) {
     globalShadowMode: setup.shadow,
     stopCacheKeyIncrementWhenOverlimit: setup.stop,
   });
-  return { service, explain, cache, statsManager };
+  return { service, explain, cache, statsManager, clock };
+}
+
+/** The limits ShouldRateLimit applies to a request (as Explain finds them). */
+function limitsOf(
+  built: ReturnType<typeof build>,
+  request: RateLimitRequest,
+): (RateLimit | undefined)[] {
+  const config = built.service.currentConfig()!;
+  return explainConfig(config.explainLimit!.bind(config), request).limits;
+}
+
+/** Whether another descriptor reads the same counter as descriptor `i`. */
+function sharesKey(
+  readings: readonly ({ key: string } | undefined)[],
+  i: number,
+): boolean {
+  const key = readings[i]?.key;
+  return readings.some((r, j) => j !== i && r?.key === key);
 }
 
 const comparable = (s: RateLimitResponse_DescriptorStatus) => ({
@@ -91,6 +111,8 @@ interface Rule {
   share: boolean;
   name: string;
   replaces: string;
+  multiplier: number | undefined;
+  sliding: boolean;
   children: Rule[];
 }
 const ruleArb: fc.Arbitrary<Rule> = fc.letrec<{ rule: Rule }>((tie) => ({
@@ -105,6 +127,8 @@ const ruleArb: fc.Arbitrary<Rule> = fc.letrec<{ rule: Rule }>((tie) => ({
     share: fc.boolean(),
     name: fc.constantFrom("", "n1", "n2"),
     replaces: fc.constantFrom("", "n1", "n2"),
+    multiplier: fc.constantFrom(undefined, 1, 2, 3),
+    sliding: fc.boolean(),
     children: fc.oneof(
       { depthSize: "small", withCrossShrink: true },
       fc.constant<Rule[]>([]),
@@ -128,6 +152,10 @@ function yamlRules(rules: Rule[]): unknown[] {
         : {
             unit: r.unit,
             requests_per_unit: r.rpu,
+            ...(r.multiplier !== undefined
+              ? { unit_multiplier: r.multiplier }
+              : {}),
+            ...(r.sliding ? { algorithm: "sliding_window" } : {}),
             ...(r.name !== "" ? { name: r.name } : {}),
             ...(r.replaces !== "" && r.replaces !== r.name
               ? { replaces: [{ name: r.replaces }] }
@@ -168,24 +196,47 @@ describe("Explain agrees with ShouldRateLimit (property)", () => {
     await fc.assert(
       fc.asyncProperty(
         fc.array(ruleArb, { minLength: 1, maxLength: 5 }),
-        fc.array(requestArb, { maxLength: 6 }),
+        // Each request of the history comes some seconds after the previous one, so sliding
+        // windows see previous windows' counters fade.
+        fc.array(
+          fc.tuple(
+            requestArb,
+            fc.oneof(
+              fc.integer({ min: 0, max: 3 }),
+              fc.integer({ min: 0, max: 120 }),
+            ),
+          ),
+          {
+            maxLength: 6,
+          },
+        ),
         requestArb,
         fc.record({
           stop: fc.boolean(),
           localCache: fc.boolean(),
           shadow: fc.boolean(),
+          allOrNothing: fc.boolean(),
         }),
         async (rules, history, request, setup) => {
           const text = JSON.stringify({
             domain: "d",
+            ...(setup.allOrNothing ? { charge: "all_or_nothing" } : {}),
             descriptors: yamlRules(rules),
           });
           const a = build(text, setup);
           const b = build(text, setup);
-          for (const r of history) {
+          for (const [r, wait] of history) {
+            a.clock.seconds += wait;
+            b.clock.seconds += wait;
             await a.service.shouldRateLimit(r);
             await b.service.shouldRateLimit(r);
           }
+          const limits = limitsOf(a, request);
+          const peekBefore = await a.cache.peekCounters(
+            "d",
+            request.descriptors,
+            limits,
+          );
           const countersBefore = a.statsManager.store
             .snapshot()
             .counters.map((c) => [c.name, c.value()]);
@@ -195,6 +246,9 @@ describe("Explain agrees with ShouldRateLimit (property)", () => {
           );
           // Reading changed nothing: no counter, no statistic.
           expect(a.cache.size).toBe(sizeBefore);
+          expect(
+            await a.cache.peekCounters("d", request.descriptors, limits),
+          ).toEqual(peekBefore);
           expect(
             a.statsManager.store
               .snapshot()
@@ -214,10 +268,162 @@ describe("Explain agrees with ShouldRateLimit (property)", () => {
           expect(
             predicted.descriptors.map((d) => comparable(d.status!)),
           ).toEqual(reference.statuses.map(comparable));
+          // The predicted counters are what the charge left behind.
+          const peekAfter = await a.cache.peekCounters(
+            "d",
+            request.descriptors,
+            limits,
+          );
+          predicted.descriptors.forEach((d, i) => {
+            const after = peekAfter[i];
+            if (d.counter === undefined || after === undefined) return;
+            if (after.key !== d.counter.key) return;
+            expect(d.counter.previousValue).toBe(
+              BigInt(after.previousValue ?? 0),
+            );
+            if (!d.counter.localCacheHit && !sharesKey(peekAfter, i))
+              expect(d.counter.valueAfter).toBe(BigInt(after.value));
+          });
+          // A refused all-or-nothing request charged no counter (the charge may have entered
+          // a key in the local cache).
+          const values = (rs: typeof peekAfter) =>
+            rs.map((r) => r && [r.key, r.value, r.previousValue]);
+          if (predicted.allOrNothingRefused)
+            expect(values(peekAfter)).toEqual(values(peekBefore));
         },
       ),
       { numRuns: 300 },
     );
+  });
+});
+
+describe("Explain agrees with ShouldRateLimit on windows extensions (property)", () => {
+  // Flat configs where every request matches, long histories with short waits: sliding
+  // windows see their previous window, multi-unit windows roll over, all-or-nothing domains
+  // refuse and admit.
+  const flatRuleArb = fc.record({
+    key: keyArb,
+    rpu: fc.integer({ min: 0, max: 6 }),
+    unit: fc.constantFrom("second", "minute"),
+    multiplier: fc.constantFrom(undefined, 1, 2, 5),
+    sliding: fc.boolean(),
+    shadow: fc.integer({ min: 0, max: 5 }).map((x) => x === 0),
+  });
+  const flatRequestArb = fc
+    .record({
+      keys: fc.array(fc.tuple(keyArb, fc.constantFrom("x", "y")), {
+        minLength: 1,
+        maxLength: 3,
+      }),
+      hitsAddend: fc.integer({ min: 0, max: 3 }),
+    })
+    .map(({ keys, hitsAddend }) =>
+      create(RateLimitRequestSchema, {
+        domain: "d",
+        hitsAddend,
+        descriptors: keys.map(([key, value]) => ({
+          entries: [{ key, value }],
+        })),
+      }),
+    );
+
+  it("predicts every status, reset and counter without charging", async () => {
+    let slidingWithPrevious = 0;
+    let refusedSeen = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.uniqueArray(flatRuleArb, {
+          minLength: 1,
+          maxLength: 3,
+          selector: (r) => r.key,
+        }),
+        fc.array(
+          fc.tuple(
+            flatRequestArb,
+            fc.oneof(
+              fc.integer({ min: 0, max: 2 }),
+              fc.integer({ min: 0, max: 150 }),
+            ),
+          ),
+          { maxLength: 12 },
+        ),
+        flatRequestArb,
+        fc.record({
+          stop: fc.boolean(),
+          localCache: fc.boolean(),
+          shadow: fc.constant(false),
+          allOrNothing: fc.boolean(),
+        }),
+        async (rules, history, request, setup) => {
+          const text = JSON.stringify({
+            domain: "d",
+            ...(setup.allOrNothing ? { charge: "all_or_nothing" } : {}),
+            descriptors: rules.map((r) => ({
+              key: r.key,
+              ...(r.shadow ? { shadow_mode: true } : {}),
+              rate_limit: {
+                unit: r.unit,
+                requests_per_unit: r.rpu,
+                ...(r.multiplier !== undefined
+                  ? { unit_multiplier: r.multiplier }
+                  : {}),
+                ...(r.sliding ? { algorithm: "sliding_window" } : {}),
+              },
+            })),
+          });
+          const a = build(text, setup);
+          const b = build(text, setup);
+          for (const [r, wait] of history) {
+            a.clock.seconds += wait;
+            b.clock.seconds += wait;
+            await a.service.shouldRateLimit(r);
+            await b.service.shouldRateLimit(r);
+          }
+          const limits = limitsOf(a, request);
+          const before = await a.cache.peekCounters(
+            "d",
+            request.descriptors,
+            limits,
+          );
+          const predicted = await a.explain.explain(
+            create(ExplainRequestSchema, { request }),
+          );
+          expect(
+            await a.cache.peekCounters("d", request.descriptors, limits),
+          ).toEqual(before);
+          const reference = await b.service.shouldRateLimit(request);
+          expect(predicted.overallCode).toBe(reference.overallCode);
+          expect(
+            predicted.descriptors.map((d) => comparable(d.status!)),
+          ).toEqual(reference.statuses.map(comparable));
+          const after = await b.cache.peekCounters(
+            "d",
+            request.descriptors,
+            limits,
+          );
+          predicted.descriptors.forEach((d, i) => {
+            const c = d.counter;
+            const found = after[i];
+            if (c === undefined || found === undefined) return;
+            expect(c.previousKey).toBe(found.previousKey ?? "");
+            expect(c.previousValue).toBe(BigInt(found.previousValue ?? 0));
+            if ((found.previousValue ?? 0) > 0) slidingWithPrevious++;
+            if (!c.localCacheHit && !sharesKey(after, i))
+              expect(c.valueAfter).toBe(BigInt(found.value));
+          });
+          if (predicted.allOrNothingRefused) {
+            refusedSeen++;
+            expect(after.map((r) => r && [r.key, r.value])).toEqual(
+              before.map((r) => r && [r.key, r.value]),
+            );
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+    // The generators reach the cases this property is about.
+    expect(slidingWithPrevious).toBeGreaterThan(0);
+    expect(refusedSeen).toBeGreaterThan(0);
   });
 });
 

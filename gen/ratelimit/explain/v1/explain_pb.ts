@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ratelimit/explain/v1/explain.proto.
  */
 export const file_ratelimit_explain_v1_explain: GenFile = /*@__PURE__*/
-  fileDesc("CiJyYXRlbGltaXQvZXhwbGFpbi92MS9leHBsYWluLnByb3RvEhRyYXRlbGltaXQuZXhwbGFpbi52MSJfCg5FeHBsYWluUmVxdWVzdBI9CgdyZXF1ZXN0GAEgASgLMiwuZW52b3kuc2VydmljZS5yYXRlbGltaXQudjMuUmF0ZUxpbWl0UmVxdWVzdBIOCgZjaGFyZ2UYAiABKAgi/QIKD0V4cGxhaW5SZXNwb25zZRJICgxvdmVyYWxsX2NvZGUYASABKA4yMi5lbnZveS5zZXJ2aWNlLnJhdGVsaW1pdC52My5SYXRlTGltaXRSZXNwb25zZS5Db2RlEiAKE2RlY2lkaW5nX2Rlc2NyaXB0b3IYAiABKA1IAIgBARJACgtkZXNjcmlwdG9ycxgDIAMoCzIrLnJhdGVsaW1pdC5leHBsYWluLnYxLkRlc2NyaXB0b3JFeHBsYW5hdGlvbhIPCgdjaGFyZ2VkGAQgASgIEhQKDGRvbWFpbl9mb3VuZBgFIAEoCBIaChJnbG9iYWxfc2hhZG93X21vZGUYBiABKAgSDwoHYmFja2VuZBgHIAEoCRI/CghyZXNwb25zZRgIIAEoCzItLmVudm95LnNlcnZpY2UucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdFJlc3BvbnNlEg8KB3N1bW1hcnkYCSABKAlCFgoUX2RlY2lkaW5nX2Rlc2NyaXB0b3Ii1wMKCU1hdGNoU3RlcBITCgtlbnRyeV9pbmRleBgBIAEoDRILCgNrZXkYAiABKAkSDQoFdmFsdWUYAyABKAkSOAoHb3V0Y29tZRgEIAEoDjInLnJhdGVsaW1pdC5leHBsYWluLnYxLk1hdGNoU3RlcC5PdXRjb21lEgwKBG5vZGUYBSABKAkSDwoHcGF0dGVybhgGIAEoCRIRCgloYXNfbGltaXQYByABKAgSLAoGc291cmNlGAggASgLMhwucmF0ZWxpbWl0LmV4cGxhaW4udjEuU291cmNlEhcKD3dpbGRjYXJkc190cmllZBgJIAMoCSLlAQoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASEQoNT1VUQ09NRV9FWEFDVBABEhQKEE9VVENPTUVfV0lMRENBUkQQAhIUChBPVVRDT01FX0tFWV9PTkxZEAMSFwoTT1VUQ09NRV9XSElURUxJU1RFRBAEEhcKE09VVENPTUVfTk9fU1VDSF9LRVkQBRIeChpPVVRDT01FX0RFRVBFUl9USEFOX0NPTkZJRxAGEhoKFk9VVENPTUVfVU5LTk9XTl9ET01BSU4QBxIUChBPVVRDT01FX09WRVJSSURFEAgiNQoGU291cmNlEgwKBG5hbWUYASABKAkSDAoEbGluZRgCIAEoDRIPCgd2ZXJzaW9uGAMgASgJItICCgRSdWxlEhAKCGZ1bGxfa2V5GAEgASgJEgwKBG5hbWUYAiABKAkSSgoEdW5pdBgDIAEoDjI8LmVudm95LnNlcnZpY2UucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdFJlc3BvbnNlLlJhdGVMaW1pdC5Vbml0EhkKEXJlcXVlc3RzX3Blcl91bml0GAQgASgNEhEKCXVubGltaXRlZBgFIAEoCBITCgtzaGFkb3dfbW9kZRgGIAEoCBISCgpxdW90YV9tb2RlGAcgASgIEhcKD2RldGFpbGVkX21ldHJpYxgIIAEoCBIQCghyZXBsYWNlcxgJIAMoCRIsCgZzb3VyY2UYCiABKAsyHC5yYXRlbGltaXQuZXhwbGFpbi52MS5Tb3VyY2USFQoNZnJvbV9vdmVycmlkZRgLIAEoCBIXCg9zaGFyZV90aHJlc2hvbGQYDCADKAkitQEKB0NvdW50ZXISCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEEjAKDHdpbmRvd19zdGFydBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKd2luZG93X2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPbG9jYWxfY2FjaGVfaGl0GAUgASgIEhMKC3ZhbHVlX2FmdGVyGAYgASgEIvkEChVEZXNjcmlwdG9yRXhwbGFuYXRpb24SDQoFaW5kZXgYASABKA0SLQoEcGF0aBgCIAMoCzIfLnJhdGVsaW1pdC5leHBsYWluLnYxLk1hdGNoU3RlcBIoCgRydWxlGAMgASgLMhoucmF0ZWxpbWl0LmV4cGxhaW4udjEuUnVsZRITCgtyZXBsYWNlZF9ieRgEIAEoCRIWCg5yZXBsYWNlZF9uYW1lcxgFIAMoCRIuCgdjb3VudGVyGAYgASgLMh0ucmF0ZWxpbWl0LmV4cGxhaW4udjEuQ291bnRlchITCgtoaXRzX2FkZGVuZBgHIAEoBBJECgd2ZXJkaWN0GAggASgOMjMucmF0ZWxpbWl0LmV4cGxhaW4udjEuRGVzY3JpcHRvckV4cGxhbmF0aW9uLlZlcmRpY3QSTgoGc3RhdHVzGAkgASgLMj4uZW52b3kuc2VydmljZS5yYXRlbGltaXQudjMuUmF0ZUxpbWl0UmVzcG9uc2UuRGVzY3JpcHRvclN0YXR1cxINCgVub3RlcxgKIAMoCRIQCghkZWNpZGluZxgLIAEoCCLOAQoHVmVyZGljdBIXChNWRVJESUNUX1VOU1BFQ0lGSUVEEAASFAoQVkVSRElDVF9OT19MSU1JVBABEhUKEVZFUkRJQ1RfVU5MSU1JVEVEEAISFAoQVkVSRElDVF9SRVBMQUNFRBADEhgKFFZFUkRJQ1RfV0lUSElOX0xJTUlUEAQSFgoSVkVSRElDVF9ORUFSX0xJTUlUEAUSFgoSVkVSRElDVF9PVkVSX0xJTUlUEAYSHQoZVkVSRElDVF9PVkVSX0xJTUlUX1NIQURPVxAHMmgKDkV4cGxhaW5TZXJ2aWNlElYKB0V4cGxhaW4SJC5yYXRlbGltaXQuZXhwbGFpbi52MS5FeHBsYWluUmVxdWVzdBolLnJhdGVsaW1pdC5leHBsYWluLnYxLkV4cGxhaW5SZXNwb25zZWIGcHJvdG8z", [file_envoy_service_ratelimit_v3_rls, file_google_protobuf_timestamp]);
+  fileDesc("CiJyYXRlbGltaXQvZXhwbGFpbi92MS9leHBsYWluLnByb3RvEhRyYXRlbGltaXQuZXhwbGFpbi52MSJfCg5FeHBsYWluUmVxdWVzdBI9CgdyZXF1ZXN0GAEgASgLMiwuZW52b3kuc2VydmljZS5yYXRlbGltaXQudjMuUmF0ZUxpbWl0UmVxdWVzdBIOCgZjaGFyZ2UYAiABKAgitQMKD0V4cGxhaW5SZXNwb25zZRJICgxvdmVyYWxsX2NvZGUYASABKA4yMi5lbnZveS5zZXJ2aWNlLnJhdGVsaW1pdC52My5SYXRlTGltaXRSZXNwb25zZS5Db2RlEiAKE2RlY2lkaW5nX2Rlc2NyaXB0b3IYAiABKA1IAIgBARJACgtkZXNjcmlwdG9ycxgDIAMoCzIrLnJhdGVsaW1pdC5leHBsYWluLnYxLkRlc2NyaXB0b3JFeHBsYW5hdGlvbhIPCgdjaGFyZ2VkGAQgASgIEhQKDGRvbWFpbl9mb3VuZBgFIAEoCBIaChJnbG9iYWxfc2hhZG93X21vZGUYBiABKAgSDwoHYmFja2VuZBgHIAEoCRI/CghyZXNwb25zZRgIIAEoCzItLmVudm95LnNlcnZpY2UucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdFJlc3BvbnNlEg8KB3N1bW1hcnkYCSABKAkSFgoOYWxsX29yX25vdGhpbmcYCiABKAgSHgoWYWxsX29yX25vdGhpbmdfcmVmdXNlZBgLIAEoCEIWChRfZGVjaWRpbmdfZGVzY3JpcHRvciLXAwoJTWF0Y2hTdGVwEhMKC2VudHJ5X2luZGV4GAEgASgNEgsKA2tleRgCIAEoCRINCgV2YWx1ZRgDIAEoCRI4CgdvdXRjb21lGAQgASgOMicucmF0ZWxpbWl0LmV4cGxhaW4udjEuTWF0Y2hTdGVwLk91dGNvbWUSDAoEbm9kZRgFIAEoCRIPCgdwYXR0ZXJuGAYgASgJEhEKCWhhc19saW1pdBgHIAEoCBIsCgZzb3VyY2UYCCABKAsyHC5yYXRlbGltaXQuZXhwbGFpbi52MS5Tb3VyY2USFwoPd2lsZGNhcmRzX3RyaWVkGAkgAygJIuUBCgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABIRCg1PVVRDT01FX0VYQUNUEAESFAoQT1VUQ09NRV9XSUxEQ0FSRBACEhQKEE9VVENPTUVfS0VZX09OTFkQAxIXChNPVVRDT01FX1dISVRFTElTVEVEEAQSFwoTT1VUQ09NRV9OT19TVUNIX0tFWRAFEh4KGk9VVENPTUVfREVFUEVSX1RIQU5fQ09ORklHEAYSGgoWT1VUQ09NRV9VTktOT1dOX0RPTUFJThAHEhQKEE9VVENPTUVfT1ZFUlJJREUQCCI1CgZTb3VyY2USDAoEbmFtZRgBIAEoCRIMCgRsaW5lGAIgASgNEg8KB3ZlcnNpb24YAyABKAkiswMKBFJ1bGUSEAoIZnVsbF9rZXkYASABKAkSDAoEbmFtZRgCIAEoCRJKCgR1bml0GAMgASgOMjwuZW52b3kuc2VydmljZS5yYXRlbGltaXQudjMuUmF0ZUxpbWl0UmVzcG9uc2UuUmF0ZUxpbWl0LlVuaXQSGQoRcmVxdWVzdHNfcGVyX3VuaXQYBCABKA0SEQoJdW5saW1pdGVkGAUgASgIEhMKC3NoYWRvd19tb2RlGAYgASgIEhIKCnF1b3RhX21vZGUYByABKAgSFwoPZGV0YWlsZWRfbWV0cmljGAggASgIEhAKCHJlcGxhY2VzGAkgAygJEiwKBnNvdXJjZRgKIAEoCzIcLnJhdGVsaW1pdC5leHBsYWluLnYxLlNvdXJjZRIVCg1mcm9tX292ZXJyaWRlGAsgASgIEhcKD3NoYXJlX3RocmVzaG9sZBgMIAMoCRIXCg91bml0X211bHRpcGxpZXIYDSABKA0SFgoOd2luZG93X3NlY29uZHMYDiABKA0SFgoOc2xpZGluZ193aW5kb3cYDyABKAgSFgoOYWxsX29yX25vdGhpbmcYECABKAgilAIKB0NvdW50ZXISCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEEjAKDHdpbmRvd19zdGFydBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKd2luZG93X2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPbG9jYWxfY2FjaGVfaGl0GAUgASgIEhMKC3ZhbHVlX2FmdGVyGAYgASgEEhQKDHByZXZpb3VzX2tleRgHIAEoCRIWCg5wcmV2aW91c192YWx1ZRgIIAEoBBIXCg9wcmV2aW91c193ZWlnaHQYCSABKAQSFgoOY29tcGFyZWRfY291bnQYCiABKAQi+QQKFURlc2NyaXB0b3JFeHBsYW5hdGlvbhINCgVpbmRleBgBIAEoDRItCgRwYXRoGAIgAygLMh8ucmF0ZWxpbWl0LmV4cGxhaW4udjEuTWF0Y2hTdGVwEigKBHJ1bGUYAyABKAsyGi5yYXRlbGltaXQuZXhwbGFpbi52MS5SdWxlEhMKC3JlcGxhY2VkX2J5GAQgASgJEhYKDnJlcGxhY2VkX25hbWVzGAUgAygJEi4KB2NvdW50ZXIYBiABKAsyHS5yYXRlbGltaXQuZXhwbGFpbi52MS5Db3VudGVyEhMKC2hpdHNfYWRkZW5kGAcgASgEEkQKB3ZlcmRpY3QYCCABKA4yMy5yYXRlbGltaXQuZXhwbGFpbi52MS5EZXNjcmlwdG9yRXhwbGFuYXRpb24uVmVyZGljdBJOCgZzdGF0dXMYCSABKAsyPi5lbnZveS5zZXJ2aWNlLnJhdGVsaW1pdC52My5SYXRlTGltaXRSZXNwb25zZS5EZXNjcmlwdG9yU3RhdHVzEg0KBW5vdGVzGAogAygJEhAKCGRlY2lkaW5nGAsgASgIIs4BCgdWZXJkaWN0EhcKE1ZFUkRJQ1RfVU5TUEVDSUZJRUQQABIUChBWRVJESUNUX05PX0xJTUlUEAESFQoRVkVSRElDVF9VTkxJTUlURUQQAhIUChBWRVJESUNUX1JFUExBQ0VEEAMSGAoUVkVSRElDVF9XSVRISU5fTElNSVQQBBIWChJWRVJESUNUX05FQVJfTElNSVQQBRIWChJWRVJESUNUX09WRVJfTElNSVQQBhIdChlWRVJESUNUX09WRVJfTElNSVRfU0hBRE9XEAcyaAoORXhwbGFpblNlcnZpY2USVgoHRXhwbGFpbhIkLnJhdGVsaW1pdC5leHBsYWluLnYxLkV4cGxhaW5SZXF1ZXN0GiUucmF0ZWxpbWl0LmV4cGxhaW4udjEuRXhwbGFpblJlc3BvbnNlYgZwcm90bzM", [file_envoy_service_ratelimit_v3_rls, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message ratelimit.explain.v1.ExplainRequest
@@ -114,6 +114,22 @@ export type ExplainResponse = Message<"ratelimit.explain.v1.ExplainResponse"> & 
    * @generated from field: string summary = 9;
    */
   summary: string;
+
+  /**
+   * The request is charged all-or-nothing (its domain's charge: all_or_nothing, or
+   * CHARGE_MODE=all_or_nothing): either every counter is charged or none is.
+   *
+   * @generated from field: bool all_or_nothing = 10;
+   */
+  allOrNothing: boolean;
+
+  /**
+   * With all_or_nothing: a descriptor (not in shadow mode) does not fit its limit, so the
+   * request is refused and no counter is charged, the fitting ones included.
+   *
+   * @generated from field: bool all_or_nothing_refused = 11;
+   */
+  allOrNothingRefused: boolean;
 };
 
 /**
@@ -382,6 +398,34 @@ export type Rule = Message<"ratelimit.explain.v1.Rule"> & {
    * @generated from field: repeated string share_threshold = 12;
    */
   shareThreshold: string[];
+
+  /**
+   * unit_multiplier: the window is this many units long (1 when not set in the config).
+   *
+   * @generated from field: uint32 unit_multiplier = 13;
+   */
+  unitMultiplier: number;
+
+  /**
+   * Window length in seconds (unit × unit_multiplier).
+   *
+   * @generated from field: uint32 window_seconds = 14;
+   */
+  windowSeconds: number;
+
+  /**
+   * algorithm: sliding_window (the previous window's count weighs in); false: fixed window.
+   *
+   * @generated from field: bool sliding_window = 15;
+   */
+  slidingWindow: boolean;
+
+  /**
+   * The rule's domain charges all-or-nothing (charge: all_or_nothing or CHARGE_MODE).
+   *
+   * @generated from field: bool all_or_nothing = 16;
+   */
+  allOrNothing: boolean;
 };
 
 /**
@@ -429,11 +473,43 @@ export type Counter = Message<"ratelimit.explain.v1.Counter"> & {
   localCacheHit: boolean;
 
   /**
-   * The count after this request: charged, or what it would be.
+   * The count after this request: charged, or what it would be (equal to value when
+   * all-or-nothing charging refuses the request).
    *
    * @generated from field: uint64 value_after = 6;
    */
   valueAfter: bigint;
+
+  /**
+   * Sliding windows only: the previous window's cache key (read, never written).
+   *
+   * @generated from field: string previous_key = 7;
+   */
+  previousKey: string;
+
+  /**
+   * Sliding windows only: the previous window's count (0 when absent).
+   *
+   * @generated from field: uint64 previous_value = 8;
+   */
+  previousValue: bigint;
+
+  /**
+   * Sliding windows only: the previous window's share of the count,
+   * ceil(previous_value × (window − elapsed) / window).
+   *
+   * @generated from field: uint64 previous_weight = 9;
+   */
+  previousWeight: bigint;
+
+  /**
+   * The count the decision compares with requests_per_unit: previous_weight + value_after,
+   * or + value + hits when all-or-nothing charging refuses the request (over the limit when
+   * greater). Equal to value_after for fixed windows that are charged.
+   *
+   * @generated from field: uint64 compared_count = 10;
+   */
+  comparedCount: bigint;
 };
 
 /**

@@ -1,0 +1,72 @@
+import type { AppContext } from "./app-context.js";
+import { MemoryRateLimitCache } from "../backends/memory/memory-rate-limit-cache.js";
+import type { FailureMode } from "../config/failure-mode.js";
+import { BackendGuard } from "../limiter/backend-guard.js";
+import { createBaseLimiter } from "../limiter/base-limiter.js";
+import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
+
+/**
+ * How the service answers when the kv or mc backend fails (docs/failure-modes.md); the
+ * values of `BACKEND_FAILURE_MODE`, `BACKEND_FAILURE_THRESHOLD`, `BACKEND_PROBE_INTERVAL` and
+ * `BACKEND_FAILURE_LOCAL_SHARE`.
+ */
+export interface BackendFailureOptions {
+  /** `BACKEND_FAILURE_MODE`. @defaultValue "error" */
+  readonly mode?: FailureMode;
+  /** `BACKEND_FAILURE_THRESHOLD`: consecutive failures that open the circuit. @defaultValue 3 */
+  readonly failureThreshold?: number;
+  /** `BACKEND_PROBE_INTERVAL` in milliseconds. @defaultValue 500 */
+  readonly probeIntervalMs?: number;
+  /** `BACKEND_FAILURE_LOCAL_SHARE`, 0 < share ≤ 1. @defaultValue 1 */
+  readonly localShare?: number;
+}
+
+/**
+ * Wraps the kv or mc backend in a {@link BackendGuard}. The `local` mode's limiter is the
+ * memory backend with its own fixed-window logic (same near-limit ratio and cache key prefix,
+ * no local over-limit cache, so local verdicts never leak into the backend's answers). With a
+ * mode other than `error`, a failing `backend` health component reports the service degraded
+ * instead of unhealthy.
+ *
+ * @throws {@link RangeError} when a number is out of range (see {@link BackendGuard})
+ */
+export function guardBackend(
+  backend: RateLimitCache,
+  backendName: "kv" | "mc",
+  failure: BackendFailureOptions,
+  context: AppContext,
+  limiter: { readonly nearLimitRatio: number; readonly cacheKeyPrefix: string },
+): BackendGuard {
+  const { clock, health } = context;
+  if ((failure.mode ?? "error") !== "error") health.tolerate("backend");
+  return new BackendGuard({
+    backend,
+    backendName,
+    ...(failure.mode !== undefined ? { mode: failure.mode } : {}),
+    ...(failure.failureThreshold !== undefined
+      ? { failureThreshold: failure.failureThreshold }
+      : {}),
+    ...(failure.probeIntervalMs !== undefined
+      ? { probeIntervalMs: failure.probeIntervalMs }
+      : {}),
+    ...(failure.localShare !== undefined
+      ? { localShare: failure.localShare }
+      : {}),
+    createLocalLimiter: () =>
+      new MemoryRateLimitCache({
+        baseLimiter: createBaseLimiter({
+          clock,
+          nearLimitRatio: limiter.nearLimitRatio,
+          cacheKeyPrefix: limiter.cacheKeyPrefix,
+          expirationJitterMaxSeconds: 0,
+        }),
+        clock,
+      }),
+    clock,
+    logger: context.logger.child({ component: "backend-guard" }),
+    statsStore: context.statsManager.store,
+    onDegradedChange: (degraded) => {
+      health.setDegraded("backend", degraded);
+    },
+  });
+}

@@ -1,0 +1,573 @@
+import type { Logger } from "pino";
+import type { FailureMode } from "../config/failure-mode.js";
+import type { RateLimit } from "../config/rate-limit-config.js";
+import {
+  RateLimitResponse_Code as Code,
+  type RateLimitDescriptor,
+  type RateLimitResponse_DescriptorStatus,
+} from "../proto.js";
+import type { RateLimitStats } from "../stats/stats-manager.js";
+import { statNames } from "../stats/names.js";
+import type { Counter, Gauge, StatsStore } from "../stats/stats-store.js";
+import type { Clock } from "../util/clock.js";
+import { BackendError } from "./backend-error.js";
+import type { CounterReading, RateLimitCache } from "./rate-limit-cache.js";
+import { secondsUntilReset } from "./window.js";
+
+/** Options of {@link BackendGuard}. */
+export interface BackendGuardOptions {
+  /** The guarded counter backend (kv or mc). */
+  readonly backend: RateLimitCache;
+  /** Stats word of the backend (`kv`, `mc`), used in logs and the circuit-open error. */
+  readonly backendName: string;
+  /**
+   * What to answer when the backend fails or the circuit is open, for domains whose config
+   * sets no `failure_mode` (`BACKEND_FAILURE_MODE`). @defaultValue "error"
+   */
+  readonly mode?: FailureMode;
+  /**
+   * Consecutive backend failures (errors or timeouts) that open the circuit
+   * (`BACKEND_FAILURE_THRESHOLD`), integer ≥ 1. @defaultValue 3
+   */
+  readonly failureThreshold?: number;
+  /**
+   * Time between probes while the circuit is open, in milliseconds (`BACKEND_PROBE_INTERVAL`):
+   * the first request after it goes to the backend; its success closes the circuit. > 0.
+   * @defaultValue 500
+   */
+  readonly probeIntervalMs?: number;
+  /**
+   * Share of each limit the `local` mode grants this process (`BACKEND_FAILURE_LOCAL_SHARE`),
+   * 0 < share ≤ 1 (e.g. 0.25 for a fleet of four). @defaultValue 1
+   */
+  readonly localShare?: number;
+  /**
+   * Builds the in-process limiter of the `local` mode (the memory backend); called once, when
+   * first needed. It must not share the local over-limit cache of the guarded backend.
+   */
+  readonly createLocalLimiter: () => RateLimitCache;
+  /** Time source (probe schedule). */
+  readonly clock: Clock;
+  /** Logger of the guard; each transition is logged once. */
+  readonly logger: Logger;
+  /**
+   * Where the `ratelimit.backend.*` statistics live; created at the first failure, so a
+   * healthy backend adds no statistic. @defaultValue none
+   */
+  readonly statsStore?: StatsStore;
+  /** Called with true when the circuit opens and false when it closes (health). */
+  readonly onDegradedChange?: (degraded: boolean) => void;
+}
+
+/** The {@link BackendGuard} statistics (docs/failure-modes.md). */
+interface GuardStats {
+  readonly degraded: Gauge | undefined;
+  readonly failures: Counter | undefined;
+  readonly degradedDecisions: Counter | undefined;
+  readonly circuitOpened: Counter | undefined;
+}
+
+const noopCounter: Counter = {
+  name: "",
+  add: () => undefined,
+  value: () => 0,
+};
+
+/**
+ * A {@link RateLimitCache} around the kv or mc backend that keeps answering when the backend
+ * fails, as its failure mode says, behind a circuit breaker (docs/failure-modes.md):
+ *
+ * - closed: every request goes to the backend; a success resets the failure count, a
+ *   {@link BackendError} counts one failure and is answered by the failure mode; after
+ *   `failureThreshold` consecutive failures the circuit opens;
+ * - open: requests are answered by the failure mode without touching the backend (`error`
+ *   fails at once with a {@link BackendError}); every `probeIntervalMs` one request goes to the
+ *   backend (half-open probe) and its success closes the circuit.
+ *
+ * With the `local` mode as the process-wide mode, the in-process limiter also counts every
+ * request while the circuit is closed (with muted statistics), so it knows this process's
+ * share of the counts when the backend fails; after the circuit closes, until the windows that
+ * were live during the outage end, a descriptor is over limit when either the backend or the
+ * local limiter says so (the backend never saw the hits admitted locally).
+ *
+ * Other errors (bad cache keys) pass through unchanged and do not count.
+ */
+export class BackendGuard implements RateLimitCache {
+  private readonly backend: RateLimitCache;
+  private readonly backendName: string;
+  private readonly mode: FailureMode;
+  private readonly threshold: number;
+  private readonly probeIntervalMs: number;
+  private readonly localShare: number;
+  private readonly createLocalLimiter: () => RateLimitCache;
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private readonly statsStore: StatsStore | undefined;
+  private readonly onDegradedChange: ((degraded: boolean) => void) | undefined;
+  /** Per-domain `failure_mode` of the config in force (empty: the process-wide mode). */
+  private domainModes: ReadonlyMap<string, FailureMode> = new Map();
+
+  private consecutiveFailures = 0;
+  private open = false;
+  private probing = false;
+  private nextProbeAtMs = 0;
+  private probeStartedAtMs = 0;
+  /** Until then (seconds), a local over-limit verdict also applies after recovery. */
+  private recoveringUntilSeconds = 0;
+  private local: RateLimitCache | undefined;
+  private stats: GuardStats | undefined;
+  /** Scaled copies of the rate limits, with live statistics (answers while degraded). */
+  private readonly countedLimits = new WeakMap<RateLimit, RateLimit>();
+  /** Scaled copies with muted statistics (shadow counting, answers after a failed call). */
+  private readonly mutedLimits = new WeakMap<RateLimit, RateLimit>();
+  private closed = false;
+
+  /** @throws {@link RangeError} when a number option is out of range (naming the option) */
+  constructor(options: BackendGuardOptions) {
+    this.backend = options.backend;
+    this.backendName = options.backendName;
+    this.mode = options.mode ?? "error";
+    this.threshold = options.failureThreshold ?? 3;
+    this.probeIntervalMs = options.probeIntervalMs ?? 500;
+    this.localShare = options.localShare ?? 1;
+    if (!Number.isInteger(this.threshold) || this.threshold < 1)
+      throw new RangeError(
+        `invalid failureThreshold ${this.threshold}: expected an integer ≥ 1`,
+      );
+    if (!(this.probeIntervalMs > 0))
+      throw new RangeError(
+        `invalid probeIntervalMs ${this.probeIntervalMs}: expected > 0`,
+      );
+    if (!(this.localShare > 0 && this.localShare <= 1))
+      throw new RangeError(
+        `invalid localShare ${this.localShare}: expected 0 < share ≤ 1`,
+      );
+    this.createLocalLimiter = options.createLocalLimiter;
+    this.clock = options.clock;
+    this.logger = options.logger;
+    this.statsStore = options.statsStore;
+    this.onDegradedChange = options.onDegradedChange;
+  }
+
+  /** Whether the circuit is open (requests answered by the failure mode). */
+  get degraded(): boolean {
+    return this.open;
+  }
+
+  /**
+   * Sets the per-domain failure modes (`failure_mode` in each domain's config) of the config
+   * now in force; domains not in the map use the process-wide mode.
+   */
+  setDomainModes(modes: ReadonlyMap<string, FailureMode> | undefined): void {
+    this.domainModes = modes ?? new Map();
+  }
+
+  /** Starts the guarded backend. */
+  start(): Promise<void> {
+    return this.backend.start?.() ?? Promise.resolve();
+  }
+
+  doLimit(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    if (this.mode === "local")
+      return this.doLimitShadowed(domain, descriptors, limits, hitsAddends);
+    if (!this.open)
+      return this.doLimitClosed(domain, descriptors, limits, hitsAddends);
+    return this.doLimitOpen(domain, descriptors, limits, hitsAddends);
+  }
+
+  /**
+   * Reads the counters through the guarded backend (see {@link RateLimitCache.peekCounters}),
+   * for the Explain API. The breaker is neither consulted nor moved: Explain shows the store's
+   * counters, and a failing store answers with its {@link BackendError}.
+   */
+  peekCounters(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+  ): Promise<(CounterReading | undefined)[]> {
+    const backend = this.backend;
+    if (backend.peekCounters === undefined)
+      return Promise.resolve(limits.map(() => undefined));
+    return backend.peekCounters(domain, descriptors, limits);
+  }
+
+  flush(): Promise<void> {
+    return this.backend.flush();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.backend.close();
+    await this.local?.close();
+  }
+
+  // --- the three paths -----------------------------------------------------------------------
+
+  /** Closed circuit, no shadow counting: the hot path, one counter reset beyond the backend. */
+  private async doLimitClosed(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    try {
+      const statuses = await this.backend.doLimit(
+        domain,
+        descriptors,
+        limits,
+        hitsAddends,
+      );
+      this.consecutiveFailures = 0;
+      return statuses;
+    } catch (err) {
+      return this.degradedAnswer(
+        this.recordFailure(err, false),
+        domain,
+        descriptors,
+        limits,
+        hitsAddends,
+        false,
+      );
+    }
+  }
+
+  /** Open circuit: the failure mode answers; one request per probe interval probes. */
+  private async doLimitOpen(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    if (this.probing || this.clock.nowMs() < this.nextProbeAtMs) {
+      return this.degradedAnswer(
+        new BackendError(
+          this.backendName,
+          `${this.backendName} backend unavailable (circuit open after ${this.threshold} consecutive failures)`,
+        ),
+        domain,
+        descriptors,
+        limits,
+        hitsAddends,
+        true,
+      );
+    }
+    this.probing = true;
+    this.probeStartedAtMs = this.clock.nowMs();
+    try {
+      const statuses = await this.backend.doLimit(
+        domain,
+        descriptors,
+        limits,
+        hitsAddends,
+      );
+      this.probing = false;
+      this.closeCircuit();
+      return statuses;
+    } catch (err) {
+      this.probing = false;
+      return this.degradedAnswer(
+        this.recordFailure(err, true),
+        domain,
+        descriptors,
+        limits,
+        hitsAddends,
+        false,
+      );
+    }
+  }
+
+  /**
+   * `local` as the process-wide mode: the local limiter counts every request of a domain in
+   * `local` mode (muted statistics) before the backend is asked, so its counts are current
+   * when the backend fails; its verdict is the answer when the backend fails or the circuit is
+   * open, and is combined with the backend's for a while after the circuit closes.
+   */
+  private async doLimitShadowed(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    const domainMode = this.domainModes.get(domain);
+    if (domainMode !== undefined && domainMode !== "local") {
+      return this.open
+        ? this.doLimitOpen(domain, descriptors, limits, hitsAddends)
+        : this.doLimitClosed(domain, descriptors, limits, hitsAddends);
+    }
+    const probe =
+      this.open && !this.probing && this.clock.nowMs() >= this.nextProbeAtMs;
+    if (this.open && !probe) {
+      this.countDegradedDecision();
+      this.noteLocalDecision(limits);
+      return this.localLimiter().doLimit(
+        domain,
+        descriptors,
+        this.scaledLimits(limits, true),
+        hitsAddends,
+      );
+    }
+    if (probe) {
+      this.probing = true;
+      this.probeStartedAtMs = this.clock.nowMs();
+    }
+    const local = await this.localLimiter().doLimit(
+      domain,
+      descriptors,
+      this.scaledLimits(limits, false),
+      hitsAddends,
+    );
+    let statuses: RateLimitResponse_DescriptorStatus[];
+    try {
+      statuses = await this.backend.doLimit(
+        domain,
+        descriptors,
+        limits,
+        hitsAddends,
+      );
+    } catch (err) {
+      if (probe) this.probing = false;
+      this.recordFailure(err, probe);
+      this.noteLocalDecision(limits);
+      this.countDegradedDecision();
+      return local;
+    }
+    this.consecutiveFailures = 0;
+    if (probe) {
+      this.probing = false;
+      this.closeCircuit();
+    }
+    if (this.recoveringUntilSeconds === 0) return statuses;
+    if (this.clock.nowSeconds() >= this.recoveringUntilSeconds) {
+      this.recoveringUntilSeconds = 0;
+      return statuses;
+    }
+    // The backend has not seen the hits admitted locally during the outage: the stricter
+    // verdict wins until those windows end.
+    for (let i = 0; i < statuses.length; i++) {
+      const l = local[i]!;
+      if (l.code === Code.OVER_LIMIT && statuses[i]!.code === Code.OK) {
+        statuses[i] = l;
+      }
+    }
+    return statuses;
+  }
+
+  // --- failure handling ----------------------------------------------------------------------
+
+  /**
+   * Counts one failure; opens the circuit at the threshold, or schedules the next probe when a
+   * probe failed. Errors other than {@link BackendError} are rethrown unchanged.
+   */
+  private recordFailure(err: unknown, probe: boolean): BackendError {
+    if (!(err instanceof BackendError)) throw err;
+    const stats = this.guardStats();
+    stats.failures?.add(1);
+    this.consecutiveFailures++;
+    if (probe) {
+      // Probes start one interval apart (start to start), so a store that comes back is
+      // found within one interval plus the probe's own round trip.
+      this.nextProbeAtMs = this.probeStartedAtMs + this.probeIntervalMs;
+      return err;
+    }
+    if (this.open || this.consecutiveFailures < this.threshold) return err;
+    this.open = true;
+    this.nextProbeAtMs = this.clock.nowMs() + this.probeIntervalMs;
+    stats.circuitOpened?.add(1);
+    stats.degraded?.set(1);
+    this.logger.warn(
+      {
+        backend: this.backendName,
+        failures: this.consecutiveFailures,
+        mode: this.mode,
+        err,
+      },
+      "backend circuit opened: answering by the failure mode",
+    );
+    this.onDegradedChange?.(true);
+    return err;
+  }
+
+  private closeCircuit(): void {
+    if (!this.open) return;
+    this.open = false;
+    this.consecutiveFailures = 0;
+    this.stats?.degraded?.set(0);
+    this.logger.warn(
+      { backend: this.backendName },
+      "backend circuit closed: the backend answers again",
+    );
+    this.onDegradedChange?.(false);
+  }
+
+  /**
+   * Answers a request the backend did not decide, by the domain's failure mode.
+   *
+   * @param counted - whether the rule statistics (total hits included) are still to be
+   *   counted: true when the backend was not called at all
+   */
+  private degradedAnswer(
+    err: BackendError,
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+    counted: boolean,
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    const mode = this.domainModes.get(domain) ?? this.mode;
+    if (mode === "error") return Promise.reject(err);
+    this.countDegradedDecision();
+    if (mode === "local") {
+      this.noteLocalDecision(limits);
+      return this.localLimiter().doLimit(
+        domain,
+        descriptors,
+        this.scaledLimits(limits, counted),
+        hitsAddends,
+      );
+    }
+    const now = this.clock.nowSeconds();
+    const statuses = new Array<RateLimitResponse_DescriptorStatus>(
+      limits.length,
+    );
+    for (let i = 0; i < limits.length; i++) {
+      const limit = limits[i];
+      statuses[i] =
+        limit === undefined
+          ? okWithoutLimit()
+          : mode === "allow"
+            ? status(Code.OK, limit, limit.requestsPerUnit, now)
+            : // Deny: over limit, unless the rule is in shadow mode (always OK).
+              status(
+                limit.shadowMode ? Code.OK : Code.OVER_LIMIT,
+                limit,
+                0,
+                now,
+              );
+    }
+    return Promise.resolve(statuses);
+  }
+
+  /** Remembers that local verdicts must outlive the outage until these windows end. */
+  private noteLocalDecision(limits: readonly (RateLimit | undefined)[]): void {
+    if (this.mode !== "local") return;
+    const now = this.clock.nowSeconds();
+    for (const limit of limits) {
+      if (limit === undefined || limit.windowSeconds === 0) continue;
+      // A sliding window still weighs the previous window's hits during the next one.
+      const windowEnd =
+        now +
+        secondsUntilReset(now, limit.windowSeconds) +
+        (limit.sliding ? limit.windowSeconds : 0);
+      if (windowEnd > this.recoveringUntilSeconds)
+        this.recoveringUntilSeconds = windowEnd;
+    }
+  }
+
+  private countDegradedDecision(): void {
+    this.guardStats().degradedDecisions?.add(1);
+  }
+
+  private localLimiter(): RateLimitCache {
+    return (this.local ??= this.createLocalLimiter());
+  }
+
+  /**
+   * The limits scaled by the local share (⌊limit × share⌋, at least 1 for a non-zero limit),
+   * one copy per rate limit, kept while the rate limit lives.
+   *
+   * @param counted - live statistics (the backend was not called), else muted ones
+   */
+  private scaledLimits(
+    limits: readonly (RateLimit | undefined)[],
+    counted: boolean,
+  ): (RateLimit | undefined)[] {
+    const cache = counted ? this.countedLimits : this.mutedLimits;
+    const out = new Array<RateLimit | undefined>(limits.length);
+    for (let i = 0; i < limits.length; i++) {
+      const limit = limits[i];
+      if (limit === undefined) continue;
+      let scaled = cache.get(limit);
+      if (scaled === undefined) {
+        const perUnit = limit.requestsPerUnit;
+        scaled = {
+          ...limit,
+          requestsPerUnit:
+            perUnit === 0
+              ? 0
+              : Math.max(1, Math.floor(perUnit * this.localShare)),
+          stats: counted ? limit.stats : mutedStats(limit.stats),
+        };
+        cache.set(limit, scaled);
+      }
+      out[i] = scaled;
+    }
+    return out;
+  }
+
+  private guardStats(): GuardStats {
+    if (this.stats !== undefined) return this.stats;
+    const store = this.statsStore;
+    this.stats = {
+      degraded: store?.gauge(statNames.backendDegraded),
+      failures: store?.counter(statNames.backendFailures),
+      degradedDecisions: store?.counter(statNames.backendDegradedDecisions),
+      circuitOpened: store?.counter(statNames.backendCircuitOpened),
+    };
+    return this.stats;
+  }
+}
+
+function mutedStats(stats: RateLimitStats): RateLimitStats {
+  return {
+    key: stats.key,
+    totalHits: noopCounter,
+    overLimit: noopCounter,
+    nearLimit: noopCounter,
+    overLimitWithLocalCache: noopCounter,
+    withinLimit: noopCounter,
+    shadowMode: noopCounter,
+  };
+}
+
+function okWithoutLimit(): RateLimitResponse_DescriptorStatus {
+  return {
+    $typeName: "envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus",
+    code: Code.OK,
+    currentLimit: undefined,
+    limitRemaining: 0,
+    durationUntilReset: undefined,
+    quota: undefined,
+  };
+}
+
+/** A status of the `allow` / `deny` modes: same shape as a backend's, nothing counted. */
+function status(
+  code: Code,
+  limit: RateLimit,
+  limitRemaining: number,
+  nowSeconds: number,
+): RateLimitResponse_DescriptorStatus {
+  return {
+    $typeName: "envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus",
+    code,
+    currentLimit: {
+      $typeName: "envoy.service.ratelimit.v3.RateLimitResponse.RateLimit",
+      name: limit.name,
+      requestsPerUnit: limit.requestsPerUnit,
+      unit: limit.unit,
+    },
+    limitRemaining,
+    durationUntilReset: {
+      $typeName: "google.protobuf.Duration",
+      seconds: BigInt(secondsUntilReset(nowSeconds, limit.windowSeconds)),
+      nanos: 0,
+    },
+    quota: undefined,
+  };
+}

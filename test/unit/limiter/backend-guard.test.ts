@@ -1,0 +1,357 @@
+import { Writable } from "node:stream";
+import { create } from "@bufbuild/protobuf";
+import { pino } from "pino";
+import { describe, expect, it } from "vitest";
+import { MemoryRateLimitCache } from "../../../src/backends/memory/memory-rate-limit-cache.js";
+import type { FailureMode } from "../../../src/config/failure-mode.js";
+import type { RateLimit } from "../../../src/config/rate-limit-config.js";
+import { BackendError } from "../../../src/limiter/backend-error.js";
+import {
+  BackendGuard,
+  type BackendGuardOptions,
+} from "../../../src/limiter/backend-guard.js";
+import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { CacheKeyError } from "../../../src/limiter/cache-key-error.js";
+import type { RateLimitCache } from "../../../src/limiter/rate-limit-cache.js";
+import {
+  RateLimitDescriptorSchema,
+  RateLimitResponse_Code as Code,
+  type RateLimitDescriptor,
+  type RateLimitResponse_DescriptorStatus,
+} from "../../../src/proto.js";
+import { statNames } from "../../../src/stats/names.js";
+import {
+  createStatsManager,
+  type StatsManager,
+} from "../../../src/stats/stats-manager.js";
+import type { Clock } from "../../../src/util/clock.js";
+import { testRateLimit } from "../../helpers/rate-limit.js";
+
+/** A clock in milliseconds the test moves by hand. */
+class MsClock implements Clock {
+  ms: number;
+  constructor(ms: number) {
+    this.ms = ms;
+  }
+  nowSeconds(): number {
+    return Math.floor(this.ms / 1000);
+  }
+  nowMs(): number {
+    return this.ms;
+  }
+}
+
+/** A backend (exact memory counters) that fails while `down` is set. */
+class FlakyBackend implements RateLimitCache {
+  down = false;
+  calls = 0;
+  failWith: () => Error = () => new BackendError("kv", "kv store error");
+  private readonly store: MemoryRateLimitCache;
+  constructor(clock: Clock) {
+    this.store = new MemoryRateLimitCache({
+      baseLimiter: createBaseLimiter({ clock }),
+      clock,
+    });
+  }
+  doLimit(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    this.calls++;
+    if (this.down) return Promise.reject(this.failWith());
+    return this.store.doLimit(domain, descriptors, limits, hitsAddends);
+  }
+  flush(): Promise<void> {
+    return Promise.resolve();
+  }
+  close(): Promise<void> {
+    return this.store.close();
+  }
+}
+
+interface Fixture {
+  readonly clock: MsClock;
+  readonly backend: FlakyBackend;
+  readonly guard: BackendGuard;
+  readonly stats: StatsManager;
+  readonly limit: RateLimit;
+  readonly transitions: boolean[];
+  readonly logs: string[];
+  call(domain?: string, limit?: RateLimit): Promise<Code>;
+}
+
+function fixture(
+  mode: FailureMode,
+  extra: Partial<BackendGuardOptions> = {},
+  requestsPerUnit = 10,
+): Fixture {
+  const clock = new MsClock(60_000 * 1000);
+  const backend = new FlakyBackend(clock);
+  const stats = createStatsManager();
+  const transitions: boolean[] = [];
+  const logs: string[] = [];
+  const logger = pino(
+    { level: "info" },
+    new Writable({
+      write(chunk: Buffer, _enc, done) {
+        logs.push(String(chunk));
+        done();
+      },
+    }),
+  );
+  const guard = new BackendGuard({
+    backend,
+    backendName: "kv",
+    mode,
+    createLocalLimiter: () =>
+      new MemoryRateLimitCache({
+        baseLimiter: createBaseLimiter({ clock }),
+        clock,
+      }),
+    clock,
+    logger,
+    statsStore: stats.store,
+    onDegradedChange: (d) => transitions.push(d),
+    ...extra,
+  });
+  const limit = testRateLimit(stats, "d.k", requestsPerUnit);
+  const descriptor = create(RateLimitDescriptorSchema, {
+    entries: [{ key: "k", value: "v" }],
+  });
+  return {
+    clock,
+    backend,
+    guard,
+    stats,
+    limit,
+    transitions,
+    logs,
+    async call(domain = "d", l = limit) {
+      const statuses = await guard.doLimit(domain, [descriptor], [l], [1]);
+      return statuses[0]!.code;
+    },
+  };
+}
+
+function counter(stats: StatsManager, name: string): number {
+  return stats.store.counter(name).value();
+}
+
+describe("BackendGuard", () => {
+  it("passes answers through and adds no statistic while the backend answers", async () => {
+    const f = fixture("error");
+    for (let i = 0; i < 12; i++) await f.call();
+    expect(f.backend.calls).toBe(12);
+    expect(await f.call()).toBe(Code.OVER_LIMIT);
+    const names = f.stats.store.snapshot();
+    expect(JSON.stringify(names)).not.toContain("ratelimit.backend");
+  });
+
+  it("error: opens after the threshold, fails fast while open, probes once per interval, closes on success", async () => {
+    const f = fixture("error", { failureThreshold: 3, probeIntervalMs: 500 });
+    f.backend.down = true;
+    for (let i = 0; i < 3; i++)
+      await expect(f.call()).rejects.toBeInstanceOf(BackendError);
+    expect(f.guard.degraded).toBe(true);
+    expect(f.backend.calls).toBe(3);
+    // Open: no backend call, immediate BackendError.
+    await expect(f.call()).rejects.toThrow(/circuit open/);
+    expect(f.backend.calls).toBe(3);
+    // A failed probe after the interval, then nothing until the next interval.
+    f.clock.ms += 500;
+    await expect(f.call()).rejects.toBeInstanceOf(BackendError);
+    expect(f.backend.calls).toBe(4);
+    await expect(f.call()).rejects.toThrow(/circuit open/);
+    expect(f.backend.calls).toBe(4);
+    // The store is back: the next probe closes the circuit.
+    f.backend.down = false;
+    f.clock.ms += 499;
+    await expect(f.call()).rejects.toThrow(/circuit open/);
+    f.clock.ms += 1;
+    expect(await f.call()).toBe(Code.OK);
+    expect(f.guard.degraded).toBe(false);
+    expect(await f.call()).toBe(Code.OK);
+    expect(f.backend.calls).toBe(6);
+    expect(f.transitions).toEqual([true, false]);
+    expect(counter(f.stats, statNames.backendFailures)).toBe(4);
+    expect(counter(f.stats, statNames.backendCircuitOpened)).toBe(1);
+    expect(counter(f.stats, statNames.backendDegradedDecisions)).toBe(0);
+    expect(f.stats.store.gauge(statNames.backendDegraded).value()).toBe(0);
+    expect(f.logs.filter((l) => l.includes("circuit opened"))).toHaveLength(1);
+    expect(f.logs.filter((l) => l.includes("circuit closed"))).toHaveLength(1);
+  });
+
+  it("resets the failure count on success (failures must be consecutive)", async () => {
+    const f = fixture("error", { failureThreshold: 3 });
+    for (let round = 0; round < 3; round++) {
+      f.backend.down = true;
+      await expect(f.call()).rejects.toBeInstanceOf(BackendError);
+      await expect(f.call()).rejects.toBeInstanceOf(BackendError);
+      f.backend.down = false;
+      await f.call();
+    }
+    expect(f.guard.degraded).toBe(false);
+    expect(counter(f.stats, statNames.backendCircuitOpened)).toBe(0);
+  });
+
+  it("allow: answers OK without counting, from the first failure", async () => {
+    const f = fixture("allow", { failureThreshold: 2 });
+    f.backend.down = true;
+    for (let i = 0; i < 30; i++) expect(await f.call()).toBe(Code.OK);
+    expect(f.backend.calls).toBe(2);
+    expect(counter(f.stats, statNames.backendDegradedDecisions)).toBe(30);
+    expect(f.limit.stats.withinLimit.value()).toBe(0);
+    const statuses = await f.guard.doLimit(
+      "d",
+      [create(RateLimitDescriptorSchema, { entries: [{ key: "k" }] })],
+      [f.limit],
+      [1],
+    );
+    expect(statuses[0]!.currentLimit?.requestsPerUnit).toBe(10);
+    expect(statuses[0]!.limitRemaining).toBe(10);
+    expect(statuses[0]!.durationUntilReset?.seconds).toBe(60n);
+  });
+
+  it("allow and deny: report the reset of the rule's whole window (unit_multiplier)", async () => {
+    const f = fixture("deny", { failureThreshold: 1 });
+    f.backend.down = true;
+    const fiveMinutes = testRateLimit(f.stats, "d.w", 10, undefined, {
+      unitMultiplier: 5,
+      windowSeconds: 300,
+    });
+    const statuses = await f.guard.doLimit(
+      "d",
+      [create(RateLimitDescriptorSchema, { entries: [{ key: "w" }] })],
+      [fiveMinutes],
+      [1],
+    );
+    // 60 000 s is a multiple of 300: the whole window is ahead.
+    expect(statuses[0]!.durationUntilReset?.seconds).toBe(300n);
+  });
+
+  it("deny: answers OVER_LIMIT, OK for shadow-mode rules and descriptors without a limit", async () => {
+    const f = fixture("deny");
+    f.backend.down = true;
+    expect(await f.call()).toBe(Code.OVER_LIMIT);
+    const shadow = testRateLimit(f.stats, "d.s", 10, undefined, {
+      shadowMode: true,
+    });
+    expect(await f.call("d", shadow)).toBe(Code.OK);
+    const d = create(RateLimitDescriptorSchema, { entries: [{ key: "x" }] });
+    const statuses = await f.guard.doLimit(
+      "d",
+      [d, d],
+      [undefined, f.limit],
+      [1, 1],
+    );
+    expect(statuses.map((s) => s.code)).toEqual([Code.OK, Code.OVER_LIMIT]);
+    expect(statuses[1]!.limitRemaining).toBe(0);
+  });
+
+  it("local: continues the counts seen before the outage and admits at most the limit per window", async () => {
+    const f = fixture("local", { failureThreshold: 3 }, 10);
+    for (let i = 0; i < 4; i++) expect(await f.call()).toBe(Code.OK);
+    f.backend.down = true;
+    const codes: Code[] = [];
+    for (let i = 0; i < 20; i++) codes.push(await f.call());
+    // 4 admitted by the store, 6 locally, then over limit; never an error.
+    expect(codes.filter((c) => c === Code.OK)).toHaveLength(6);
+    expect(codes.slice(6).every((c) => c === Code.OVER_LIMIT)).toBe(true);
+    expect(f.guard.degraded).toBe(true);
+    // The store comes back in the same window: it never saw the local hits, so the local
+    // verdict still applies; in the next window the store decides alone.
+    f.backend.down = false;
+    f.clock.ms += 500;
+    expect(await f.call()).toBe(Code.OVER_LIMIT);
+    expect(f.guard.degraded).toBe(false);
+    f.clock.ms += 60_000;
+    expect(await f.call()).toBe(Code.OK);
+    expect(f.transitions).toEqual([true, false]);
+  });
+
+  it("local: keeps the local verdict after recovery for windows that started during the outage", async () => {
+    const f = fixture("local", { failureThreshold: 1 }, 3);
+    f.backend.down = true;
+    await f.call();
+    // A failed probe just before the window ends, then the outage goes on into the next
+    // window, where the local limiter admits 3 more (none of them a probe).
+    f.clock.ms += 59_800;
+    expect(await f.call()).toBe(Code.OK);
+    f.clock.ms += 300;
+    const codes: Code[] = [];
+    for (let i = 0; i < 4; i++) codes.push(await f.call());
+    expect(codes).toEqual([Code.OK, Code.OK, Code.OK, Code.OVER_LIMIT]);
+    // The store comes back in that window: it saw none of them, the local verdict holds.
+    f.backend.down = false;
+    f.clock.ms += 1000;
+    expect(await f.call()).toBe(Code.OVER_LIMIT);
+    expect(f.guard.degraded).toBe(false);
+  });
+
+  it("local: scales each limit by the local share (at least 1)", async () => {
+    const f = fixture("local", { localShare: 0.25, failureThreshold: 1 }, 10);
+    f.backend.down = true;
+    const codes: Code[] = [];
+    for (let i = 0; i < 10; i++) codes.push(await f.call());
+    expect(codes.filter((c) => c === Code.OK)).toHaveLength(2);
+    const one = testRateLimit(f.stats, "d.one", 1);
+    expect(await f.call("d2", one)).toBe(Code.OK);
+    expect(await f.call("d2", one)).toBe(Code.OVER_LIMIT);
+  });
+
+  it("applies a domain's failure_mode over the process-wide mode", async () => {
+    const f = fixture("local", { failureThreshold: 1 });
+    f.guard.setDomainModes(
+      new Map<string, FailureMode>([
+        ["strict", "deny"],
+        ["open", "allow"],
+        ["loud", "error"],
+      ]),
+    );
+    f.backend.down = true;
+    expect(await f.call("d")).toBe(Code.OK);
+    expect(await f.call("strict")).toBe(Code.OVER_LIMIT);
+    expect(await f.call("open")).toBe(Code.OK);
+    await expect(f.call("loud")).rejects.toBeInstanceOf(BackendError);
+
+    const g = fixture("error", { failureThreshold: 1 });
+    g.guard.setDomainModes(new Map<string, FailureMode>([["open", "allow"]]));
+    g.backend.down = true;
+    await expect(g.call("d")).rejects.toBeInstanceOf(BackendError);
+    expect(await g.call("open")).toBe(Code.OK);
+  });
+
+  it("lets other errors through without counting them", async () => {
+    const f = fixture("allow", { failureThreshold: 1 });
+    f.backend.down = true;
+    f.backend.failWith = () => new CacheKeyError(0, "bad key");
+    await expect(f.call()).rejects.toBeInstanceOf(CacheKeyError);
+    expect(f.guard.degraded).toBe(false);
+  });
+
+  it("sends one probe at a time", async () => {
+    const f = fixture("allow", { failureThreshold: 1 });
+    f.backend.down = true;
+    await f.call();
+    f.clock.ms += 500;
+    f.backend.down = false;
+    const before = f.backend.calls;
+    const codes = await Promise.all([f.call(), f.call(), f.call()]);
+    expect(codes).toEqual([Code.OK, Code.OK, Code.OK]);
+    expect(f.backend.calls - before).toBe(1);
+    expect(f.guard.degraded).toBe(false);
+  });
+
+  it("checks its numbers", () => {
+    expect(() => fixture("local", { localShare: 0 })).toThrow(/localShare/);
+    expect(() => fixture("local", { localShare: 1.5 })).toThrow(/localShare/);
+    expect(() => fixture("error", { failureThreshold: 0 })).toThrow(
+      /failureThreshold/,
+    );
+    expect(() => fixture("error", { probeIntervalMs: 0 })).toThrow(
+      /probeIntervalMs/,
+    );
+  });
+});
