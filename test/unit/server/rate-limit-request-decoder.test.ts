@@ -2,6 +2,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  OverrideRateLimitUnit,
   RateLimitRequestSchema,
   type RateLimitRequest,
 } from "../../../src/proto.js";
@@ -125,7 +126,7 @@ describe("decodeRateLimitRequest", () => {
             { key: "path", value: "/a" },
             { key: "method", value: "" },
           ],
-          limit: { requestsPerUnit: 5, unit: 2 },
+          limit: { requestsPerUnit: 5, unit: OverrideRateLimitUnit.MINUTE },
           hitsAddend: 0n,
         },
       ],
