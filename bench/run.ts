@@ -86,7 +86,8 @@ function logFile(name: string): string {
 /**
  * Statistics: `log` (default) leaves both services on their sink for "no sink configured"
  * (the reference's USE_STATSD=false logging sink, our USE_PUSHSTATS=false stdout sink: both
- * write a line per call's timer); `off` sets DISABLE_STATS=true on both.
+ * write timer lines: the reference one per call, ours a summary per flush); `off` sets
+ * DISABLE_STATS=true on both.
  */
 const statsMode = env["BENCH_STATS"] ?? "log";
 if (statsMode !== "log" && statsMode !== "off")
@@ -697,7 +698,7 @@ function printTables(): string {
   }
   out.push(
     "",
-    `ghz: ${inFlight} calls in flight over ${connections} HTTP/2 connections, ${seconds}s per load after a ${warmupSeconds}s warm-up per target; fixed rate: ghz --rps ${fixedRate}; statistics: ${statsMode === "off" ? "DISABLE_STATS=true on both" : "each service's default sink with none configured (a log line per call)"}. ` +
+    `ghz: ${inFlight} calls in flight over ${connections} HTTP/2 connections, ${seconds}s per load after a ${warmupSeconds}s warm-up per target; fixed rate: ghz --rps ${fixedRate}; statistics: ${statsMode === "off" ? "DISABLE_STATS=true on both" : "each service's default sink with none configured (the reference: a log line per call; ours: a summary line per timer per flush)"}. ` +
       `One machine (${availableParallelism()} CPUs), shared with other work: compare rows of this run only.`,
   );
   for (const note of notes) out.push(`note: ${note}`);

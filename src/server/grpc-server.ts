@@ -58,6 +58,43 @@ export interface GrpcServerOptions {
    * front of the Connect router (see `installGrpcFastPath`). @defaultValue off
    */
   readonly fastPath?: ShouldRateLimitHandler;
+  /**
+   * HTTP/2 stream reset (RST_STREAM) rate limit of each connection, a token bucket: `burst`
+   * resets from the peer are accepted at once, refilled at `ratePerSecond`; beyond it the
+   * connection is sent GOAWAY (Node's rapid-reset protection, CVE-2023-44487). Node's own
+   * default (1000, 33/s) is far below what a healthy Envoy sends: Envoy resets every call
+   * that misses its rate-limit filter's `timeout` (often 20 ms), so a busy second would make
+   * the service drop Envoy's connection and fail every call on it. @defaultValue
+   * {@link grpcServerDefaults}
+   */
+  readonly streamResetLimit?: {
+    readonly burst: number;
+    readonly ratePerSecond: number;
+  };
+}
+
+/**
+ * Defaults of {@link GrpcServerOptions}: the stream reset limit allows 100,000 resets at once
+ * and 20,000 per second after that (a peer that resets every call of a load this service
+ * can carry stays below it; a client that only opens and resets streams is still stopped).
+ */
+export const grpcServerDefaults = {
+  streamResetLimit: { burst: 100_000, ratePerSecond: 20_000 },
+} as const;
+
+/**
+ * HTTP/2 options shared by the cleartext and TLS listeners.
+ *
+ * @internal exported for tests
+ */
+export function http2ServerOptions(
+  options: Pick<GrpcServerOptions, "streamResetLimit">,
+): { streamResetBurst: number; streamResetRate: number } {
+  const limit = options.streamResetLimit ?? grpcServerDefaults.streamResetLimit;
+  return {
+    streamResetBurst: limit.burst,
+    streamResetRate: limit.ratePerSecond,
+  };
 }
 
 /**
@@ -93,6 +130,7 @@ export async function startGrpcServer(
     const mutual = tls.clientCaFile !== undefined;
     const secure = createSecureServer(
       {
+        ...http2ServerOptions(options),
         ...credentials.current(),
         requestCert: mutual,
         rejectUnauthorized: mutual,
@@ -117,7 +155,7 @@ export async function startGrpcServer(
     }
     server = secure;
   } else {
-    server = createServer(handler);
+    server = createServer(http2ServerOptions(options), handler);
   }
   if (options.fastPath !== undefined) {
     installGrpcFastPath(server, {

@@ -154,19 +154,22 @@ describe("startStatsFlusher", () => {
 });
 
 describe("createStdoutSink", () => {
-  it("writes one JSON line per statistic", () => {
-    const lines: string[] = [];
-    const sink = createStdoutSink({
-      write: (line) => lines.push(line),
-      clock: {
-        nowMs: () => 1_700_000_000_500,
-        nowSeconds: () => 1_700_000_000,
-      },
-    });
+  const clock = {
+    nowMs: () => 1_700_000_000_500,
+    nowSeconds: () => 1_700_000_000,
+  };
+
+  it("writes one JSON line per statistic, all lines of a flush in one write", () => {
+    const writes: string[] = [];
+    const sink = createStdoutSink({ write: (w) => writes.push(w), clock });
     sink.flushCounter("a", 2);
     sink.flushGauge("b", 3);
-    sink.flushTimer("c", 1.25, 0.5);
+    sink.flushTimer("c", 1.25, 1);
+    expect(writes).toEqual([]);
     sink.endFlush();
+    expect(writes).toHaveLength(1);
+    const lines = (writes[0] ?? "").split("\n");
+    expect(lines.pop()).toBe("");
     expect(lines.map((l) => JSON.parse(l) as unknown)).toEqual([
       { ts: 1_700_000_000.5, type: "counter", name: "a", value: 2 },
       { ts: 1_700_000_000.5, type: "gauge", name: "b", value: 3 },
@@ -174,10 +177,127 @@ describe("createStdoutSink", () => {
         ts: 1_700_000_000.5,
         type: "timer",
         name: "c",
-        value: 1.25,
-        sample_ratio: 0.5,
+        count: 1,
+        min: 1.25,
+        max: 1.25,
+        mean: 1.25,
+        p50: 1.25,
+        p90: 1.25,
+        p99: 1.25,
       },
     ]);
-    expect(lines.every((l) => l.endsWith("}\n"))).toBe(true);
+  });
+
+  it("summarises a timer's durations per flush (nearest-rank percentiles)", () => {
+    const writes: string[] = [];
+    const sink = createStdoutSink({ write: (w) => writes.push(w), clock });
+    // 1..100 ms in a shuffled order, and a second timer.
+    for (let i = 0; i < 100; i++) sink.flushTimer("t", ((i * 37) % 100) + 1, 1);
+    sink.flushTimer("u", 0.1234567, 1);
+    sink.endFlush();
+    const records = (writes[0] ?? "")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(records).toEqual([
+      {
+        ts: 1_700_000_000.5,
+        type: "timer",
+        name: "t",
+        count: 100,
+        min: 1,
+        max: 100,
+        mean: 50.5,
+        p50: 50,
+        p90: 90,
+        p99: 99,
+      },
+      {
+        ts: 1_700_000_000.5,
+        type: "timer",
+        name: "u",
+        count: 1,
+        min: 0.123457,
+        max: 0.123457,
+        mean: 0.123457,
+        p50: 0.123457,
+        p90: 0.123457,
+        p99: 0.123457,
+      },
+    ]);
+    // The next flush starts over: no durations, no timer line, no write at all.
+    sink.endFlush();
+    expect(writes).toHaveLength(1);
+    sink.flushTimer("t", 7, 1);
+    sink.endFlush();
+    expect(JSON.parse(writes[1] ?? "")).toMatchObject({
+      name: "t",
+      count: 1,
+      min: 7,
+      max: 7,
+    });
+  });
+
+  it("reports the recorded count and the sample ratio of a sampled timer", () => {
+    const writes: string[] = [];
+    const sink = createStdoutSink({ write: (w) => writes.push(w), clock });
+    for (let i = 0; i < 3; i++) sink.flushTimer("t", 2, 3 / 7);
+    sink.endFlush();
+    expect(JSON.parse(writes[0] ?? "")).toEqual({
+      ts: 1_700_000_000.5,
+      type: "timer",
+      name: "t",
+      count: 7,
+      min: 2,
+      max: 2,
+      mean: 2,
+      p50: 2,
+      p90: 2,
+      p99: 2,
+      sample_ratio: 3 / 7,
+    });
+  });
+
+  it("summarises the flush loop's timers in one line each, whatever the call count", async () => {
+    const writes: string[] = [];
+    const store = new StatsStore();
+    const flusher = startStatsFlusher({
+      store,
+      sink: createStdoutSink({ write: (w) => writes.push(w), clock }),
+      scheduler: () => () => undefined,
+      maxTimerSamplesPerFlush: 100,
+      random: () => 0.5,
+    });
+    const timer = store.timer("ratelimit_server.ShouldRateLimit.response_time");
+    for (let i = 0; i < 1000; i++) timer.recordMs(i % 2 === 0 ? 1 : 3);
+    store.counter("ratelimit.service.x").add(1000);
+    flusher.flush();
+    expect(writes).toHaveLength(1);
+    const records = (writes[0] ?? "")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(records).toHaveLength(2);
+    expect(records[1]).toMatchObject({
+      type: "timer",
+      name: "ratelimit_server.ShouldRateLimit.response_time",
+      count: 1000,
+      min: 1,
+      max: 3,
+      sample_ratio: 0.1,
+    });
+    await flusher.close();
+  });
+
+  it("writes what is pending on close and nothing after", async () => {
+    const writes: string[] = [];
+    const sink = createStdoutSink({ write: (w) => writes.push(w), clock });
+    sink.flushCounter("a", 1);
+    await sink.close();
+    sink.flushCounter("a", 1);
+    sink.endFlush();
+    expect(writes).toEqual([
+      '{"ts":1700000000.5,"type":"counter","name":"a","value":1}\n',
+    ]);
   });
 });

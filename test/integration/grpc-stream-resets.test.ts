@@ -1,0 +1,167 @@
+import {
+  connect,
+  constants,
+  type ClientHttp2Session,
+  type ClientHttp2Stream,
+  type IncomingHttpHeaders,
+} from "node:http2";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { pino } from "pino";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  RateLimitRequestSchema,
+  RateLimitResponse_Code,
+  RateLimitResponseSchema,
+} from "../../src/proto.js";
+import {
+  http2ServerOptions,
+  startGrpcServer,
+  type GrpcServerOptions,
+} from "../../src/server/grpc-server.js";
+import type { Listening } from "../../src/server/listen.js";
+import { envelope } from "../helpers/raw-grpc.js";
+
+// Envoy resets (RST_STREAM) every call that misses its rate-limit filter's timeout. Under a
+// burst of late answers that is thousands of resets a second on one connection; the service
+// must keep that connection (no GOAWAY) and keep answering on it.
+
+const path = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+function request(domain: string): Buffer {
+  return envelope(
+    toBinary(
+      RateLimitRequestSchema,
+      create(RateLimitRequestSchema, {
+        domain,
+        descriptors: [{ entries: [{ key: "k", value: "v" }] }],
+      }),
+    ),
+  );
+}
+
+const servers: Listening[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) await s.close(0);
+});
+
+/** A server whose fast path never answers domain `hang` and answers OK to anything else. */
+async function start(
+  extra: Partial<GrpcServerOptions> = {},
+): Promise<Listening> {
+  const server = await startGrpcServer({
+    routes: () => undefined,
+    logger: pino({ level: "silent" }),
+    host: "127.0.0.1",
+    port: 0,
+    fastPath: (req) =>
+      req.domain === "hang"
+        ? new Promise(() => undefined)
+        : Promise.resolve(
+            create(RateLimitResponseSchema, {
+              overallCode: RateLimitResponse_Code.OK,
+            }),
+          ),
+    ...extra,
+  });
+  servers.push(server);
+  return server;
+}
+
+function open(session: ClientHttp2Session, domain: string): ClientHttp2Stream {
+  const stream = session.request({
+    ":method": "POST",
+    ":path": path,
+    "content-type": "application/grpc",
+    te: "trailers",
+  });
+  stream.on("error", () => undefined);
+  stream.end(request(domain));
+  return stream;
+}
+
+/** Opens `total` calls the server does not answer and cancels each, `batch` at a time. */
+async function cancelCalls(
+  session: ClientHttp2Session,
+  total: number,
+  batch: number,
+): Promise<void> {
+  for (let done = 0; done < total && !session.closed; done += batch) {
+    const streams = Array.from({ length: batch }, () => open(session, "hang"));
+    // Let the server receive the calls, as Envoy's timeout fires after sending them.
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    for (const s of streams) s.close(constants.NGHTTP2_CANCEL);
+    // (After a GOAWAY the streams' close callbacks may never run: wait a moment instead.)
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** One call on `session`: its gRPC status, or `"failed"` when the stream errored. */
+function call(session: ClientHttp2Session): Promise<string> {
+  return new Promise((resolve) => {
+    const stream = session.request({
+      ":method": "POST",
+      ":path": path,
+      "content-type": "application/grpc",
+      te: "trailers",
+    });
+    let status = "none";
+    stream.on("response", (h) => {
+      status = String(h["grpc-status"] ?? status);
+    });
+    stream.on("trailers", (t: IncomingHttpHeaders) => {
+      status = String(t["grpc-status"] ?? status);
+    });
+    stream.on("error", () => {
+      resolve("failed");
+    });
+    stream.on("close", () => {
+      resolve(status);
+    });
+    stream.resume();
+    stream.end(request("ok"));
+  });
+}
+
+describe("gRPC server under client stream resets", () => {
+  it("keeps the connection through 5000 cancelled calls and answers on it", async () => {
+    const server = await start();
+    const session = connect(`http://127.0.0.1:${server.port}`);
+    session.on("error", () => undefined);
+    let goaway = false;
+    session.on("goaway", () => {
+      goaway = true;
+    });
+    await cancelCalls(session, 5000, 250);
+    expect(goaway).toBe(false);
+    expect(session.closed || session.destroyed).toBe(false);
+    expect(await call(session)).toBe("0");
+    session.close();
+  });
+
+  it("still sends GOAWAY to a peer beyond a configured limit", async () => {
+    const server = await start({
+      streamResetLimit: { burst: 50, ratePerSecond: 1 },
+    });
+    const session = connect(`http://127.0.0.1:${server.port}`);
+    session.on("error", () => undefined);
+    const goaway = new Promise<number>((resolve) => {
+      session.on("goaway", (code: number) => {
+        resolve(code);
+      });
+    });
+    await cancelCalls(session, 1000, 100);
+    // nghttp2 answers an exceeded reset limit with GOAWAY(INTERNAL_ERROR).
+    expect(await goaway).toBe(constants.NGHTTP2_INTERNAL_ERROR);
+    session.destroy();
+  });
+
+  it("passes the default limit to node:http2", () => {
+    expect(http2ServerOptions({})).toEqual({
+      streamResetBurst: 100_000,
+      streamResetRate: 20_000,
+    });
+    expect(
+      http2ServerOptions({ streamResetLimit: { burst: 7, ratePerSecond: 3 } }),
+    ).toEqual({ streamResetBurst: 7, streamResetRate: 3 });
+  });
+});
