@@ -5,6 +5,7 @@
 import { create } from "@bufbuild/protobuf";
 import { MemoryRateLimitCache } from "../src/backends/memory/memory-rate-limit-cache.js";
 import { unitToSeconds } from "../src/config/units.js";
+import type { RateLimit } from "../src/config/rate-limit-config.js";
 import { createBaseLimiter } from "../src/limiter/base-limiter.js";
 import {
   RateLimitDescriptorSchema,
@@ -30,12 +31,17 @@ const cache = new MemoryRateLimitCache({
   sweepIntervalMs: 50,
   maxKeys: Math.max(keys, 1),
 });
-const limit = {
+const limit: RateLimit = {
   fullKey: "bench.remote_address",
   stats: stats.rateLimitStats("bench.remote_address"),
   requestsPerUnit: 1000,
   unit: Unit.MINUTE,
   unitSeconds: unitToSeconds(Unit.MINUTE),
+  unitMultiplier: 1,
+  windowSeconds: unitToSeconds(Unit.MINUTE),
+  sliding: false,
+  cacheKeySuffix: "",
+  allOrNothing: false,
   unlimited: false,
   shadowMode: false,
   quotaMode: false,
