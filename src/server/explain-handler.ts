@@ -9,6 +9,7 @@ import {
   type ExplainService,
 } from "../service/explain-service.js";
 import { explainDisabledMessage, type ExplainHandler } from "./routes.js";
+import { readBoundedBody, sendJson } from "./read-body.js";
 
 /**
  * Returns the Explain entry point shared by the Connect routes and `/explain`: the service
@@ -61,7 +62,7 @@ export function createExplainJsonHandler(
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
 
   function sendError(res: ServerResponse, err: ConnectError): void {
-    send(
+    sendJson(
       res,
       httpStatusByCode[err.code] ?? 500,
       JSON.stringify({ code: codeWord(err.code), message: err.rawMessage }),
@@ -91,7 +92,11 @@ export function createExplainJsonHandler(
         throw new RequestError((err as Error).message);
       }
       const response = await handler(request);
-      send(res, 200, JSON.stringify(toJson(ExplainResponseSchema, response)));
+      sendJson(
+        res,
+        200,
+        JSON.stringify(toJson(ExplainResponseSchema, response)),
+      );
     } catch (err) {
       sendError(
         res,
@@ -108,40 +113,16 @@ export function createExplainJsonHandler(
       sendError(res, new ConnectError(explainDisabledMessage, Code.NotFound));
       return;
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let tooLarge = false;
-    req.on("data", (chunk: Buffer) => {
-      if (tooLarge) return;
-      size += chunk.length;
-      if (size > maxBodyBytes) {
-        tooLarge = true;
-        sendError(
-          res,
-          new ConnectError(
-            `request body exceeds ${maxBodyBytes} bytes`,
-            Code.ResourceExhausted,
-          ),
-        );
-        req.resume();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on("end", () => {
-      if (!tooLarge) void handle(explain, Buffer.concat(chunks), res);
-    });
-    req.on("error", () => {
-      // The client went away; nothing to answer.
-    });
+    readBoundedBody(
+      req,
+      maxBodyBytes,
+      (body) => void handle(explain, body, res),
+      (err) => {
+        sendError(res, err);
+      },
+      () => {
+        // The client went away; nothing to answer.
+      },
+    );
   };
-}
-
-function send(res: ServerResponse, status: number, body: string): void {
-  if (res.headersSent) return;
-  res.writeHead(status, {
-    "content-type": "application/json",
-    "content-length": Buffer.byteLength(body),
-  });
-  res.end(body);
 }

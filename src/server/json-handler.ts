@@ -12,7 +12,7 @@ import {
   type JsonObject,
   type JsonValue,
 } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import {
   RateLimitRequestSchema,
@@ -28,6 +28,7 @@ import {
   overallCodeName,
   spanAttributes,
 } from "./should-rate-limit-handler.js";
+import { readBoundedBody, sendJson } from "./read-body.js";
 
 /** Options of {@link createJsonHandler}. */
 export interface JsonHandlerOptions {
@@ -98,7 +99,7 @@ export function createJsonHandler(
         });
       }
     }
-    send(
+    sendJson(
       res,
       status,
       JSON.stringify({
@@ -156,7 +157,7 @@ export function createJsonHandler(
         );
         span.setAttribute("http.response.status_code", status);
       }
-      send(res, status, JSON.stringify(json));
+      sendJson(res, status, JSON.stringify(json));
     } catch (err) {
       sendError(res, err, span);
     }
@@ -197,44 +198,21 @@ export function createJsonHandler(
   }
 
   return (req, res) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let tooLarge = false;
-    req.on("data", (chunk: Buffer) => {
-      if (tooLarge) return;
-      size += chunk.length;
-      if (size > maxBodyBytes) {
-        tooLarge = true;
-        sendError(
-          res,
-          new ConnectError(
-            `request body exceeds ${maxBodyBytes} bytes`,
-            Code.ResourceExhausted,
-          ),
-        );
-        req.resume();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on("end", () => {
-      if (tooLarge) return;
-      if (tracing) void handleTraced(Buffer.concat(chunks), req, res);
-      else void handle(Buffer.concat(chunks), res);
-    });
-    req.on("error", (err) => {
-      logger.debug({ err }, "json request stream failed");
-    });
+    readBoundedBody(
+      req,
+      maxBodyBytes,
+      (body) => {
+        if (tracing) void handleTraced(body, req, res);
+        else void handle(body, res);
+      },
+      (err) => {
+        sendError(res, err);
+      },
+      (err) => {
+        logger.debug({ err }, "json request stream failed");
+      },
+    );
   };
-}
-
-function send(res: ServerResponse, status: number, body: string): void {
-  if (res.headersSent) return;
-  res.writeHead(status, {
-    "content-type": "application/json",
-    "content-length": Buffer.byteLength(body),
-  });
-  res.end(body);
 }
 
 /**
