@@ -11,6 +11,7 @@ import { statNames } from "../stats/names.js";
 import type { Counter, Gauge, StatsStore } from "../stats/stats-store.js";
 import type { Clock } from "../util/clock.js";
 import { BackendError } from "./backend-error.js";
+import { limitStatus, okWithoutLimitStatus } from "./base-limiter.js";
 import type { CounterReading, RateLimitCache } from "./rate-limit-cache.js";
 import { secondsUntilReset } from "./window.js";
 
@@ -439,15 +440,20 @@ export class BackendGuard implements RateLimitCache {
       const limit = limits[i];
       statuses[i] =
         limit === undefined
-          ? okWithoutLimit()
+          ? okWithoutLimitStatus()
           : mode === "allow"
-            ? status(Code.OK, limit, limit.requestsPerUnit, now)
+            ? limitStatus(
+                Code.OK,
+                limit,
+                limit.requestsPerUnit,
+                secondsUntilReset(now, limit.windowSeconds),
+              )
             : // Deny: over limit, unless the rule is in shadow mode (always OK).
-              status(
+              limitStatus(
                 limit.shadowMode ? Code.OK : Code.OVER_LIMIT,
                 limit,
                 0,
-                now,
+                secondsUntilReset(now, limit.windowSeconds),
               );
     }
     return Promise.resolve(statuses);
@@ -532,42 +538,5 @@ function mutedStats(stats: RateLimitStats): RateLimitStats {
     overLimitWithLocalCache: noopCounter,
     withinLimit: noopCounter,
     shadowMode: noopCounter,
-  };
-}
-
-function okWithoutLimit(): RateLimitResponse_DescriptorStatus {
-  return {
-    $typeName: "envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus",
-    code: Code.OK,
-    currentLimit: undefined,
-    limitRemaining: 0,
-    durationUntilReset: undefined,
-    quota: undefined,
-  };
-}
-
-/** A status of the `allow` / `deny` modes: same shape as a backend's, nothing counted. */
-function status(
-  code: Code,
-  limit: RateLimit,
-  limitRemaining: number,
-  nowSeconds: number,
-): RateLimitResponse_DescriptorStatus {
-  return {
-    $typeName: "envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus",
-    code,
-    currentLimit: {
-      $typeName: "envoy.service.ratelimit.v3.RateLimitResponse.RateLimit",
-      name: limit.name,
-      requestsPerUnit: limit.requestsPerUnit,
-      unit: limit.unit,
-    },
-    limitRemaining,
-    durationUntilReset: {
-      $typeName: "google.protobuf.Duration",
-      seconds: BigInt(secondsUntilReset(nowSeconds, limit.windowSeconds)),
-      nanos: 0,
-    },
-    quota: undefined,
   };
 }

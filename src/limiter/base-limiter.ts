@@ -147,31 +147,6 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
   const random = options.random ?? Math.random;
   const localCache = options.localCache;
 
-  // Statuses are built as complete message literals (every field set, as `create()` would
-  // leave them) rather than through `create()`, which walks the schema on every call: this is
-  // the hot path. The reset durations are shared, read-only objects, one per value.
-  function status(
-    code: Code,
-    limit: RateLimit,
-    limitRemaining: number,
-    resetSeconds: number,
-  ): RateLimitResponse_DescriptorStatus {
-    return {
-      $typeName:
-        "envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus",
-      code,
-      currentLimit: {
-        $typeName: "envoy.service.ratelimit.v3.RateLimitResponse.RateLimit",
-        name: limit.name,
-        requestsPerUnit: limit.requestsPerUnit,
-        unit: limit.unit,
-      },
-      limitRemaining,
-      durationUntilReset: resetDuration(resetSeconds),
-      quota: undefined,
-    };
-  }
-
   /**
    * The decision shared by every algorithm (upstream `GetResponseDescriptorStatus`): `after` is
    * the count compared with the limit; an over-limit key enters the local cache for
@@ -199,7 +174,7 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
     const stats = limit.stats;
     let result: RateLimitResponse_DescriptorStatus;
     if (after > limitValue) {
-      result = status(Code.OVER_LIMIT, limit, 0, resetSeconds);
+      result = limitStatus(Code.OVER_LIMIT, limit, 0, resetSeconds);
       // Remembered for the whole window (not just the rest of it), as upstream does;
       // harmless because the key embeds its window start.
       if (cacheKey !== undefined) localCache?.add(cacheKey, cacheTtlSeconds);
@@ -215,7 +190,7 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
         if (limit.shadowMode) stats.shadowMode.add(after - limitValue);
       }
     } else {
-      result = status(
+      result = limitStatus(
         Code.OK,
         limit,
         remaining >= 0 ? remaining : limitValue - after,
@@ -284,9 +259,9 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
       const reset = secondsUntilReset(nowSeconds, limit.windowSeconds);
       if (limit.shadowMode) {
         stats.shadowMode.add(hits);
-        return status(Code.OK, limit, 0, reset);
+        return limitStatus(Code.OK, limit, 0, reset);
       }
-      return status(Code.OVER_LIMIT, limit, 0, reset);
+      return limitStatus(Code.OVER_LIMIT, limit, 0, reset);
     },
 
     expirationSeconds(limit) {
@@ -325,17 +300,48 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
       );
     },
 
-    okWithoutLimit() {
-      return {
-        $typeName:
-          "envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus",
-        code: Code.OK,
-        currentLimit: undefined,
-        limitRemaining: 0,
-        durationUntilReset: undefined,
-        quota: undefined,
-      };
+    okWithoutLimit: okWithoutLimitStatus,
+  };
+}
+
+// Statuses are built as complete message literals (every field set, as `create()` would leave
+// them) rather than through `create()`, which walks the schema on every call: this is the hot
+// path. The reset durations are shared, read-only objects, one per value.
+
+/**
+ * Returns the status of a descriptor with a limit: `code`, the rule as `currentLimit`,
+ * `limitRemaining`, and `resetSeconds` (seconds until the window resets) as a shared Duration.
+ */
+export function limitStatus(
+  code: Code,
+  limit: RateLimit,
+  limitRemaining: number,
+  resetSeconds: number,
+): RateLimitResponse_DescriptorStatus {
+  return {
+    $typeName: "envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus",
+    code,
+    currentLimit: {
+      $typeName: "envoy.service.ratelimit.v3.RateLimitResponse.RateLimit",
+      name: limit.name,
+      requestsPerUnit: limit.requestsPerUnit,
+      unit: limit.unit,
     },
+    limitRemaining,
+    durationUntilReset: resetDuration(resetSeconds),
+    quota: undefined,
+  };
+}
+
+/** Returns the status of a descriptor without a limit: `{code: OK}` only. */
+export function okWithoutLimitStatus(): RateLimitResponse_DescriptorStatus {
+  return {
+    $typeName: "envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus",
+    code: Code.OK,
+    currentLimit: undefined,
+    limitRemaining: 0,
+    durationUntilReset: undefined,
+    quota: undefined,
   };
 }
 
