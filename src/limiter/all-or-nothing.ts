@@ -143,6 +143,34 @@ export function allOrNothingStatuses(
 }
 
 /**
+ * Binds {@link allOrNothingStatuses} to one request: the returned function builds its
+ * statuses from counters and whether they were charged.
+ */
+export function statusesOf(
+  base: BaseLimiter,
+  keys: readonly (CacheKey | undefined)[],
+  limits: readonly (RateLimit | undefined)[],
+  hitsAddends: readonly number[],
+  cached: readonly boolean[] | undefined,
+  nowSeconds: number,
+): (
+  counters: RequestCounters,
+  charged: boolean,
+) => RateLimitResponse_DescriptorStatus[] {
+  return (counters, charged) =>
+    allOrNothingStatuses(
+      base,
+      keys,
+      limits,
+      hitsAddends,
+      counters,
+      cached,
+      nowSeconds,
+      charged,
+    );
+}
+
+/**
  * Counter of all-or-nothing requests whose check-then-increment lost a race (another request
  * took the budget between the read and the increment) and were compensated.
  */
@@ -211,20 +239,14 @@ export async function checkThenIncrement(
   steps: CheckThenIncrementSteps,
   compensated: Pick<Counter, "add"> | undefined,
 ): Promise<RateLimitResponse_DescriptorStatus[]> {
-  const statuses = (
-    counters: RequestCounters,
-    charged: boolean,
-  ): RateLimitResponse_DescriptorStatus[] =>
-    allOrNothingStatuses(
-      base,
-      keys,
-      limits,
-      hitsAddends,
-      counters,
-      cached,
-      nowSeconds,
-      charged,
-    );
+  const statuses = statusesOf(
+    base,
+    keys,
+    limits,
+    hitsAddends,
+    cached,
+    nowSeconds,
+  );
   const before = await steps.read();
   if (!allFit(base, keys, limits, hitsAddends, before, cached, nowSeconds))
     return statuses(before, false);

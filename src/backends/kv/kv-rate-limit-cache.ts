@@ -2,7 +2,7 @@ import type { RateLimit } from "../../config/rate-limit-config.js";
 import type { HealthChecker } from "../../health/health.js";
 import {
   lazyCompensatedCounter,
-  allOrNothingStatuses,
+  statusesOf,
   anySliding,
   chargesAllOrNothing,
   checkThenIncrement,
@@ -306,20 +306,7 @@ export class KvRateLimitCache implements RateLimitCache {
     const base = this.base;
     const n = keys.length;
     const cached = base.localCacheHits(keys);
-    const statuses = (
-      counters: RequestCounters,
-      charged: boolean,
-    ): RateLimitResponse_DescriptorStatus[] =>
-      allOrNothingStatuses(
-        base,
-        keys,
-        limits,
-        hitsAddends,
-        counters,
-        cached,
-        now,
-        charged,
-      );
+    const statuses = statusesOf(base, keys, limits, hitsAddends, cached, now);
     let onMain = false;
     let onPerSecond = false;
     let cacheRejects = false;
