@@ -817,5 +817,6 @@ try {
   await main();
 } finally {
   killAll();
-  rmSync(work, { recursive: true, force: true });
+  if (process.env["BENCH_KEEP"] === undefined)
+    rmSync(work, { recursive: true, force: true });
 }
