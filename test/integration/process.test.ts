@@ -8,113 +8,167 @@ import {
   spawnNode,
   type Spawned,
 } from "../helpers/spawn-service.js";
+import { startRedisServer } from "../helpers/redis-server.js";
 import { waitFor } from "../helpers/wait-for.js";
 
-// Drives the built service (dist/) as a real child process, as `make run` and bin/ratelimit do.
-describe("the ratelimit process", () => {
-  let ports: { http: number; grpc: number; debug: number };
-  let service: Spawned;
-  let env: Record<string, string>;
+// Drives the built service as a real child process: the compiled modules (dist/src/main.js,
+// what `make run` starts) and the esbuild bundle (dist/bundle/main.js, what bin/ratelimit
+// starts), so the shipped bundle passes the same checks.
+describe.each(["dist/src/main.js", "dist/bundle/main.js"])(
+  "the ratelimit process (%s)",
+  (entry) => {
+    let ports: { http: number; grpc: number; debug: number };
+    let service: Spawned;
+    let env: Record<string, string>;
 
-  beforeAll(async () => {
-    ports = {
-      http: await freePort(),
-      grpc: await freePort(),
-      debug: await freePort(),
-    };
-    env = {
-      BACKEND_TYPE: "memory",
+    beforeAll(async () => {
+      ports = {
+        http: await freePort(),
+        grpc: await freePort(),
+        debug: await freePort(),
+      };
+      env = {
+        BACKEND_TYPE: "memory",
+        HOST: "127.0.0.1",
+        PORT: String(ports.http),
+        GRPC_HOST: "127.0.0.1",
+        GRPC_PORT: String(ports.grpc),
+        DEBUG_HOST: "127.0.0.1",
+        DEBUG_PORT: String(ports.debug),
+        RUNTIME_ROOT: join(repoRoot, "examples"),
+        RUNTIME_SUBDIRECTORY: "",
+        RUNTIME_WATCH_ROOT: "false",
+        LOG_LEVEL: "info",
+        LOG_FORMAT: "json",
+      };
+      service = spawnNode(entry, [], env);
+      await waitFor(
+        () => service.output().includes("listening for HTTP"),
+        "the service to listen",
+        20_000,
+      );
+    });
+
+    afterAll(async () => {
+      if (service.child.exitCode === null) service.child.kill("SIGKILL");
+      await service.exited;
+    });
+
+    it("logs JSON lines with the loaded descriptors and the three addresses", () => {
+      const lines = service
+        .output()
+        .split("\n")
+        .filter((l) => l.startsWith("{"))
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(lines.length).toBeGreaterThan(0);
+      for (const line of lines) {
+        expect(typeof line["@timestamp"]).toBe("string");
+        expect(typeof line["@message"]).toBe("string");
+        expect(typeof line["level"]).toBe("string");
+      }
+      const messages = lines.map((l) => String(l["@message"]));
+      const limits = lines.map((l) => l["limit"]);
+      expect(limits).toContain(
+        "rl.category_account: unit=MINUTE requests_per_unit=4, shadow_mode: false, quota_mode: false",
+      );
+      expect(
+        lines.some(
+          (l) => l["@message"] === "loaded domain" && l["domain"] === "rl",
+        ),
+      ).toBe(true);
+      for (const what of ["debug", "gRPC", "HTTP"]) {
+        expect(
+          messages.some((m) => m.startsWith(`listening for ${what}`)),
+        ).toBe(true);
+      }
+    });
+
+    it("answers bin/ratelimit-client, counting down then OVER_LIMIT", async () => {
+      const run = async (): Promise<string> => {
+        const client = spawnNode(
+          "dist/src/cli/client.js",
+          [
+            "-dial_string",
+            `127.0.0.1:${ports.grpc}`,
+            "-domain",
+            "rl",
+            "-descriptors",
+            "client_id=cli,path=x",
+            "-descriptors",
+            "category=account",
+          ],
+          {},
+        );
+        expect(await client.exited).toBe(0);
+        return client.output();
+      };
+      const first = await run();
+      expect(first).toContain(
+        "descriptor category=account: OK, limit 4 per MINUTE, 3 remaining",
+      );
+      expect(first).toContain("overall: OK");
+      for (let i = 0; i < 3; i++) await run();
+      const over = await run();
+      expect(over).toContain("descriptor category=account: OVER_LIMIT");
+      expect(over).toContain("overall: OVER_LIMIT");
+    });
+
+    it("does not die on SIGHUP, and drains and exits 0 on SIGTERM", async () => {
+      service.child.kill("SIGHUP");
+      await new Promise((r) => setTimeout(r, 300));
+      const res = await fetch(`http://127.0.0.1:${ports.http}/healthcheck`);
+      expect(res.status).toBe(200);
+      service.child.kill("SIGTERM");
+      expect(await service.exited).toBe(0);
+    });
+  },
+);
+
+describe("the bundle on the key-value backend", () => {
+  it("loads the backend's chunk and counts in redis-server with the reference's cache keys", async () => {
+    const redis = await startRedisServer();
+    const http = await freePort();
+    const service = spawnNode("dist/bundle/main.js", [], {
+      BACKEND_TYPE: "kv",
+      KV_SOCKET_TYPE: "tcp",
+      KV_URL: redis.address,
       HOST: "127.0.0.1",
-      PORT: String(ports.http),
+      PORT: String(http),
       GRPC_HOST: "127.0.0.1",
-      GRPC_PORT: String(ports.grpc),
+      GRPC_PORT: String(await freePort()),
       DEBUG_HOST: "127.0.0.1",
-      DEBUG_PORT: String(ports.debug),
+      DEBUG_PORT: String(await freePort()),
       RUNTIME_ROOT: join(repoRoot, "examples"),
       RUNTIME_SUBDIRECTORY: "",
       RUNTIME_WATCH_ROOT: "false",
-      LOG_LEVEL: "info",
-      LOG_FORMAT: "json",
-    };
-    service = spawnNode("dist/src/main.js", [], env);
-    await waitFor(
-      () => service.output().includes("listening for HTTP"),
-      "the service to listen",
-      20_000,
-    );
-  });
-
-  afterAll(async () => {
-    if (service.child.exitCode === null) service.child.kill("SIGKILL");
-    await service.exited;
-  });
-
-  it("logs JSON lines with the loaded descriptors and the three addresses", () => {
-    const lines = service
-      .output()
-      .split("\n")
-      .filter((l) => l.startsWith("{"))
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(lines.length).toBeGreaterThan(0);
-    for (const line of lines) {
-      expect(typeof line["@timestamp"]).toBe("string");
-      expect(typeof line["@message"]).toBe("string");
-      expect(typeof line["level"]).toBe("string");
-    }
-    const messages = lines.map((l) => String(l["@message"]));
-    const limits = lines.map((l) => l["limit"]);
-    expect(limits).toContain(
-      "rl.category_account: unit=MINUTE requests_per_unit=4, shadow_mode: false, quota_mode: false",
-    );
-    expect(
-      lines.some(
-        (l) => l["@message"] === "loaded domain" && l["domain"] === "rl",
-      ),
-    ).toBe(true);
-    for (const what of ["debug", "gRPC", "HTTP"]) {
-      expect(messages.some((m) => m.startsWith(`listening for ${what}`))).toBe(
-        true,
+      USE_PUSHSTATS: "false",
+      LOG_LEVEL: "warn",
+    });
+    try {
+      await waitFor(
+        () => service.output().includes("listening for HTTP"),
+        "the service to listen",
+        20_000,
       );
+      const res = await fetch(`http://127.0.0.1:${http}/json`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          domain: "rl",
+          descriptors: [{ entries: [{ key: "category", value: "account" }] }],
+        }),
+      });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ overallCode: "OK" });
+      const admin = redis.client();
+      const keys = await admin.keys("rl_category_account_*");
+      await admin.quit();
+      expect(keys).toHaveLength(1);
+    } finally {
+      service.child.kill("SIGKILL");
+      await service.exited;
+      await redis.stop();
     }
-  });
-
-  it("answers bin/ratelimit-client, counting down then OVER_LIMIT", async () => {
-    const run = async (): Promise<string> => {
-      const client = spawnNode(
-        "dist/src/cli/client.js",
-        [
-          "-dial_string",
-          `127.0.0.1:${ports.grpc}`,
-          "-domain",
-          "rl",
-          "-descriptors",
-          "client_id=cli,path=x",
-          "-descriptors",
-          "category=account",
-        ],
-        {},
-      );
-      expect(await client.exited).toBe(0);
-      return client.output();
-    };
-    const first = await run();
-    expect(first).toContain(
-      "descriptor category=account: OK, limit 4 per MINUTE, 3 remaining",
-    );
-    expect(first).toContain("overall: OK");
-    for (let i = 0; i < 3; i++) await run();
-    const over = await run();
-    expect(over).toContain("descriptor category=account: OVER_LIMIT");
-    expect(over).toContain("overall: OVER_LIMIT");
-  });
-
-  it("does not die on SIGHUP, and drains and exits 0 on SIGTERM", async () => {
-    service.child.kill("SIGHUP");
-    await new Promise((r) => setTimeout(r, 300));
-    const res = await fetch(`http://127.0.0.1:${ports.http}/healthcheck`);
-    expect(res.status).toBe(200);
-    service.child.kill("SIGTERM");
-    expect(await service.exited).toBe(0);
   });
 });
 
