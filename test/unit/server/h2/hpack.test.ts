@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   encodeHeaderBlock,
@@ -415,6 +416,59 @@ describe("HpackDecoder", () => {
   });
 });
 
+describe("HpackDecoder on arbitrary input", () => {
+  /** Decodes and reports what was thrown; only HpackError may come out. */
+  function decodeOrHpackError(decoder: HpackDecoder, block: Uint8Array): void {
+    try {
+      decoder.decode(block, 0, block.length, noListLimit);
+    } catch (err) {
+      expect(err).toBeInstanceOf(HpackError);
+    }
+  }
+
+  it("throws nothing but HpackError on random bytes", () => {
+    const shared = new HpackDecoder(256);
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 64 }), (block) => {
+        decodeOrHpackError(new HpackDecoder(), block);
+        // One decoder across runs too, so its table state is arbitrary as well.
+        decodeOrHpackError(shared, block);
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
+  it("throws nothing but HpackError on valid blocks with random bytes spliced in", () => {
+    // Pieces of real blocks (literals that fill the table, indexed references, Huffman strings)
+    // get further into the decoder than pure noise does.
+    const fragments = [
+      "400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572",
+      "8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff",
+      "be bf c0 c1",
+      "3f e1 01",
+      "20",
+      "1008 7061 7373 776f 7264 0673 6563 7265 74",
+      "5886 a8eb 1064 9cbf",
+    ].map(hex);
+    const decoder = new HpackDecoder(256);
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.oneof(
+            fc.constantFrom(...fragments),
+            fc.uint8Array({ maxLength: 6 }),
+          ),
+          { maxLength: 8 },
+        ),
+        (pieces) => {
+          decodeOrHpackError(decoder, Buffer.concat(pieces));
+        },
+      ),
+      { numRuns: 5000 },
+    );
+  });
+});
+
 describe("encodeHeaderBlock", () => {
   it("encodes exact static matches as indexed fields", () => {
     expect(
@@ -484,6 +538,40 @@ describe("encodeHeaderBlock", () => {
       RangeError,
     );
     expect(() => encodeHeaderBlock([["x", "\u20ac"]])).toThrow(RangeError);
+  });
+});
+
+describe("encodeHeaderBlock and HpackDecoder", () => {
+  it("round-trip arbitrary lower-case names and latin1 values", () => {
+    const name = fc.oneof(
+      fc.constantFrom(":status", "content-type", "grpc-status", "accept", "te"),
+      fc.string({
+        unit: fc.constantFrom("a", "b", "x", "z", "-", "0", "9", ":"),
+        maxLength: 150,
+      }),
+    );
+    const value = fc.oneof(
+      fc.constantFrom("200", "404", "", "gzip, deflate", "application/grpc"),
+      fc.string({
+        unit: fc
+          .integer({ min: 0, max: 255 })
+          .map((c) => String.fromCharCode(c)),
+        maxLength: 300,
+      }),
+    );
+    const decoder = new HpackDecoder();
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(name, value), { maxLength: 12 }),
+        (fields) => {
+          const block = encodeHeaderBlock(fields);
+          expect(decoder.decode(block, 0, block.length, noListLimit)).toEqual(
+            fields.flat(),
+          );
+        },
+      ),
+      { numRuns: 1000 },
+    );
   });
 });
 
