@@ -135,6 +135,8 @@ const staticTableLength = staticNames.length; // 61
 const entryOverheadBytes = 32;
 /** Largest integer we accept in a header block: 2^31 − 1 (RFC 7541 §5.1 leaves the bound to us). */
 const maxInteger = 0x7fffffff;
+/** Longest unindexed literal value remembered for reuse (a request path), in octets. */
+const lastLiteralMaxBytes = 256;
 
 type Latin1Buffer = Buffer & {
   latin1Slice(start: number, end: number): string;
@@ -163,13 +165,20 @@ export class HpackDecoder {
   private readonly capacity: number;
   private readonly names: string[];
   private readonly values: string[];
-  private readonly sizes: Uint32Array;
   private head = 0;
   private count = 0;
   /** Read position within the block being decoded. */
   private pos = 0;
   /** Reused output of Huffman decoding, grown on demand. */
   private scratch: Buffer = Buffer.allocUnsafe(256);
+  // The last value of a literal that is not indexed, as sent (bytes) and decoded (text). Envoy's
+  // encoder (nghttp2) never indexes :path, so every request carries the same Huffman-coded path;
+  // comparing its bytes is cheaper than decoding them and returns the same string again.
+  private readonly lastLiteralBytes: Buffer =
+    Buffer.allocUnsafe(lastLiteralMaxBytes);
+  private lastLiteralLength = -1;
+  private lastLiteralHuffman = false;
+  private lastLiteralText = "";
 
   /**
    * @param maxTableSize - the SETTINGS_HEADER_TABLE_SIZE we advertise, in bytes (RFC 7540
@@ -192,7 +201,6 @@ export class HpackDecoder {
     this.capacity = Math.max(1, Math.floor(maxTableSize / entryOverheadBytes));
     this.names = new Array<string>(this.capacity).fill("");
     this.values = new Array<string>(this.capacity).fill("");
-    this.sizes = new Uint32Array(this.capacity);
   }
 
   /**
@@ -264,7 +272,7 @@ export class HpackDecoder {
         // Literal without indexing (0000) or never indexed (0001) (RFC 7541 §6.2.2, §6.2.3).
         const index = this.readInteger(buf, end, 0x0f);
         name = index === 0 ? this.readString(buf, end) : this.nameAt(index);
-        value = this.readString(buf, end);
+        value = this.readUnindexedValue(buf, end);
       }
       fieldSeen = true;
       listSizeBytes += name.length + value.length + entryOverheadBytes;
@@ -311,9 +319,51 @@ export class HpackDecoder {
     const stop = start + length;
     if (stop > end) throw new HpackError("truncated string literal");
     this.pos = stop;
-    if (!huffman) return latin1Slice(buf, start, stop);
+    return huffman
+      ? this.decodeHuffmanString(buf, start, stop)
+      : latin1Slice(buf, start, stop);
+  }
+
+  /**
+   * Reads the value of a literal that is not indexed, like {@link readString}, but answers a
+   * repeat of the previous such value with the previous string.
+   */
+  private readUnindexedValue(buf: Buffer, end: number): string {
+    const huffman = this.pos < end && (buf[this.pos] ?? 0) >= 0x80;
+    const length = this.readInteger(buf, end, 0x7f);
+    const start = this.pos;
+    const stop = start + length;
+    if (stop > end) throw new HpackError("truncated string literal");
+    this.pos = stop;
+    const last = this.lastLiteralBytes;
+    if (
+      length === this.lastLiteralLength &&
+      huffman === this.lastLiteralHuffman
+    ) {
+      let i = 0;
+      while (i < length && last[i] === buf[start + i]) i++;
+      if (i === length) return this.lastLiteralText;
+    }
+    const text = huffman
+      ? this.decodeHuffmanString(buf, start, stop)
+      : latin1Slice(buf, start, stop);
+    if (length <= lastLiteralMaxBytes) {
+      buf.copy(last, 0, start, stop);
+      this.lastLiteralLength = length;
+      this.lastLiteralHuffman = huffman;
+      this.lastLiteralText = text;
+    }
+    return text;
+  }
+
+  /** Decodes the Huffman-coded octets `buf[start, stop)` (RFC 7541 §5.2) as latin1 text. */
+  private decodeHuffmanString(
+    buf: Buffer,
+    start: number,
+    stop: number,
+  ): string {
     // The shortest code is 5 bits, which bounds the output.
-    const maxOutput = Math.floor((length * 8) / 5);
+    const maxOutput = Math.floor(((stop - start) * 8) / 5);
     if (this.scratch.length < maxOutput) {
       this.scratch = Buffer.allocUnsafe(
         Math.max(maxOutput, this.scratch.length * 2),
@@ -354,7 +404,6 @@ export class HpackDecoder {
     const slot = this.head;
     this.names[slot] = name;
     this.values[slot] = value;
-    this.sizes[slot] = sizeBytes;
     this.head = slot + 1 === this.capacity ? 0 : slot + 1;
     this.count++;
     this.tableSizeBytes += sizeBytes;
@@ -365,7 +414,10 @@ export class HpackDecoder {
     while (this.tableSizeBytes > sizeBytes) {
       let slot = this.head - this.count;
       if (slot < 0) slot += this.capacity;
-      this.tableSizeBytes -= this.sizes[slot] ?? 0;
+      this.tableSizeBytes -=
+        (this.names[slot] ?? "").length +
+        (this.values[slot] ?? "").length +
+        entryOverheadBytes;
       // Drop the references so evicted strings can be collected.
       this.names[slot] = "";
       this.values[slot] = "";

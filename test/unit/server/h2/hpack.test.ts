@@ -298,6 +298,29 @@ describe("HpackDecoder", () => {
     });
   });
 
+  describe("unindexed literal values", () => {
+    it("returns the previous string when the previous unindexed value repeats", () => {
+      const decoder = new HpackDecoder();
+      // :path (static 4) without indexing, Huffman "www.example.com", twice.
+      const block = "04 8c f1e3 c2e5 f23a 6ba0 ab90 f4ff";
+      const [, first] = decodeHex(decoder, block);
+      const [, second] = decodeHex(decoder, block);
+      expect(first).toBe("www.example.com");
+      expect(Object.is(first, second)).toBe(true);
+    });
+
+    it("decodes a different value of the same length, raw or Huffman", () => {
+      const decoder = new HpackDecoder();
+      expect(decodeHex(decoder, "04 02 2f61 04 02 2f62")).toEqual(
+        flat([":path", "/a"], [":path", "/b"]),
+      );
+      // The same two octets, raw ("d\x02") and then Huffman-coded ("302", RFC 7541 C.6.1).
+      expect(decodeHex(decoder, "04 02 6402 04 82 6402")).toEqual(
+        flat([":path", "d\u0002"], [":path", "302"]),
+      );
+    });
+  });
+
   describe("input", () => {
     it("decodes only bytes [start, end) of a larger buffer", () => {
       const block = hex("ff ff 82 86 ff ff");
