@@ -188,8 +188,13 @@ export class H2Stream {
   }
 
   /** Whether the stream is closed (answered and done, reset, or its connection gone). */
-  get closed(): boolean {
+  isClosed(): boolean {
     return this.state === "closed";
+  }
+
+  /** @internal whether the request is still arriving (state open). */
+  isOpen(): boolean {
+    return this.state === "open";
   }
 
   /** Whether the whole request (END_STREAM) has arrived. */
@@ -239,7 +244,7 @@ export class H2Stream {
 
   /** Sends response header fields (names lower-case), encoded with HPACK's static table. */
   respondWith(
-    fields: ReadonlyArray<readonly [string, string]>,
+    fields: readonly (readonly [string, string])[],
     endStream: boolean,
   ): void {
     this.respond(encodeHeaderBlock(fields), endStream);
@@ -437,9 +442,13 @@ export class Http2Connection {
     return this.streams.size;
   }
 
-  /** Whether the connection is closed or closing on an error. */
-  get closed(): boolean {
+  /** Whether the connection is closed, or closing after an error or a drain. */
+  isClosed(): boolean {
     return this.dead;
+  }
+
+  private isAlive(): boolean {
+    return !this.dead;
   }
 
   /**
@@ -482,22 +491,22 @@ export class Http2Connection {
       off = n;
     }
     const length = buf.length;
-    while (!this.dead && length - off >= frameHeaderBytes) {
-      const size = (buf[off]! << 16) | (buf[off + 1]! << 8) | buf[off + 2]!;
+    while (this.isAlive() && length - off >= frameHeaderBytes) {
+      const size = buf.readUIntBE(off, 3);
       // We never raise SETTINGS_MAX_FRAME_SIZE above its initial 16,384 (§4.2).
       if (size > minMaxFrameBytes) {
         this.connectionError(ErrorCode.frameSizeError, "frame too large");
         return;
       }
       if (length - off < frameHeaderBytes + size) break;
-      const type = buf[off + 3]!;
-      const flags = buf[off + 4]!;
+      const type = buf.readUInt8(off + 3);
+      const flags = buf.readUInt8(off + 4);
       const streamId = buf.readUInt32BE(off + 5) & 0x7fff_ffff;
       const start = off + frameHeaderBytes;
       off = start + size;
       this.handleFrame(type, flags, streamId, buf, start, off);
     }
-    if (!this.dead && off < length) this.pending = buf.subarray(off);
+    if (this.isAlive() && off < length) this.pending = buf.subarray(off);
   }
 
   private handleFrame(
@@ -591,7 +600,7 @@ export class Http2Connection {
     let dataStart = start;
     let dataEnd = end;
     if ((flags & Flag.padded) !== 0) {
-      const padBytes = size > 0 ? buf[start]! : 0;
+      const padBytes = size > 0 ? buf.readUInt8(start) : 0;
       if (size === 0 || padBytes >= size) {
         this.connectionError(ErrorCode.protocolError, "bad DATA padding");
         return;
@@ -629,7 +638,8 @@ export class Http2Connection {
     }
     if (dataBytes > 0)
       stream.sink?.onData(stream, buf.subarray(dataStart, dataEnd));
-    if ((flags & Flag.endStream) !== 0 && stream.state === "open")
+    // (The sink may have answered and closed the stream meanwhile.)
+    if ((flags & Flag.endStream) !== 0 && stream.isOpen())
       this.remoteEnd(stream);
   }
 
@@ -651,7 +661,7 @@ export class Http2Connection {
         this.connectionError(ErrorCode.frameSizeError, "short HEADERS");
         return;
       }
-      padBytes = buf[p]!;
+      padBytes = buf.readUInt8(p);
       p++;
     }
     let selfDependent = false;
@@ -1142,8 +1152,7 @@ export class Http2Connection {
     if (!stream.headersSent) return;
     const queue = stream.queue;
     if (queue !== undefined) {
-      while (queue.length > 0) {
-        const head = queue[0]!;
+      for (let head = queue[0]; head !== undefined; head = queue[0]) {
         const left = head.length - stream.queueOffset;
         const allowed = Math.min(
           left,
@@ -1457,8 +1466,8 @@ function parseRequestHeaders(
   let contentLength = -1;
   let regular = false;
   for (let i = 0; i < fields.length; i += 2) {
-    const name = fields[i]!;
-    const value = fields[i + 1]!;
+    const name = fields[i] ?? "";
+    const value = fields[i + 1] ?? "";
     if (name.charCodeAt(0) === 0x3a /* : */) {
       if (regular) return undefined;
       switch (name) {
@@ -1513,7 +1522,7 @@ function parseRequestHeaders(
 
 function isValidTrailers(fields: readonly string[]): boolean {
   for (let i = 0; i < fields.length; i += 2) {
-    const name = fields[i]!;
+    const name = fields[i] ?? "";
     if (name.charCodeAt(0) === 0x3a || !isLowerCaseName(name)) return false;
     if (connectionSpecific.has(name)) return false;
   }

@@ -180,7 +180,7 @@ function fail(call: UnaryCall, code: Code, message: string): void {
   call.answered = true;
   clearTimeout(call.deadline);
   const stream = call.stream;
-  if (stream.closed) return;
+  if (stream.isClosed()) return;
   stream.respond(
     encodeHeaderBlock([
       [":status", "200"],
@@ -198,8 +198,11 @@ function succeed(call: UnaryCall, frame: Buffer): void {
   call.answered = true;
   clearTimeout(call.deadline);
   const stream = call.stream;
-  if (stream.closed) return;
-  stream.respond(okHeaders[call.contentType] ?? okHeaders[0]!, false);
+  if (stream.isClosed()) return;
+  stream.respond(
+    okHeaders[call.contentType] ?? okHeaders[0] ?? emptyBody,
+    false,
+  );
   stream.write(frame);
   stream.end(okTrailers);
 }

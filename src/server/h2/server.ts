@@ -162,7 +162,7 @@ function limitAge(
 ): void {
   let graceTimer: NodeJS.Timeout | undefined;
   const ageTimer = setTimeout(() => {
-    if (connection.closed) return;
+    if (connection.isClosed()) return;
     connection.shutdown();
     graceTimer = setTimeout(() => {
       connection.destroy();

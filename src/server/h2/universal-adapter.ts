@@ -45,9 +45,9 @@ export function serveWithConnect(
   const header = new Headers();
   const fields = stream.headerFields;
   for (let i = 0; i < fields.length; i += 2) {
-    const name = fields[i]!;
+    const name = fields[i] ?? ":";
     if (name.charCodeAt(0) !== 0x3a /* : */)
-      header.append(name, fields[i + 1]!);
+      header.append(name, fields[i + 1] ?? "");
   }
   const scheme = stream.encrypted ? "https" : "http";
   const authority = stream.authority === "" ? "localhost" : stream.authority;
@@ -81,27 +81,28 @@ async function writeResponse(
 ): Promise<void> {
   const it = response.body?.[Symbol.asyncIterator]();
   try {
-    let chunk: IteratorResult<Uint8Array> =
-      it !== undefined ? await it.next() : { done: true, value: undefined };
+    let chunk = it === undefined ? undefined : await it.next();
     const trailer = encodeTrailer(response.trailer);
-    if (stream.closed) throw aborted();
-    if (chunk.done === true && trailer === undefined) {
+    if (stream.isClosed()) throw aborted();
+    if ((chunk === undefined || chunk.done === true) && trailer === undefined) {
       stream.respond(encodeHead(response), true);
       return;
     }
     stream.respond(encodeHead(response), false);
-    for (; chunk.done !== true; chunk = await it!.next()) {
-      const value = chunk.value;
-      stream.write(
-        Buffer.from(value.buffer, value.byteOffset, value.byteLength),
-      );
-      await stream.writable();
-      if (stream.closed) throw aborted();
+    if (it !== undefined && chunk !== undefined) {
+      for (; chunk.done !== true; chunk = await it.next()) {
+        const value = chunk.value;
+        stream.write(
+          Buffer.from(value.buffer, value.byteOffset, value.byteLength),
+        );
+        await stream.writable();
+        if (stream.isClosed()) throw aborted();
+      }
     }
     // Trailers set while the body was produced (gRPC status) are read after it.
     stream.end(encodeTrailer(response.trailer));
   } catch (err) {
-    if (!stream.closed) stream.reset(ErrorCode.internalError);
+    if (!stream.isClosed()) stream.reset(ErrorCode.internalError);
     throw err;
   } finally {
     await it?.return?.().catch(() => undefined);
