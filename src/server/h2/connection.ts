@@ -1057,6 +1057,9 @@ export class Http2Connection {
           ErrorCode.protocolError,
           "WINDOW_UPDATE on idle stream",
         );
+      // A zero increment is an error even on a stream that has just closed (§6.9).
+      else if (increment === 0)
+        this.writeRstStream(streamId, ErrorCode.protocolError);
       return;
     }
     if (increment === 0) {

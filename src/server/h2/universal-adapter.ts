@@ -37,7 +37,9 @@ export function serveWithConnect(
   const pathname = query < 0 ? stream.path : stream.path.slice(0, query);
   const handler = dispatcher.handlerFor(pathname);
   if (handler === undefined) {
-    stream.respond(notFound, true);
+    // HEADERS, then an empty DATA with END_STREAM: node:http2's framing of `res.end()`.
+    stream.respond(notFound, false);
+    stream.end();
     return;
   }
   const body = new RequestBody(stream);
@@ -85,7 +87,8 @@ async function writeResponse(
     const trailer = encodeTrailer(response.trailer);
     if (stream.isClosed()) throw aborted();
     if ((chunk === undefined || chunk.done === true) && trailer === undefined) {
-      stream.respond(encodeHead(response), true);
+      stream.respond(encodeHead(response), false);
+      stream.end();
       return;
     }
     stream.respond(encodeHead(response), false);
