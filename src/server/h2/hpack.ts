@@ -135,6 +135,8 @@ const staticTableLength = staticNames.length; // 61
 const entryOverheadBytes = 32;
 /** Largest integer we accept in a header block: 2^31 − 1 (RFC 7541 §5.1 leaves the bound to us). */
 const maxInteger = 0x7fffffff;
+/** Ring slots a decoder starts with: enough for the default 4096-byte table. */
+const initialSlots = 128;
 /** Longest unindexed literal value remembered for reuse (a request path), in octets. */
 const lastLiteralMaxBytes = 256;
 
@@ -161,10 +163,11 @@ export class HpackDecoder {
   private tableSizeBytes = 0;
   // The dynamic table is a ring: `head` is the slot the next entry goes to, the newest entry
   // (dynamic index 0, wire index 62) is at head - 1, the oldest at head - count. An entry takes
-  // at least 32 bytes, so ⌊maxTableSize / 32⌋ slots always suffice.
-  private readonly capacity: number;
-  private readonly names: string[];
-  private readonly values: string[];
+  // at least 32 bytes, so the ring never needs more than ⌊maxTableSize / 32⌋ slots; it starts
+  // smaller (a huge advertised size must not allocate up front) and doubles when full.
+  private capacity: number;
+  private names: string[];
+  private values: string[];
   private head = 0;
   private count = 0;
   /** Read position within the block being decoded. */
@@ -198,7 +201,10 @@ export class HpackDecoder {
     }
     this.maxTableSizeBytes = maxTableSize;
     this.tableSizeLimitBytes = maxTableSize;
-    this.capacity = Math.max(1, Math.floor(maxTableSize / entryOverheadBytes));
+    this.capacity = Math.max(
+      1,
+      Math.min(initialSlots, Math.floor(maxTableSize / entryOverheadBytes)),
+    );
     this.names = new Array<string>(this.capacity).fill("");
     this.values = new Array<string>(this.capacity).fill("");
   }
@@ -216,6 +222,7 @@ export class HpackDecoder {
    *   advertised maximum or after the first field
    * @throws {@link HeaderListTooLargeError} when the list exceeds `maxListSize`; thrown only after
    *   the whole block is decoded, so the dynamic table stays in sync
+   * @throws RangeError when `[start, end)` is not within `block` (a caller bug, not bad input)
    */
   decode(
     block: Uint8Array,
@@ -223,6 +230,11 @@ export class HpackDecoder {
     end: number,
     maxListSize: number,
   ): string[] {
+    if (start < 0 || end > block.length || start > end) {
+      throw new RangeError(
+        `invalid range [${start}, ${end}) of a ${block.length}-byte block`,
+      );
+    }
     const buf = Buffer.isBuffer(block)
       ? block
       : Buffer.from(block.buffer, block.byteOffset, block.byteLength);
@@ -401,12 +413,29 @@ export class HpackDecoder {
       return;
     }
     this.evictTo(this.tableSizeLimitBytes - sizeBytes);
+    if (this.count === this.capacity) this.grow();
     const slot = this.head;
     this.names[slot] = name;
     this.values[slot] = value;
     this.head = slot + 1 === this.capacity ? 0 : slot + 1;
     this.count++;
     this.tableSizeBytes += sizeBytes;
+  }
+
+  /** Doubles the ring, moving the entries to slots 0 … count − 1, oldest first. */
+  private grow(): void {
+    const capacity = this.capacity * 2;
+    const names = new Array<string>(capacity).fill("");
+    const values = new Array<string>(capacity).fill("");
+    for (let i = 0; i < this.count; i++) {
+      const slot = (this.head + i) % this.capacity; // full ring: the oldest is at head
+      names[i] = this.names[slot] ?? "";
+      values[i] = this.values[slot] ?? "";
+    }
+    this.names = names;
+    this.values = values;
+    this.head = this.count;
+    this.capacity = capacity;
   }
 
   /** Evicts the oldest entries until the table holds at most `sizeBytes` (RFC 7541 §4.3). */

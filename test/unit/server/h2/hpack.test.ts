@@ -298,6 +298,87 @@ describe("HpackDecoder", () => {
     });
   });
 
+  describe("dynamic table against a model", () => {
+    /** An integer with a prefix of `mask` bits after the pattern `flags` (RFC 7541 §5.1). */
+    function integer(value: number, mask: number, flags: number): Buffer {
+      if (value < mask) return Buffer.from([flags | value]);
+      const bytes = [flags | mask];
+      let rest = value - mask;
+      while (rest >= 128) {
+        bytes.push((rest % 128) | 0x80);
+        rest = Math.floor(rest / 128);
+      }
+      bytes.push(rest);
+      return Buffer.from(bytes);
+    }
+    const indexed = (index: number): Buffer => integer(index, 0x7f, 0x80);
+    const sizeUpdate = (sizeBytes: number): Buffer =>
+      integer(sizeBytes, 0x1f, 0x20);
+
+    it("holds the same entries as a list model through inserts, evictions, size updates and ring growth", () => {
+      const maxTableSize = 16384;
+      const op = fc.oneof(
+        {
+          weight: 20,
+          arbitrary: fc.record({
+            kind: fc.constant("insert" as const),
+            name: fc.string({
+              unit: fc.constantFrom("a", "b", "c"),
+              minLength: 1,
+              maxLength: 8,
+            }),
+            valueLength: fc.integer({ min: 0, max: 60 }),
+          }),
+        },
+        {
+          weight: 1,
+          arbitrary: fc.record({
+            kind: fc.constant("resize" as const),
+            sizeBytes: fc.integer({ min: 0, max: maxTableSize }),
+          }),
+        },
+      );
+      fc.assert(
+        fc.property(fc.array(op, { minLength: 150, maxLength: 400 }), (ops) => {
+          const decoder = new HpackDecoder(maxTableSize);
+          let model: [string, string][] = []; // newest first
+          let limit = maxTableSize;
+          const size = (): number =>
+            model.reduce((sum, [n, v]) => sum + n.length + v.length + 32, 0);
+          ops.forEach((o, i) => {
+            if (o.kind === "resize") {
+              limit = o.sizeBytes;
+              while (size() > limit) model.pop();
+              const block = sizeUpdate(limit);
+              expect(
+                decoder.decode(block, 0, block.length, noListLimit),
+              ).toEqual([]);
+              return;
+            }
+            const value = String(i).padEnd(o.valueLength, "v");
+            const block = encodeLiteralWithIndexing(o.name, value);
+            decoder.decode(block, 0, block.length, noListLimit);
+            if (o.name.length + value.length + 32 > limit) {
+              model = [];
+            } else {
+              model.unshift([o.name, value]);
+              while (size() > limit) model.pop();
+            }
+          });
+          const all = Buffer.concat(model.map((_, j) => indexed(62 + j)));
+          expect(decoder.decode(all, 0, all.length, noListLimit)).toEqual(
+            model.flat(),
+          );
+          const past = indexed(62 + model.length);
+          expect(() =>
+            decoder.decode(past, 0, past.length, noListLimit),
+          ).toThrow(HpackError);
+        }),
+        { numRuns: 100 },
+      );
+    });
+  });
+
   describe("unindexed literal values", () => {
     it("returns the previous string when the previous unindexed value repeats", () => {
       const decoder = new HpackDecoder();
@@ -344,6 +425,22 @@ describe("HpackDecoder", () => {
       // Raw literal "x" = "caf\xe9" (4 octets).
       expect(decodeHex(new HpackDecoder(), "00 01 78 04 63 61 66 e9")).toEqual(
         flat(["x", "caf\u00e9"]),
+      );
+    });
+
+    it("rejects a range outside the block", () => {
+      const block = hex("82 86");
+      expect(() => new HpackDecoder().decode(block, 0, 3, noListLimit)).toThrow(
+        RangeError,
+      );
+      expect(() => new HpackDecoder().decode(block, 2, 1, noListLimit)).toThrow(
+        RangeError,
+      );
+    });
+
+    it("does not allocate a ring for a huge advertised table up front", () => {
+      expect(new HpackDecoder(0x7fffffff).decode(hex("82"), 0, 1, 100)).toEqual(
+        flat([":method", "GET"]),
       );
     });
 
