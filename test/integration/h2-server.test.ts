@@ -296,6 +296,42 @@ describe("built-in HTTP/2 engine: framing", () => {
     expect(await client.goawayCode()).toBe(ErrorCode.protocolError);
   });
 
+  it("answers DATA padding as long as the payload with GOAWAY(PROTOCOL_ERROR)", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    client.send(
+      Buffer.concat([
+        frame(
+          FrameType.headers,
+          Flag.endHeaders,
+          1,
+          headerBlock(grpcRequestFields()),
+        ),
+        frame(FrameType.data, Flag.padded, 1, Buffer.from([5, 1, 2, 3, 4])),
+      ]),
+    );
+    expect(await client.goawayCode()).toBe(ErrorCode.protocolError);
+  });
+
+  it("answers HEADERS padding longer than the block with GOAWAY(PROTOCOL_ERROR)", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    const block = headerBlock(grpcRequestFields());
+    client.send(
+      frame(
+        FrameType.headers,
+        Flag.endHeaders | Flag.padded | Flag.priority,
+        1,
+        Buffer.concat([
+          Buffer.from([block.length + 1]),
+          Buffer.from([0, 0, 0, 0, 15]),
+          block,
+        ]),
+      ),
+    );
+    expect(await client.goawayCode()).toBe(ErrorCode.protocolError);
+  });
+
   it("answers an oversized frame with GOAWAY(FRAME_SIZE_ERROR)", async () => {
     const server = await start();
     const client = await open(server.port);

@@ -127,6 +127,7 @@ export const listeners = settingsGroup("listeners", {
     env: "GRPC_HTTP2_ENGINE",
     codec: oneOf<GrpcHttp2Engine>(
       new Map<string, GrpcHttp2Engine>([
+        ["", "builtin"],
         ["builtin", "builtin"],
         ["node", "node"],
       ]),
