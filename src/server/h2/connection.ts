@@ -25,7 +25,7 @@ import {
 // control in both directions and the output queue. What the streams carry is someone else's
 // business: each new request is handed to `onStream`, which attaches a {@link StreamSink}.
 
-/** What a request stream reports to whoever serves it. Methods are called with no `this`. */
+/** What a request stream reports to whoever serves it (called as methods of the sink). */
 export interface StreamSink {
   /**
    * A piece of the request body. `chunk` is a view into the received socket data (not
