@@ -366,6 +366,7 @@ export async function createApp(
         host: settings.grpcHost,
         port: settings.grpcPort,
         udsPath: settings.grpcUds,
+        engine: settings.grpcHttp2Engine,
         ...(deps.grpcFastPath !== false ? { fastPath: shouldRateLimit } : {}),
         readMaxBytes: maxGrpcRequestBytes,
         maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,

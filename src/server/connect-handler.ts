@@ -8,6 +8,8 @@ import {
 } from "@connectrpc/connect";
 import {
   createAsyncIterable,
+  type UniversalHandler,
+  type UniversalServerRequest,
   type UniversalServerResponse,
 } from "@connectrpc/connect/protocol";
 import {
@@ -34,6 +36,56 @@ export type NodeHandler = (
 ) => void;
 
 /**
+ * The Connect router as the HTTP front ends use it: find the handler of a path, run it with
+ * our error mapping, report its failures to our logger. Shared by the Node adapter
+ * ({@link createConnectHandler}) and the built-in HTTP/2 engine (`src/server/h2/`).
+ */
+export interface ConnectDispatcher {
+  /** The handler serving `pathname` (no query string), or `undefined`: answer 404. */
+  handlerFor(pathname: string): UniversalHandler | undefined;
+  /**
+   * Runs `handler` on `request`; an undecodable request message comes back as
+   * INVALID_ARGUMENT (see {@link remapDecodeErrors}).
+   */
+  serve(
+    handler: UniversalHandler,
+    request: UniversalServerRequest,
+  ): Promise<UniversalServerResponse>;
+  /**
+   * Logs a failure of serving or writing a call, unless it is the client going away
+   * (cancel, reset: nothing is wrong).
+   */
+  reportFailure(reason: unknown, handler: UniversalHandler): void;
+}
+
+/**
+ * Builds the {@link ConnectDispatcher} over a new Connect router: gRPC, gRPC-web and Connect,
+ * gzip and brotli accepted, request messages up to `readMaxBytes`.
+ */
+export function createConnectDispatcher(
+  options: ConnectHandlerOptions,
+): ConnectDispatcher {
+  const router = createConnectRouter({
+    readMaxBytes: options.readMaxBytes ?? 4 * 1024 * 1024,
+    acceptCompression: [compressionGzip, compressionBrotli],
+  });
+  options.routes(router);
+  const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
+  const { logger } = options;
+  return {
+    handlerFor: (pathname) => handlers.get(pathname),
+    serve: (handler, request) => handler(request).then(remapDecodeErrors),
+    reportFailure(reason, handler) {
+      if (ConnectError.from(reason).code === Code.Aborted) return;
+      logger.error(
+        { err: reason, procedure: handler.requestPath },
+        "rpc handler failed",
+      );
+    },
+  };
+}
+
+/**
  * Returns a Node request handler serving the Connect router (gRPC, gRPC-web, Connect). It
  * replaces `connectNodeAdapter` for two reasons: handler failures go to our logger instead of
  * `console.error`, and a request message that does not decode is answered with
@@ -43,15 +95,11 @@ export type NodeHandler = (
 export function createConnectHandler(
   options: ConnectHandlerOptions,
 ): NodeHandler {
-  const router = createConnectRouter({
-    readMaxBytes: options.readMaxBytes ?? 4 * 1024 * 1024,
-    acceptCompression: [compressionGzip, compressionBrotli],
-  });
-  options.routes(router);
-  const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
-  const { logger } = options;
+  const dispatcher = createConnectDispatcher(options);
   return (req, res) => {
-    const handler = handlers.get((req.url ?? "").split("?", 1)[0] ?? "");
+    const handler = dispatcher.handlerFor(
+      (req.url ?? "").split("?", 1)[0] ?? "",
+    );
     if (handler === undefined) {
       res.statusCode = 404;
       res.end();
@@ -63,8 +111,8 @@ export function createConnectHandler(
       undefined,
       undefined,
     );
-    handler(universalRequest)
-      .then(remapDecodeErrors)
+    dispatcher
+      .serve(handler, universalRequest)
       .then((universalResponse) => {
         // Answered before the request body was read to its end (an error found early: a
         // second message, an oversize envelope). Connect stops reading by destroying the
@@ -75,12 +123,7 @@ export function createConnectHandler(
         return universalResponseToNodeResponse(universalResponse, res);
       })
       .catch((reason: unknown) => {
-        // The client went away (cancel, reset): nothing to answer, nothing wrong.
-        if (ConnectError.from(reason).code === Code.Aborted) return;
-        logger.error(
-          { err: reason, procedure: handler.requestPath },
-          "rpc handler failed",
-        );
+        dispatcher.reportFailure(reason, handler);
       });
   };
 }

@@ -8,11 +8,19 @@ import {
 import type { TLSSocket } from "node:tls";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { Logger } from "pino";
-import { createConnectHandler } from "./connect-handler.js";
+import {
+  createConnectDispatcher,
+  createConnectHandler,
+} from "./connect-handler.js";
+import { startBuiltinHttp2Server } from "./h2/server.js";
 import { installGrpcFastPath } from "./grpc-fast-path.js";
-import { listen, type Listening } from "./listen.js";
+import { listen, type ListenTarget, type Listening } from "./listen.js";
 import type { ShouldRateLimitHandler } from "./should-rate-limit-handler.js";
-import { loadTlsCredentials, type TlsCredentials } from "./tls-credentials.js";
+import {
+  hasDnsSan,
+  loadTlsCredentials,
+  type TlsCredentials,
+} from "./tls-credentials.js";
 
 /** TLS settings of the gRPC listener. */
 export interface GrpcTlsOptions {
@@ -26,8 +34,17 @@ export interface GrpcTlsOptions {
   readonly clientSan?: string;
 }
 
+/**
+ * HTTP/2 implementation of the gRPC listener (`GRPC_HTTP2_ENGINE`): `builtin` is this
+ * service's own (src/server/h2/, see docs/performance.md), `node` is node:http2 with the
+ * fast path of grpc-fast-path.ts.
+ */
+export type GrpcHttp2Engine = "builtin" | "node";
+
 /** Options of {@link startGrpcServer}. */
 export interface GrpcServerOptions {
+  /** HTTP/2 implementation (`GRPC_HTTP2_ENGINE`). @defaultValue "builtin" */
+  readonly engine?: GrpcHttp2Engine;
   /** Route registration (see `createRoutes`). */
   readonly routes: (router: ConnectRouter) => void;
   readonly logger: Logger;
@@ -110,12 +127,7 @@ export async function startGrpcServer(
   options: GrpcServerOptions,
 ): Promise<Listening> {
   const { logger } = options;
-  const handler = createConnectHandler({
-    routes: options.routes,
-    logger,
-    readMaxBytes: options.readMaxBytes ?? 4 * 1024 * 1024,
-  });
-  let server: Http2Server | Http2SecureServer;
+  const readMaxBytes = options.readMaxBytes ?? 4 * 1024 * 1024;
   let credentials: TlsCredentials | undefined;
   const tls = options.tls;
   if (tls !== undefined) {
@@ -127,6 +139,88 @@ export async function startGrpcServer(
         : {}),
       logger,
     });
+  }
+  const target =
+    options.udsPath !== undefined && options.udsPath !== ""
+      ? { path: options.udsPath }
+      : { host: options.host, port: options.port };
+  let listening: Listening;
+  try {
+    listening =
+      (options.engine ?? "builtin") === "builtin"
+        ? await startBuiltin(options, readMaxBytes, target, credentials)
+        : await startNode(options, readMaxBytes, target, credentials);
+  } catch (err) {
+    await credentials?.close();
+    throw err;
+  }
+  return {
+    address: listening.address,
+    port: listening.port,
+    async close(graceMs) {
+      await listening.close(graceMs);
+      await credentials?.close();
+    },
+  };
+}
+
+/** The built-in engine (src/server/h2/). */
+function startBuiltin(
+  options: GrpcServerOptions,
+  readMaxBytes: number,
+  target: ListenTarget,
+  credentials: TlsCredentials | undefined,
+): Promise<Listening> {
+  const tls = options.tls;
+  const limit = options.streamResetLimit ?? grpcServerDefaults.streamResetLimit;
+  return startBuiltinHttp2Server({
+    dispatcher: createConnectDispatcher({
+      routes: options.routes,
+      logger: options.logger,
+      readMaxBytes,
+    }),
+    ...(options.fastPath !== undefined
+      ? { fastPath: { handler: options.fastPath, readMaxBytes } }
+      : {}),
+    logger: options.logger,
+    target,
+    ...(tls !== undefined && credentials !== undefined
+      ? {
+          tls: {
+            context: credentials.current(),
+            mutual: tls.clientCaFile !== undefined,
+            ...(tls.clientSan !== undefined
+              ? { clientSan: tls.clientSan }
+              : {}),
+            onReload: (listener) => {
+              credentials.onReload(listener);
+            },
+          },
+        }
+      : {}),
+    maxConnectionAgeMs: options.maxConnectionAgeMs ?? 0,
+    maxConnectionAgeGraceMs: options.maxConnectionAgeGraceMs ?? 0,
+    ...(options.random !== undefined ? { random: options.random } : {}),
+    connection: { streamResetLimit: limit },
+  });
+}
+
+/** The node:http2 engine: http2 server + Connect's Node adapter + the node fast path. */
+async function startNode(
+  options: GrpcServerOptions,
+  readMaxBytes: number,
+  target: ListenTarget,
+  credentials: TlsCredentials | undefined,
+): Promise<Listening> {
+  const { logger } = options;
+  const handler = createConnectHandler({
+    routes: options.routes,
+    logger,
+    readMaxBytes,
+  });
+  let server: Http2Server | Http2SecureServer;
+  const tls = options.tls;
+  if (tls !== undefined && credentials !== undefined) {
     const mutual = tls.clientCaFile !== undefined;
     const secure = createSecureServer(
       {
@@ -160,7 +254,7 @@ export async function startGrpcServer(
   if (options.fastPath !== undefined) {
     installGrpcFastPath(server, {
       handler: options.fastPath,
-      readMaxBytes: options.readMaxBytes ?? 4 * 1024 * 1024,
+      readMaxBytes,
       logger,
     });
   }
@@ -172,32 +266,7 @@ export async function startGrpcServer(
       limitSessionAge(session, ageMs * (0.9 + 0.2 * random()), graceMs);
     });
   }
-  const target =
-    options.udsPath !== undefined && options.udsPath !== ""
-      ? { path: options.udsPath }
-      : { host: options.host, port: options.port };
-  let listening: Listening;
-  try {
-    listening = await listen(server, target);
-  } catch (err) {
-    await credentials?.close();
-    throw err;
-  }
-  return {
-    address: listening.address,
-    port: listening.port,
-    async close(graceMs) {
-      await listening.close(graceMs);
-      await credentials?.close();
-    },
-  };
-}
-
-/** Whether the peer certificate carries `DNS:<name>` among its subject alternative names. */
-function hasDnsSan(socket: TLSSocket, name: string): boolean {
-  const san = socket.getPeerCertificate().subjectaltname;
-  if (san === undefined) return false;
-  return san.split(",").some((part) => part.trim() === `DNS:${name}`);
+  return listen(server, target);
 }
 
 /**

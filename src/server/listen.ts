@@ -1,7 +1,7 @@
 import { lstat, unlink } from "node:fs/promises";
 import type { Server as HttpServer } from "node:http";
 import type { Http2SecureServer, Http2Server, Http2Session } from "node:http2";
-import type { AddressInfo, Socket } from "node:net";
+import type { AddressInfo, Server as NetServer, Socket } from "node:net";
 
 /** A bound listener with its actual address and a graceful close. */
 export interface Listening {
@@ -19,6 +19,15 @@ export interface Listening {
 /** Where to listen: a TCP host and port, or a unix socket path. */
 export type ListenTarget =
   { readonly host: string; readonly port: number } | { readonly path: string };
+
+/** What {@link listen}'s close does besides the server's own close. */
+export interface ListenHooks {
+  /**
+   * Called when close starts, after the server stopped accepting: start draining the open
+   * connections of a server that is not node:http (e.g. send GOAWAY).
+   */
+  readonly onClose?: () => void;
+}
 
 /** Joins a host and port as `host:port`, or `[v6]:port` for IPv6 hosts. */
 export function joinHostPort(host: string, port: number): string {
@@ -42,8 +51,9 @@ async function removeStaleSocket(path: string): Promise<void> {
  * @throws the listen error (e.g. EADDRINUSE) when the address cannot be bound
  */
 export async function listen(
-  server: HttpServer | Http2Server | Http2SecureServer,
+  server: HttpServer | Http2Server | Http2SecureServer | NetServer,
   target: ListenTarget,
+  hooks: ListenHooks = {},
 ): Promise<Listening> {
   const sockets = new Set<Socket>();
   const sessions = new Set<Http2Session>();
@@ -91,6 +101,7 @@ export async function listen(
         });
         // HTTP/2: GOAWAY lets in-flight streams finish; HTTP/1.1: idle keep-alive sockets go.
         for (const session of sessions) session.close();
+        hooks.onClose?.();
         if ("closeIdleConnections" in server) server.closeIdleConnections();
         const timer = setTimeout(() => {
           for (const session of sessions) session.destroy();

@@ -22,11 +22,21 @@ import type { RateLimitService } from "../service/rate-limit-service.js";
 import type { StatsManager } from "../stats/stats-manager.js";
 
 /**
- * Headers of an incoming call, read only for the caller's W3C trace context (`traceparent`,
- * `tracestate`, `baggage`): node's header object (HTTP/2 fast path, `/json`) or a fetch
- * `Headers` (the Connect router's `requestHeader`).
+ * Header fields as a flat list `[name0, value0, name1, value1, …]` with lower-case names:
+ * how the built-in HTTP/2 engine's streams carry them (`H2Stream`), handed over as they are
+ * so that a call that is not traced builds no header object.
  */
-export type RequestHeaders = IncomingHttpHeaders | Headers;
+export interface HeaderFieldList {
+  readonly headerFields: readonly string[];
+}
+
+/**
+ * Headers of an incoming call, read only for the caller's W3C trace context (`traceparent`,
+ * `tracestate`, `baggage`): node's header object (node:http2 fast path, `/json`), a fetch
+ * `Headers` (the Connect router's `requestHeader`) or a {@link HeaderFieldList} (the built-in
+ * HTTP/2 engine's fast path).
+ */
+export type RequestHeaders = IncomingHttpHeaders | Headers | HeaderFieldList;
 
 /**
  * The gRPC `ShouldRateLimit` method as both the Connect router and the HTTP/2 fast path call
@@ -160,6 +170,24 @@ const nodeHeadersGetter: TextMapGetter<IncomingHttpHeaders> = {
   keys: (carrier) => Object.keys(carrier),
 };
 
+const fieldListGetter: TextMapGetter<HeaderFieldList> = {
+  get: (carrier, key) => {
+    const fields = carrier.headerFields;
+    for (let i = 0; i < fields.length; i += 2)
+      if (fields[i] === key) return fields[i + 1];
+    return undefined;
+  },
+  keys: (carrier) =>
+    carrier.headerFields.filter((_, i) => i % 2 === 0 && !_.startsWith(":")),
+};
+
+/** Node lower-cases header names, so a node header object never has this camel-case key. */
+function isHeaderFieldList(
+  headers: IncomingHttpHeaders | HeaderFieldList,
+): headers is HeaderFieldList {
+  return Array.isArray(headers.headerFields);
+}
+
 /**
  * The caller's trace context from `headers` with the registered propagators (W3C
  * `traceparent` by default), or the root context when there is none.
@@ -168,7 +196,9 @@ export function extractTraceContext(
   headers: RequestHeaders | undefined,
 ): Context {
   if (headers === undefined) return ROOT_CONTEXT;
-  return headers instanceof Headers
-    ? propagation.extract(ROOT_CONTEXT, headers, fetchHeadersGetter)
+  if (headers instanceof Headers)
+    return propagation.extract(ROOT_CONTEXT, headers, fetchHeadersGetter);
+  return isHeaderFieldList(headers)
+    ? propagation.extract(ROOT_CONTEXT, headers, fieldListGetter)
     : propagation.extract(ROOT_CONTEXT, headers, nodeHeadersGetter);
 }

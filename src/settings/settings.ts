@@ -23,6 +23,7 @@ export type {
   BackendType,
   ChargeMode,
   ConfigType,
+  GrpcHttp2Engine,
   KvPoolOnEmptyBehavior,
   KvSocketType,
   KvType,

@@ -146,44 +146,54 @@ const cases: [string, Buffer, Record<string, string>?][] = [
   ],
 ];
 
-describe("HTTP/2 fast path equivalence with the Connect path", () => {
-  let fast: TestApp;
-  let connect: TestApp;
-  beforeAll(async () => {
-    fast = await startTestApp({ "rl.yaml": config });
-    connect = await startTestApp(
-      { "rl.yaml": config },
-      {},
-      pino({ level: "silent" }),
-      { grpcFastPath: false },
-    );
-  });
-  afterAll(async () => {
-    await fast.stop();
-    await connect.stop();
-  });
-
-  for (const [what, body, headers] of cases) {
-    it(`answers ${what} identically`, async () => {
-      const viaFast = await rawGrpc(fast.addresses.grpc, path, body, headers);
-      const viaConnect = await rawGrpc(
-        connect.addresses.grpc,
-        path,
-        body,
-        headers,
+describe.each([
+  ["builtin", "builtin"],
+  ["node", "node"],
+  ["builtin", "node"],
+] as const)(
+  "HTTP/2 fast path (%s engine) equivalence with the Connect path (%s engine)",
+  (fastEngine, connectEngine) => {
+    let fast: TestApp;
+    let connect: TestApp;
+    beforeAll(async () => {
+      fast = await startTestApp(
+        { "rl.yaml": config },
+        { GRPC_HTTP2_ENGINE: fastEngine },
       );
-      expect(comparable(viaFast)).toEqual(comparable(viaConnect));
+      connect = await startTestApp(
+        { "rl.yaml": config },
+        { GRPC_HTTP2_ENGINE: connectEngine },
+        pino({ level: "silent" }),
+        { grpcFastPath: false },
+      );
     });
-  }
+    afterAll(async () => {
+      await fast.stop();
+      await connect.stop();
+    });
 
-  it("counts server stats on both paths", () => {
-    for (const t of [fast, connect]) {
-      expect(
-        t.app.statsManager.serverTotalRequests("ShouldRateLimit").value(),
-      ).toBeGreaterThan(5);
+    for (const [what, body, headers] of cases) {
+      it(`answers ${what} identically`, async () => {
+        const viaFast = await rawGrpc(fast.addresses.grpc, path, body, headers);
+        const viaConnect = await rawGrpc(
+          connect.addresses.grpc,
+          path,
+          body,
+          headers,
+        );
+        expect(comparable(viaFast)).toEqual(comparable(viaConnect));
+      });
     }
-  });
-});
+
+    it("counts server stats on both paths", () => {
+      for (const t of [fast, connect]) {
+        expect(
+          t.app.statsManager.serverTotalRequests("ShouldRateLimit").value(),
+        ).toBeGreaterThan(5);
+      }
+    });
+  },
+);
 
 describe("fast path deadlines and cancellation", () => {
   it("answers DEADLINE_EXCEEDED when the decision outlives grpc-timeout, and survives a client reset", async () => {

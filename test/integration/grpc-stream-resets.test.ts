@@ -122,39 +122,50 @@ function call(session: ClientHttp2Session): Promise<string> {
   });
 }
 
-describe("gRPC server under client stream resets", () => {
-  it("keeps the connection through 5000 cancelled calls and answers on it", async () => {
-    const server = await start();
-    const session = connect(`http://127.0.0.1:${server.port}`);
-    session.on("error", () => undefined);
-    let goaway = false;
-    session.on("goaway", () => {
-      goaway = true;
-    });
-    await cancelCalls(session, 5000, 250);
-    expect(goaway).toBe(false);
-    expect(session.closed || session.destroyed).toBe(false);
-    expect(await call(session)).toBe("0");
-    session.close();
-  });
-
-  it("still sends GOAWAY to a peer beyond a configured limit", async () => {
-    const server = await start({
-      streamResetLimit: { burst: 50, ratePerSecond: 1 },
-    });
-    const session = connect(`http://127.0.0.1:${server.port}`);
-    session.on("error", () => undefined);
-    const goaway = new Promise<number>((resolve) => {
-      session.on("goaway", (code: number) => {
-        resolve(code);
+describe.each(["builtin", "node"] as const)(
+  "gRPC server (%s engine) under client stream resets",
+  (engine) => {
+    it("keeps the connection through 5000 cancelled calls and answers on it", async () => {
+      const server = await start({ engine });
+      const session = connect(`http://127.0.0.1:${server.port}`);
+      session.on("error", () => undefined);
+      let goaway = false;
+      session.on("goaway", () => {
+        goaway = true;
       });
+      await cancelCalls(session, 5000, 250);
+      expect(goaway).toBe(false);
+      expect(session.closed || session.destroyed).toBe(false);
+      expect(await call(session)).toBe("0");
+      session.close();
     });
-    await cancelCalls(session, 1000, 100);
-    // nghttp2 answers an exceeded reset limit with GOAWAY(INTERNAL_ERROR).
-    expect(await goaway).toBe(constants.NGHTTP2_INTERNAL_ERROR);
-    session.destroy();
-  });
 
+    it("still sends GOAWAY to a peer beyond a configured limit", async () => {
+      const server = await start({
+        engine,
+        streamResetLimit: { burst: 50, ratePerSecond: 1 },
+      });
+      const session = connect(`http://127.0.0.1:${server.port}`);
+      session.on("error", () => undefined);
+      const goaway = new Promise<number>((resolve) => {
+        session.on("goaway", (code: number) => {
+          resolve(code);
+        });
+      });
+      await cancelCalls(session, 1000, 100);
+      // nghttp2 answers an exceeded reset limit with GOAWAY(INTERNAL_ERROR), the built-in
+      // engine with ENHANCE_YOUR_CALM (RFC 9113 §7's code for a peer generating excess load).
+      expect(await goaway).toBe(
+        engine === "builtin"
+          ? constants.NGHTTP2_ENHANCE_YOUR_CALM
+          : constants.NGHTTP2_INTERNAL_ERROR,
+      );
+      session.destroy();
+    });
+  },
+);
+
+describe("gRPC server stream reset limit", () => {
   it("passes the default limit to node:http2", () => {
     expect(http2ServerOptions({})).toEqual({
       streamResetBurst: 100_000,

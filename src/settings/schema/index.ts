@@ -108,6 +108,7 @@ export const settingsChecks: readonly SettingsCheck<SchemaSettings>[] =
 
 export type { SettingsGroup } from "./define.js";
 export type { LogFormat, LogLevel } from "./logging.js";
+export type { GrpcHttp2Engine } from "./listeners.js";
 export type { ConfigType } from "./configuration.js";
 export type {
   BackendFailureMode,

@@ -9,6 +9,8 @@ import {
   flag,
   integer,
   listenPort,
+  lowerCase,
+  oneOf,
   text,
 } from "./codecs.js";
 import {
@@ -17,6 +19,9 @@ import {
   type SettingsCheck,
   type SettingsOf,
 } from "./define.js";
+
+/** HTTP/2 implementation of the gRPC listener (`GRPC_HTTP2_ENGINE`). */
+export type GrpcHttp2Engine = "builtin" | "node";
 
 export const listeners = settingsGroup("listeners", {
   /** HTTP listener host for `/json` and `/healthcheck`. */
@@ -113,6 +118,25 @@ export const listeners = settingsGroup("listeners", {
     codec: durationMs("non-negative"),
     default: 60 * 60 * 1000,
     meaning: "Extra time after GOAWAY before the connection is closed.",
+  }),
+  /**
+   * HTTP/2 implementation of the gRPC listener: `builtin`, the service's own (lean per call:
+   * docs/performance.md "Built-in HTTP/2 engine"), or `node`, node:http2 (the fallback).
+   */
+  grpcHttp2Engine: setting({
+    env: "GRPC_HTTP2_ENGINE",
+    codec: oneOf<GrpcHttp2Engine>(
+      new Map<string, GrpcHttp2Engine>([
+        ["", "builtin"],
+        ["builtin", "builtin"],
+        ["node", "node"],
+      ]),
+      "builtin or node",
+      { fold: lowerCase },
+    ),
+    default: "builtin",
+    meaning:
+      "HTTP/2 implementation of the gRPC listener: builtin (the service's own) or node (node:http2).",
   }),
   /** Serve gRPC over TLS; needs cert and key. */
   grpcServerUseTls: setting({

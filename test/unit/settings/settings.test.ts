@@ -233,6 +233,23 @@ describe("loadSettings parsing", () => {
   });
 
   it.each([
+    ["builtin", "builtin"],
+    ["", "builtin"],
+    ["node", "node"],
+    ["NODE", "node"],
+  ])("reads GRPC_HTTP2_ENGINE=%j as %s", (text, engine) => {
+    expect(load({ GRPC_HTTP2_ENGINE: text }).settings.grpcHttp2Engine).toBe(
+      engine,
+    );
+  });
+
+  it("rejects an unknown GRPC_HTTP2_ENGINE", () => {
+    expect(loadError({ GRPC_HTTP2_ENGINE: "nghttp2" }).message).toContain(
+      "GRPC_HTTP2_ENGINE",
+    );
+  });
+
+  it.each([
     ["kv", "kv"],
     ["", "kv"],
     ["mc", "mc"],

@@ -1,0 +1,1541 @@
+import type { Socket } from "node:net";
+import type { Logger } from "pino";
+import {
+  clientPreface,
+  defaultWindowBytes,
+  ErrorCode,
+  errorCodeName,
+  Flag,
+  frameHeaderBytes,
+  FrameType,
+  maxMaxFrameBytes,
+  maxWindowBytes,
+  minMaxFrameBytes,
+  SettingId,
+  writeFrameHeader,
+} from "./frames.js";
+import {
+  encodeHeaderBlock,
+  HeaderListTooLargeError,
+  HpackDecoder,
+  HpackError,
+} from "./hpack.js";
+
+// One HTTP/2 connection, server side (RFC 9113): frame parsing, the stream state machine, flow
+// control in both directions and the output queue. What the streams carry is someone else's
+// business: each new request is handed to `onStream`, which attaches a {@link StreamSink}.
+
+/** What a request stream reports to whoever serves it (called as methods of the sink). */
+export interface StreamSink {
+  /**
+   * A piece of the request body. `chunk` is a view into the received socket data (not
+   * copied); it stays valid, but the receiver must call {@link H2Stream.consumed} once it no
+   * longer holds bytes it has not processed, so that large bodies keep flowing.
+   */
+  onData(stream: H2Stream, chunk: Buffer): void;
+  /** The request is complete (END_STREAM, after any trailers). */
+  onEnd(stream: H2Stream): void;
+  /**
+   * The stream is gone before the response was complete: the peer reset it (RST_STREAM), the
+   * connection closed, or a protocol error reset it. Nothing written afterwards is sent.
+   */
+  onAbort(stream: H2Stream, errorCode: number): void;
+}
+
+/** Limits and settings of {@link Http2Connection}. */
+export interface Http2ConnectionOptions {
+  /** Called once per request, when its header block is complete and valid. */
+  readonly onStream: (stream: H2Stream) => void;
+  /** Called once when the socket has closed. */
+  readonly onClose?: (connection: Http2Connection) => void;
+  readonly logger: Logger;
+  /**
+   * SETTINGS_MAX_CONCURRENT_STREAMS we announce; streams beyond it are refused
+   * (RST_STREAM REFUSED_STREAM, RFC 9113 §5.1.2). @defaultValue {@link http2ConnectionDefaults}
+   */
+  readonly maxConcurrentStreams?: number;
+  /**
+   * SETTINGS_INITIAL_WINDOW_SIZE we announce: how many request body bytes a client may send
+   * on one stream before we acknowledge them, in bytes. @defaultValue {@link http2ConnectionDefaults}
+   */
+  readonly initialWindowBytes?: number;
+  /**
+   * Receive window of the whole connection, in bytes (raised from 65,535 by a WINDOW_UPDATE
+   * right after our SETTINGS). @defaultValue {@link http2ConnectionDefaults}
+   */
+  readonly connectionWindowBytes?: number;
+  /**
+   * SETTINGS_MAX_HEADER_LIST_SIZE we announce and enforce, in bytes as RFC 9113 §6.5.2
+   * counts them (name + value + 32 per field); a larger request is answered 431.
+   * @defaultValue {@link http2ConnectionDefaults}
+   */
+  readonly maxHeaderListBytes?: number;
+  /**
+   * Stream resets (RST_STREAM) accepted from the peer, a token bucket: `burst` at once,
+   * refilled at `ratePerSecond`; beyond it the connection gets GOAWAY(ENHANCE_YOUR_CALM)
+   * (rapid reset, CVE-2023-44487). @defaultValue {@link http2ConnectionDefaults}
+   */
+  readonly streamResetLimit?: {
+    readonly burst: number;
+    readonly ratePerSecond: number;
+  };
+  /** Socket bytes queued beyond which we stop reading from the peer. @defaultValue 1 MiB */
+  readonly maxQueuedOutputBytes?: number;
+  /** Monotonic clock in ms (token bucket). @defaultValue performance.now */
+  readonly nowMs?: () => number;
+}
+
+/**
+ * Defaults of {@link Http2ConnectionOptions}:
+ * - 1,000 concurrent streams: far above what one proxy connection keeps in flight for a
+ *   sub-millisecond call (2,000 calls/s through a 30 ms stall is 60), small enough to bound
+ *   the memory one connection can hold;
+ * - 1 MiB stream and connection windows: a request never waits for a WINDOW_UPDATE, while
+ *   what one connection can make us buffer stays bounded;
+ * - 16 KiB header lists: Envoy's rate-limit calls carry a few hundred bytes (Node's default
+ *   is 64 KiB, Envoy's own 60 KiB; 16 KiB is ample for gRPC metadata and trace context);
+ * - the stream reset limit of the node:http2 engine (`grpcServerDefaults`).
+ */
+export const http2ConnectionDefaults = {
+  maxConcurrentStreams: 1000,
+  initialWindowBytes: 1024 * 1024,
+  connectionWindowBytes: 1024 * 1024,
+  maxHeaderListBytes: 16 * 1024,
+  streamResetLimit: { burst: 100_000, ratePerSecond: 20_000 },
+  maxQueuedOutputBytes: 1024 * 1024,
+} as const;
+
+/** Header fields that belong to HTTP/1.1 connections and make an HTTP/2 request malformed (§8.2.2). */
+const connectionSpecific = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "transfer-encoding",
+  "upgrade",
+]);
+
+/** Largest compressed header block we collect across CONTINUATION frames, per list byte. */
+const compressedBytesPerListByte = 4;
+
+/** Ids of streams we reset, remembered so that frames still in flight are ignored (§5.1). */
+const recentlyResetCapacity = 256;
+
+/** Sent frames are buffered here and written once per event-loop turn. */
+const outputInitialBytes = 16 * 1024;
+
+type StreamState = "open" | "halfClosedRemote" | "closed";
+
+/**
+ * One request stream (RFC 9113 §5.1, server side): created open (or half-closed (remote)
+ * when the request had no body), closed once both sides ended or either reset it.
+ *
+ * The request's header fields are a flat list `[name0, value0, name1, value1, …]` with
+ * lower-case names as HPACK decoded them; the pseudo-header fields are also on their own
+ * properties.
+ */
+export class H2Stream {
+  /** Stream identifier (odd, client-initiated). */
+  readonly id: number;
+  /** Request header fields, `[name0, value0, …]`, names lower-case, in wire order. */
+  readonly headerFields: readonly string[];
+  /** `:method`. */
+  readonly method: string;
+  /** `:path` (with the query string, if any). */
+  readonly path: string;
+  /** `:scheme`. */
+  readonly scheme: string;
+  /** `:authority`, or the `host` field, or "". */
+  readonly authority: string;
+  /** Whoever serves the request; set by `onStream`. */
+  sink: StreamSink | undefined = undefined;
+  /** What the server attached to the stream (the call state). */
+  context: unknown = undefined;
+
+  /** @internal */ state: StreamState;
+  /** @internal */ readonly connection: Http2Connection;
+  /** @internal */ sendWindow: number;
+  /** @internal */ recvWindow: number;
+  /** @internal */ recvUnacked = 0;
+  /** @internal */ receivedBytes = 0;
+  /** @internal */ readonly contentLength: number;
+  /** @internal */ headersSent = false;
+  /** @internal */ localEnded = false;
+  /** @internal */ endPending = false;
+  /** @internal */ trailersPending: Buffer | undefined = undefined;
+  /** @internal */ queue: Buffer[] | undefined = undefined;
+  /** @internal */ queueOffset = 0;
+  /** @internal */ queuedBytes = 0;
+  /** @internal */ drainWaiter: (() => void) | undefined = undefined;
+
+  /** @internal */
+  constructor(
+    connection: Http2Connection,
+    id: number,
+    fields: string[],
+    pseudo: RequestPseudoHeaders,
+  ) {
+    this.connection = connection;
+    this.id = id;
+    this.headerFields = fields;
+    this.method = pseudo.method;
+    this.path = pseudo.path;
+    this.scheme = pseudo.scheme;
+    this.authority = pseudo.authority;
+    this.contentLength = pseudo.contentLength;
+    this.state = "open";
+    this.sendWindow = connection.peerInitialWindow;
+    this.recvWindow = connection.initialWindow;
+  }
+
+  /** Whether the stream is closed (answered and done, reset, or its connection gone). */
+  isClosed(): boolean {
+    return this.state === "closed";
+  }
+
+  /** @internal whether the request is still arriving (state open). */
+  isOpen(): boolean {
+    return this.state === "open";
+  }
+
+  /** Whether the whole request (END_STREAM) has arrived. */
+  get requestComplete(): boolean {
+    return this.state !== "open";
+  }
+
+  /** Whether the socket is encrypted (TLS). */
+  get encrypted(): boolean {
+    return this.connection.encrypted;
+  }
+
+  /** The value of the first request header field called `name` (lower-case), if any. */
+  header(name: string): string | undefined {
+    const fields = this.headerFields;
+    for (let i = 0; i < fields.length; i += 2)
+      if (fields[i] === name) return fields[i + 1];
+    return undefined;
+  }
+
+  /**
+   * Reports that `bytes` of received body were processed, so the peer may send more: the
+   * stream window is reopened with one WINDOW_UPDATE per half window consumed.
+   */
+  consumed(bytes: number): void {
+    if (this.state !== "open") return;
+    this.recvUnacked += bytes;
+    const initial = this.connection.initialWindow;
+    if (this.recvUnacked < initial >>> 1) return;
+    this.recvWindow += this.recvUnacked;
+    this.connection.writeWindowUpdate(this.id, this.recvUnacked);
+    this.recvUnacked = 0;
+  }
+
+  /**
+   * Sends the response header block (already HPACK-encoded, e.g. by `encodeHeaderBlock`);
+   * once. Ignored when the stream is closed.
+   */
+  respond(block: Buffer, endStream: boolean): void {
+    if (this.state === "closed" || this.headersSent) return;
+    this.headersSent = true;
+    this.connection.writeHeaderBlock(this.id, block, endStream);
+    if (endStream) this.connection.localEnd(this);
+    else if (this.queue !== undefined || this.endPending)
+      this.connection.pump(this);
+  }
+
+  /** Sends response header fields (names lower-case), encoded with HPACK's static table. */
+  respondWith(
+    fields: readonly (readonly [string, string])[],
+    endStream: boolean,
+  ): void {
+    this.respond(encodeHeaderBlock(fields), endStream);
+  }
+
+  /**
+   * Queues response body bytes as DATA frames, within the peer's flow-control windows and
+   * frame size; what does not fit waits for WINDOW_UPDATE. `data` must not change afterwards.
+   */
+  write(data: Buffer): void {
+    if (this.state === "closed" || this.localEnded || this.endPending) return;
+    if (data.length === 0) return;
+    if (
+      this.headersSent &&
+      (this.queue === undefined || this.queue.length === 0) &&
+      this.connection.tryWriteData(this, data)
+    )
+      return;
+    (this.queue ??= []).push(data);
+    this.queuedBytes += data.length;
+    this.connection.pump(this);
+  }
+
+  /**
+   * Ends the response: with `trailers` (an encoded header block) as a last HEADERS frame,
+   * else with an empty DATA frame carrying END_STREAM; after any queued data.
+   */
+  end(trailers?: Buffer): void {
+    if (this.state === "closed" || this.localEnded || this.endPending) return;
+    this.endPending = true;
+    this.trailersPending = trailers;
+    this.connection.pump(this);
+  }
+
+  /** Resets the stream (RST_STREAM with `errorCode`); the sink is not told. */
+  reset(errorCode: number = ErrorCode.cancel): void {
+    if (this.state === "closed") return;
+    this.connection.resetStream(this, errorCode, false);
+  }
+
+  /**
+   * Resolves once queued body bytes have been handed to the socket and the socket is not
+   * congested, or the stream closed: the pace a streaming writer should keep.
+   */
+  writable(): Promise<void> {
+    if (
+      this.state === "closed" ||
+      (this.queuedBytes === 0 && !this.connection.congested)
+    )
+      return Promise.resolve();
+    return new Promise((resolve) => {
+      const previous = this.drainWaiter;
+      this.drainWaiter = () => {
+        previous?.();
+        resolve();
+      };
+    });
+  }
+
+  /** @internal */
+  releaseWaiter(): void {
+    const waiter = this.drainWaiter;
+    if (waiter === undefined) return;
+    this.drainWaiter = undefined;
+    waiter();
+  }
+}
+
+/** Pseudo-header fields and content-length of a valid request. @internal */
+interface RequestPseudoHeaders {
+  method: string;
+  path: string;
+  scheme: string;
+  authority: string;
+  /** -1 when absent. */
+  contentLength: number;
+}
+
+/** A header block being collected across HEADERS and CONTINUATION frames. */
+interface PendingBlock {
+  readonly streamId: number;
+  /** Flags of the HEADERS frame (END_STREAM). */
+  readonly flags: number;
+  readonly fragments: Buffer[];
+  size: number;
+  /** The HEADERS frame depended on its own stream: a stream error once decoded. */
+  readonly selfDependent: boolean;
+}
+
+/**
+ * A server-side HTTP/2 connection over a connected socket (cleartext or TLS). It starts by
+ * sending its SETTINGS, expects the client preface, and serves until the socket closes, a
+ * connection error ends it (GOAWAY with the error, then close), or {@link shutdown} drains it.
+ *
+ * Output: frames are appended to one buffer and written with one socket write per
+ * event-loop turn (`setImmediate`), so all answers decided in one turn share one syscall.
+ */
+export class Http2Connection {
+  /** Our SETTINGS_INITIAL_WINDOW_SIZE, in bytes. @internal */
+  readonly initialWindow: number;
+  /** The peer's SETTINGS_INITIAL_WINDOW_SIZE, in bytes. @internal */
+  peerInitialWindow = defaultWindowBytes;
+  /** Whether socket writes are backed up beyond the limit. @internal */
+  congested = false;
+
+  private readonly socket: Socket;
+  private readonly options: Http2ConnectionOptions;
+  private readonly logger: Logger;
+  private readonly decoder = new HpackDecoder();
+  private readonly streams = new Map<number, H2Stream>();
+  private readonly maxConcurrentStreams: number;
+  private readonly maxHeaderListBytes: number;
+  private readonly connectionWindow: number;
+  private readonly maxQueuedOutputBytes: number;
+  private readonly resetBurst: number;
+  private readonly resetRatePerMs: number;
+  private readonly nowMs: () => number;
+
+  /** Bytes of the client preface still expected (24 → 0). */
+  private prefaceLeft = clientPreface.length;
+  private settingsReceived = false;
+  private pending: Buffer | undefined = undefined;
+  private block: PendingBlock | undefined = undefined;
+  /** Highest stream id the peer used (ids must increase, §5.1.1). */
+  private lastPeerStreamId = 0;
+  /** Highest stream id we accepted for processing: the GOAWAY's last stream id. */
+  private lastAcceptedStreamId = 0;
+  private readonly recentlyReset: number[] = [];
+  private peerMaxFrameBytes = minMaxFrameBytes;
+  private connSendWindow = defaultWindowBytes;
+  private connRecvWindow: number;
+  private connRecvUnacked = 0;
+  /** Streams with data waiting for the connection window, in arrival order. */
+  private readonly blocked = new Set<H2Stream>();
+  private resetTokens: number;
+  private resetRefilledAtMs: number;
+
+  private out = Buffer.allocUnsafe(outputInitialBytes);
+  private outPos = 0;
+  private flushScheduled = false;
+  /** GOAWAY sent: no new streams; the connection ends once the open ones are done. */
+  private draining = false;
+  /** A connection error or close: nothing more is read or written. */
+  private dead = false;
+  private endTimer: NodeJS.Timeout | undefined = undefined;
+  private readonly flushNow = (): void => {
+    this.flush();
+  };
+
+  constructor(socket: Socket, options: Http2ConnectionOptions) {
+    this.socket = socket;
+    this.options = options;
+    this.logger = options.logger;
+    const d = http2ConnectionDefaults;
+    this.maxConcurrentStreams =
+      options.maxConcurrentStreams ?? d.maxConcurrentStreams;
+    this.initialWindow = options.initialWindowBytes ?? d.initialWindowBytes;
+    this.connectionWindow =
+      options.connectionWindowBytes ?? d.connectionWindowBytes;
+    this.maxHeaderListBytes =
+      options.maxHeaderListBytes ?? d.maxHeaderListBytes;
+    this.maxQueuedOutputBytes =
+      options.maxQueuedOutputBytes ?? d.maxQueuedOutputBytes;
+    const limit = options.streamResetLimit ?? d.streamResetLimit;
+    this.resetBurst = limit.burst;
+    this.resetRatePerMs = limit.ratePerSecond / 1000;
+    this.resetTokens = limit.burst;
+    this.nowMs = options.nowMs ?? (() => performance.now());
+    this.resetRefilledAtMs = this.nowMs();
+    this.connRecvWindow = defaultWindowBytes;
+
+    socket.setNoDelay(true);
+    socket.on("data", (chunk: Buffer) => {
+      this.receive(chunk);
+    });
+    socket.on("drain", () => {
+      this.onDrain();
+    });
+    socket.on("error", (err: Error) => {
+      this.logger.debug({ err }, "http2 socket error");
+    });
+    socket.on("close", () => {
+      this.onSocketClose();
+    });
+    this.writeSettings();
+  }
+
+  /** Whether the socket is TLS. */
+  get encrypted(): boolean {
+    return "encrypted" in this.socket && this.socket.encrypted === true;
+  }
+
+  /** Number of open streams. */
+  get openStreams(): number {
+    return this.streams.size;
+  }
+
+  /** Whether the connection is closed, or closing after an error or a drain. */
+  isClosed(): boolean {
+    return this.dead;
+  }
+
+  private isAlive(): boolean {
+    return !this.dead;
+  }
+
+  /**
+   * Starts a graceful close: GOAWAY(NO_ERROR) with the last stream accepted, so the client
+   * opens new calls elsewhere; open streams finish, then the socket is ended. Idempotent.
+   */
+  shutdown(): void {
+    if (this.dead || this.draining) return;
+    this.draining = true;
+    this.writeGoaway(this.lastAcceptedStreamId, ErrorCode.noError);
+    this.endIfDrained();
+  }
+
+  /** Closes the socket now; open streams are aborted. Idempotent. */
+  destroy(): void {
+    this.abortAll(ErrorCode.cancel);
+    this.dead = true;
+    this.socket.destroy();
+  }
+
+  // ---- input -------------------------------------------------------------------------------
+
+  /** @internal exported for tests: feeds received socket bytes. */
+  receive(chunk: Buffer): void {
+    if (this.dead) return;
+    let buf = chunk;
+    if (this.pending !== undefined) {
+      buf = Buffer.concat([this.pending, chunk]);
+      this.pending = undefined;
+    }
+    let off = 0;
+    if (this.prefaceLeft > 0) {
+      const at = clientPreface.length - this.prefaceLeft;
+      const n = Math.min(this.prefaceLeft, buf.length);
+      if (clientPreface.compare(buf, 0, n, at, at + n) !== 0) {
+        this.connectionError(ErrorCode.protocolError, "bad client preface");
+        return;
+      }
+      this.prefaceLeft -= n;
+      off = n;
+    }
+    const length = buf.length;
+    while (this.isAlive() && length - off >= frameHeaderBytes) {
+      const size = buf.readUIntBE(off, 3);
+      // We never raise SETTINGS_MAX_FRAME_SIZE above its initial 16,384 (§4.2).
+      if (size > minMaxFrameBytes) {
+        this.connectionError(ErrorCode.frameSizeError, "frame too large");
+        return;
+      }
+      if (length - off < frameHeaderBytes + size) break;
+      const type = buf.readUInt8(off + 3);
+      const flags = buf.readUInt8(off + 4);
+      const streamId = buf.readUInt32BE(off + 5) & 0x7fff_ffff;
+      const start = off + frameHeaderBytes;
+      off = start + size;
+      this.handleFrame(type, flags, streamId, buf, start, off);
+    }
+    if (this.isAlive() && off < length) this.pending = buf.subarray(off);
+  }
+
+  private handleFrame(
+    type: number,
+    flags: number,
+    streamId: number,
+    buf: Buffer,
+    start: number,
+    end: number,
+  ): void {
+    if (!this.settingsReceived && type !== FrameType.settings) {
+      // The preface's second half is a SETTINGS frame (§3.4).
+      this.connectionError(
+        ErrorCode.protocolError,
+        "first frame is not SETTINGS",
+      );
+      return;
+    }
+    if (this.block !== undefined && type !== FrameType.continuation) {
+      this.connectionError(ErrorCode.protocolError, "expected CONTINUATION");
+      return;
+    }
+    switch (type) {
+      case FrameType.data:
+        this.onDataFrame(flags, streamId, buf, start, end);
+        return;
+      case FrameType.headers:
+        this.onHeadersFrame(flags, streamId, buf, start, end);
+        return;
+      case FrameType.priority:
+        this.onPriorityFrame(streamId, buf, start, end);
+        return;
+      case FrameType.rstStream:
+        this.onRstStreamFrame(streamId, buf, start, end);
+        return;
+      case FrameType.settings:
+        this.onSettingsFrame(flags, streamId, buf, start, end);
+        return;
+      case FrameType.pushPromise:
+        // Clients cannot push (§8.4).
+        this.connectionError(
+          ErrorCode.protocolError,
+          "PUSH_PROMISE from client",
+        );
+        return;
+      case FrameType.ping:
+        this.onPingFrame(flags, streamId, buf, start, end);
+        return;
+      case FrameType.goaway:
+        this.onGoawayFrame(streamId, end - start);
+        return;
+      case FrameType.windowUpdate:
+        this.onWindowUpdateFrame(streamId, buf, start, end);
+        return;
+      case FrameType.continuation:
+        this.onContinuationFrame(flags, streamId, buf, start, end);
+        return;
+      default:
+        // Unknown frame types are ignored (§4.1, §5.5).
+        return;
+    }
+  }
+
+  private onDataFrame(
+    flags: number,
+    streamId: number,
+    buf: Buffer,
+    start: number,
+    end: number,
+  ): void {
+    if (streamId === 0) {
+      this.connectionError(ErrorCode.protocolError, "DATA on stream 0");
+      return;
+    }
+    // Flow control counts the whole payload, padding included (§6.1, §6.9).
+    const size = end - start;
+    if (size > this.connRecvWindow) {
+      this.connectionError(
+        ErrorCode.flowControlError,
+        "connection window exceeded",
+      );
+      return;
+    }
+    this.connRecvWindow -= size;
+    this.connRecvUnacked += size;
+    if (this.connRecvUnacked >= this.connectionWindow >>> 1) {
+      this.connRecvWindow += this.connRecvUnacked;
+      this.writeWindowUpdate(0, this.connRecvUnacked);
+      this.connRecvUnacked = 0;
+    }
+    let dataStart = start;
+    let dataEnd = end;
+    if ((flags & Flag.padded) !== 0) {
+      const padBytes = size > 0 ? buf.readUInt8(start) : 0;
+      if (size === 0 || padBytes >= size) {
+        this.connectionError(ErrorCode.protocolError, "bad DATA padding");
+        return;
+      }
+      dataStart = start + 1;
+      dataEnd = end - padBytes;
+    }
+    const stream = this.streams.get(streamId);
+    if (stream === undefined) {
+      this.onFrameForUnknownStream(streamId, "DATA");
+      return;
+    }
+    if (stream.state !== "open") {
+      // half-closed (remote): the request had already ended (§5.1).
+      this.resetStream(stream, ErrorCode.streamClosed, true);
+      return;
+    }
+    if (size > stream.recvWindow) {
+      this.resetStream(stream, ErrorCode.flowControlError, true);
+      return;
+    }
+    stream.recvWindow -= size;
+    // Padding is never delivered: give it back at once.
+    const padding = size - (dataEnd - dataStart);
+    if (padding > 0) stream.consumed(padding);
+    const dataBytes = dataEnd - dataStart;
+    stream.receivedBytes += dataBytes;
+    if (
+      stream.contentLength >= 0 &&
+      stream.receivedBytes > stream.contentLength
+    ) {
+      // content-length disagrees with the DATA received: malformed (§8.1.1).
+      this.resetStream(stream, ErrorCode.protocolError, true);
+      return;
+    }
+    if (dataBytes > 0)
+      stream.sink?.onData(stream, buf.subarray(dataStart, dataEnd));
+    // (The sink may have answered and closed the stream meanwhile.)
+    if ((flags & Flag.endStream) !== 0 && stream.isOpen())
+      this.remoteEnd(stream);
+  }
+
+  private onHeadersFrame(
+    flags: number,
+    streamId: number,
+    buf: Buffer,
+    start: number,
+    end: number,
+  ): void {
+    if (streamId === 0) {
+      this.connectionError(ErrorCode.protocolError, "HEADERS on stream 0");
+      return;
+    }
+    let p = start;
+    let padBytes = 0;
+    if ((flags & Flag.padded) !== 0) {
+      if (end - p < 1) {
+        this.connectionError(ErrorCode.frameSizeError, "short HEADERS");
+        return;
+      }
+      padBytes = buf.readUInt8(p);
+      p++;
+    }
+    let selfDependent = false;
+    if ((flags & Flag.priority) !== 0) {
+      if (end - p < 5) {
+        this.connectionError(ErrorCode.frameSizeError, "short HEADERS");
+        return;
+      }
+      selfDependent = (buf.readUInt32BE(p) & 0x7fff_ffff) === streamId;
+      p += 5;
+    }
+    // Padding longer than what is left for the block is a connection error (§6.2).
+    if (padBytes > end - p) {
+      this.connectionError(ErrorCode.protocolError, "bad HEADERS padding");
+      return;
+    }
+    const e = end - padBytes;
+    const fragment = buf.subarray(p, e);
+    if ((flags & Flag.endHeaders) !== 0) {
+      this.onHeaderBlock(streamId, flags, fragment, selfDependent);
+      return;
+    }
+    this.block = {
+      streamId,
+      flags,
+      fragments: [fragment],
+      size: fragment.length,
+      selfDependent,
+    };
+  }
+
+  private onContinuationFrame(
+    flags: number,
+    streamId: number,
+    buf: Buffer,
+    start: number,
+    end: number,
+  ): void {
+    const block = this.block;
+    if (block?.streamId !== streamId) {
+      this.connectionError(ErrorCode.protocolError, "unexpected CONTINUATION");
+      return;
+    }
+    block.fragments.push(buf.subarray(start, end));
+    block.size += end - start;
+    if (block.size > this.maxHeaderListBytes * compressedBytesPerListByte) {
+      // Cannot be decoded within the limit; the table state would be lost: end it (§10.5).
+      this.connectionError(ErrorCode.enhanceYourCalm, "header block too large");
+      return;
+    }
+    if ((flags & Flag.endHeaders) === 0) return;
+    this.block = undefined;
+    this.onHeaderBlock(
+      streamId,
+      block.flags,
+      Buffer.concat(block.fragments, block.size),
+      block.selfDependent,
+    );
+  }
+
+  /** A complete header block: a new request, or the trailers of an open one. */
+  private onHeaderBlock(
+    streamId: number,
+    flags: number,
+    block: Buffer,
+    selfDependent: boolean,
+  ): void {
+    let fields: string[] | undefined;
+    try {
+      fields = this.decoder.decode(
+        block,
+        0,
+        block.length,
+        this.maxHeaderListBytes,
+      );
+    } catch (err) {
+      if (err instanceof HeaderListTooLargeError) {
+        fields = undefined;
+      } else if (err instanceof HpackError) {
+        this.connectionError(ErrorCode.compressionError, err.message);
+        return;
+      } else {
+        throw err;
+      }
+    }
+    const existing = this.streams.get(streamId);
+    if (existing !== undefined) {
+      this.onTrailers(existing, flags, fields, selfDependent);
+      return;
+    }
+    if (streamId <= this.lastPeerStreamId) {
+      if (this.wasRecentlyReset(streamId)) return;
+      // A closed stream, or an id that went backwards (§5.1, §5.1.1).
+      this.connectionError(
+        ErrorCode.protocolError,
+        `HEADERS on closed or lower stream ${streamId}`,
+      );
+      return;
+    }
+    if (streamId % 2 === 0) {
+      this.connectionError(ErrorCode.protocolError, "even stream id");
+      return;
+    }
+    this.lastPeerStreamId = streamId;
+    // After our GOAWAY new streams are ignored; the client retries them elsewhere (§6.8).
+    if (this.draining) return;
+    if (selfDependent) {
+      this.writeRstStream(streamId, ErrorCode.protocolError);
+      return;
+    }
+    if (this.streams.size >= this.maxConcurrentStreams) {
+      this.writeRstStream(streamId, ErrorCode.refusedStream);
+      return;
+    }
+    this.lastAcceptedStreamId = streamId;
+    const endStream = (flags & Flag.endStream) !== 0;
+    if (fields === undefined) {
+      // Too large: answer 431 rather than failing the whole connection.
+      const stream = new H2Stream(this, streamId, [], emptyPseudo);
+      this.streams.set(streamId, stream);
+      if (endStream) stream.state = "halfClosedRemote";
+      stream.respondWith([[":status", "431"]], true);
+      return;
+    }
+    const pseudo = parseRequestHeaders(fields);
+    if (pseudo === undefined) {
+      this.writeRstStream(streamId, ErrorCode.protocolError);
+      return;
+    }
+    const stream = new H2Stream(this, streamId, fields, pseudo);
+    this.streams.set(streamId, stream);
+    if (endStream) {
+      if (pseudo.contentLength > 0) {
+        this.resetStream(stream, ErrorCode.protocolError, false);
+        return;
+      }
+      stream.state = "halfClosedRemote";
+    }
+    this.options.onStream(stream);
+    if (endStream && stream.state !== "closed") stream.sink?.onEnd(stream);
+  }
+
+  private onTrailers(
+    stream: H2Stream,
+    flags: number,
+    fields: string[] | undefined,
+    selfDependent: boolean,
+  ): void {
+    if (stream.state !== "open") {
+      this.resetStream(stream, ErrorCode.streamClosed, true);
+      return;
+    }
+    // Trailers end the stream and carry no pseudo-header fields (§8.1).
+    if (
+      selfDependent ||
+      fields === undefined ||
+      (flags & Flag.endStream) === 0 ||
+      !isValidTrailers(fields)
+    ) {
+      this.resetStream(stream, ErrorCode.protocolError, true);
+      return;
+    }
+    this.remoteEnd(stream);
+  }
+
+  private remoteEnd(stream: H2Stream): void {
+    if (
+      stream.contentLength >= 0 &&
+      stream.receivedBytes !== stream.contentLength
+    ) {
+      this.resetStream(stream, ErrorCode.protocolError, true);
+      return;
+    }
+    if (stream.localEnded) {
+      this.closeStream(stream);
+      return;
+    }
+    stream.state = "halfClosedRemote";
+    stream.sink?.onEnd(stream);
+  }
+
+  private onPriorityFrame(
+    streamId: number,
+    buf: Buffer,
+    start: number,
+    end: number,
+  ): void {
+    if (streamId === 0) {
+      this.connectionError(ErrorCode.protocolError, "PRIORITY on stream 0");
+      return;
+    }
+    if (end - start !== 5) {
+      this.streamError(streamId, ErrorCode.frameSizeError);
+      return;
+    }
+    // Priorities are advisory and ignored, but a stream cannot depend on itself (§5.3.1).
+    if ((buf.readUInt32BE(start) & 0x7fff_ffff) === streamId)
+      this.streamError(streamId, ErrorCode.protocolError);
+  }
+
+  private onRstStreamFrame(
+    streamId: number,
+    buf: Buffer,
+    start: number,
+    end: number,
+  ): void {
+    if (streamId === 0) {
+      this.connectionError(ErrorCode.protocolError, "RST_STREAM on stream 0");
+      return;
+    }
+    if (end - start !== 4) {
+      this.connectionError(ErrorCode.frameSizeError, "bad RST_STREAM size");
+      return;
+    }
+    if (streamId > this.lastPeerStreamId) {
+      this.connectionError(
+        ErrorCode.protocolError,
+        "RST_STREAM on idle stream",
+      );
+      return;
+    }
+    if (!this.takeResetToken()) {
+      this.logger.warn(
+        "http2 peer exceeded the stream reset limit; sending GOAWAY",
+      );
+      this.connectionError(ErrorCode.enhanceYourCalm, "too many stream resets");
+      return;
+    }
+    const stream = this.streams.get(streamId);
+    if (stream === undefined) return;
+    const code = buf.readUInt32BE(start);
+    this.closeStream(stream);
+    stream.sink?.onAbort(stream, code);
+  }
+
+  private takeResetToken(): boolean {
+    const now = this.nowMs();
+    this.resetTokens = Math.min(
+      this.resetBurst,
+      this.resetTokens + (now - this.resetRefilledAtMs) * this.resetRatePerMs,
+    );
+    this.resetRefilledAtMs = now;
+    if (this.resetTokens < 1) return false;
+    this.resetTokens -= 1;
+    return true;
+  }
+
+  private onSettingsFrame(
+    flags: number,
+    streamId: number,
+    buf: Buffer,
+    start: number,
+    end: number,
+  ): void {
+    if (streamId !== 0) {
+      this.connectionError(ErrorCode.protocolError, "SETTINGS on a stream");
+      return;
+    }
+    const size = end - start;
+    if ((flags & Flag.ack) !== 0) {
+      if (size !== 0)
+        this.connectionError(
+          ErrorCode.frameSizeError,
+          "SETTINGS ACK with data",
+        );
+      return;
+    }
+    if (size % 6 !== 0) {
+      this.connectionError(ErrorCode.frameSizeError, "bad SETTINGS size");
+      return;
+    }
+    this.settingsReceived = true;
+    let windowDelta = 0;
+    for (let p = start; p < end; p += 6) {
+      const id = buf.readUInt16BE(p);
+      const value = buf.readUInt32BE(p + 2);
+      switch (id) {
+        case SettingId.enablePush:
+          if (value > 1) {
+            this.connectionError(ErrorCode.protocolError, "bad ENABLE_PUSH");
+            return;
+          }
+          break;
+        case SettingId.initialWindowSize:
+          if (value > maxWindowBytes) {
+            this.connectionError(
+              ErrorCode.flowControlError,
+              "bad INITIAL_WINDOW_SIZE",
+            );
+            return;
+          }
+          windowDelta += value - this.peerInitialWindow;
+          this.peerInitialWindow = value;
+          break;
+        case SettingId.maxFrameSize:
+          if (value < minMaxFrameBytes || value > maxMaxFrameBytes) {
+            this.connectionError(ErrorCode.protocolError, "bad MAX_FRAME_SIZE");
+            return;
+          }
+          this.peerMaxFrameBytes = value;
+          break;
+        default:
+          // HEADER_TABLE_SIZE: our encoder never uses the dynamic table; MAX_CONCURRENT_STREAMS:
+          // we never push; MAX_HEADER_LIST_SIZE: advisory; unknown ids are ignored (§6.5.2).
+          break;
+      }
+    }
+    // The delta applies to every open stream's send window (§6.9.2).
+    if (windowDelta !== 0) {
+      for (const stream of this.streams.values()) {
+        stream.sendWindow += windowDelta;
+        if (stream.sendWindow > maxWindowBytes) {
+          this.connectionError(
+            ErrorCode.flowControlError,
+            "stream window overflow",
+          );
+          return;
+        }
+      }
+    }
+    this.writeFrame(FrameType.settings, Flag.ack, 0, undefined, 0, 0);
+    if (windowDelta > 0)
+      for (const stream of this.streams.values()) this.pump(stream);
+  }
+
+  private onPingFrame(
+    flags: number,
+    streamId: number,
+    buf: Buffer,
+    start: number,
+    end: number,
+  ): void {
+    if (streamId !== 0) {
+      this.connectionError(ErrorCode.protocolError, "PING on a stream");
+      return;
+    }
+    if (end - start !== 8) {
+      this.connectionError(ErrorCode.frameSizeError, "bad PING size");
+      return;
+    }
+    if ((flags & Flag.ack) !== 0) return;
+    this.writeFrame(FrameType.ping, Flag.ack, 0, buf, start, end);
+  }
+
+  private onGoawayFrame(streamId: number, size: number): void {
+    if (streamId !== 0) {
+      this.connectionError(ErrorCode.protocolError, "GOAWAY on a stream");
+      return;
+    }
+    if (size < 8) {
+      this.connectionError(ErrorCode.frameSizeError, "short GOAWAY");
+      return;
+    }
+    // The client is leaving: finish what is open, then close.
+    this.shutdown();
+  }
+
+  private onWindowUpdateFrame(
+    streamId: number,
+    buf: Buffer,
+    start: number,
+    end: number,
+  ): void {
+    if (end - start !== 4) {
+      this.connectionError(ErrorCode.frameSizeError, "bad WINDOW_UPDATE size");
+      return;
+    }
+    const increment = buf.readUInt32BE(start) & 0x7fff_ffff;
+    if (streamId === 0) {
+      if (increment === 0) {
+        this.connectionError(ErrorCode.protocolError, "zero WINDOW_UPDATE");
+        return;
+      }
+      this.connSendWindow += increment;
+      if (this.connSendWindow > maxWindowBytes) {
+        this.connectionError(
+          ErrorCode.flowControlError,
+          "connection window overflow",
+        );
+        return;
+      }
+      for (const stream of this.blocked) {
+        this.blocked.delete(stream);
+        this.pump(stream);
+        if (this.connSendWindow <= 0) break;
+      }
+      return;
+    }
+    const stream = this.streams.get(streamId);
+    if (stream === undefined) {
+      if (streamId > this.lastPeerStreamId)
+        this.connectionError(
+          ErrorCode.protocolError,
+          "WINDOW_UPDATE on idle stream",
+        );
+      // A zero increment is an error even on a stream that has just closed (§6.9).
+      else if (increment === 0)
+        this.writeRstStream(streamId, ErrorCode.protocolError);
+      return;
+    }
+    if (increment === 0) {
+      this.resetStream(stream, ErrorCode.protocolError, true);
+      return;
+    }
+    stream.sendWindow += increment;
+    if (stream.sendWindow > maxWindowBytes) {
+      this.resetStream(stream, ErrorCode.flowControlError, true);
+      return;
+    }
+    this.pump(stream);
+  }
+
+  /** DATA (or similar) for a stream not open: idle, closed by us, or closed long ago. */
+  private onFrameForUnknownStream(streamId: number, what: string): void {
+    if (streamId > this.lastPeerStreamId) {
+      this.connectionError(ErrorCode.protocolError, `${what} on idle stream`);
+      return;
+    }
+    // Frames may still be in flight on a stream we reset or refused: ignore them (§5.1).
+    if (this.wasRecentlyReset(streamId)) return;
+    this.writeRstStream(streamId, ErrorCode.streamClosed);
+  }
+
+  private wasRecentlyReset(streamId: number): boolean {
+    return this.recentlyReset.includes(streamId);
+  }
+
+  // ---- streams -----------------------------------------------------------------------------
+
+  /** Resets `stream`; tells its sink when `notify`. @internal */
+  resetStream(stream: H2Stream, code: number, notify: boolean): void {
+    if (stream.state === "closed") return;
+    this.writeRstStream(stream.id, code);
+    this.closeStream(stream);
+    if (notify) stream.sink?.onAbort(stream, code);
+  }
+
+  private streamError(streamId: number, code: number): void {
+    const stream = this.streams.get(streamId);
+    if (stream !== undefined) this.resetStream(stream, code, true);
+    else this.writeRstStream(streamId, code);
+  }
+
+  /** We sent END_STREAM on `stream`. @internal */
+  localEnd(stream: H2Stream): void {
+    stream.localEnded = true;
+    stream.endPending = false;
+    if (stream.state === "halfClosedRemote") {
+      this.closeStream(stream);
+      return;
+    }
+    // Answered before the request ended: tell the client to stop sending (§8.1).
+    this.writeRstStream(stream.id, ErrorCode.noError);
+    this.closeStream(stream);
+  }
+
+  private closeStream(stream: H2Stream): void {
+    stream.state = "closed";
+    this.streams.delete(stream.id);
+    this.blocked.delete(stream);
+    stream.queue = undefined;
+    stream.queuedBytes = 0;
+    stream.releaseWaiter();
+    if (this.draining) this.endIfDrained();
+  }
+
+  /**
+   * Sends `data` as one DATA frame at once when the windows and frame size allow it (the
+   * common small answer); `false` when it must be queued. @internal
+   */
+  tryWriteData(stream: H2Stream, data: Buffer): boolean {
+    const size = data.length;
+    if (
+      size > stream.sendWindow ||
+      size > this.connSendWindow ||
+      size > this.peerMaxFrameBytes
+    )
+      return false;
+    this.writeFrame(FrameType.data, 0, stream.id, data, 0, size);
+    stream.sendWindow -= size;
+    this.connSendWindow -= size;
+    return true;
+  }
+
+  /**
+   * Sends what `stream` has queued, as far as the windows and frame size allow; then its
+   * trailers or END_STREAM once the queue is empty. @internal
+   */
+  pump(stream: H2Stream): void {
+    if (stream.state === "closed" || this.dead) return;
+    if (!stream.headersSent) return;
+    const queue = stream.queue;
+    if (queue !== undefined) {
+      for (let head = queue[0]; head !== undefined; head = queue[0]) {
+        const left = head.length - stream.queueOffset;
+        const allowed = Math.min(
+          left,
+          stream.sendWindow,
+          this.connSendWindow,
+          this.peerMaxFrameBytes,
+        );
+        if (allowed <= 0) {
+          if (this.connSendWindow <= 0 && stream.sendWindow > 0)
+            this.blocked.add(stream);
+          return;
+        }
+        const last =
+          allowed === left &&
+          queue.length === 1 &&
+          stream.endPending &&
+          stream.trailersPending === undefined;
+        this.writeFrame(
+          FrameType.data,
+          last ? Flag.endStream : 0,
+          stream.id,
+          head,
+          stream.queueOffset,
+          stream.queueOffset + allowed,
+        );
+        stream.sendWindow -= allowed;
+        this.connSendWindow -= allowed;
+        stream.queuedBytes -= allowed;
+        if (allowed === left) {
+          queue.shift();
+          stream.queueOffset = 0;
+        } else {
+          stream.queueOffset += allowed;
+        }
+        if (last) {
+          this.localEnd(stream);
+          return;
+        }
+      }
+    }
+    if (stream.endPending) {
+      const trailers = stream.trailersPending;
+      if (trailers !== undefined) {
+        stream.trailersPending = undefined;
+        this.writeHeaderBlock(stream.id, trailers, true);
+      } else {
+        this.writeFrame(
+          FrameType.data,
+          Flag.endStream,
+          stream.id,
+          undefined,
+          0,
+          0,
+        );
+      }
+      this.localEnd(stream);
+      return;
+    }
+    if (!this.congested) stream.releaseWaiter();
+  }
+
+  private abortAll(code: number): void {
+    const open = [...this.streams.values()];
+    this.streams.clear();
+    this.blocked.clear();
+    for (const stream of open) {
+      stream.state = "closed";
+      stream.queue = undefined;
+      stream.releaseWaiter();
+      stream.sink?.onAbort(stream, code);
+    }
+  }
+
+  private endIfDrained(): void {
+    if (this.dead || this.streams.size > 0) return;
+    this.dead = true;
+    this.flush();
+    this.socket.end();
+    this.armEndTimer();
+  }
+
+  /** Connection error: GOAWAY with `code`, abort the streams, close (§5.4.1). */
+  private connectionError(code: number, reason: string): void {
+    if (this.dead) return;
+    this.logger.debug(
+      { code: errorCodeName(code), reason },
+      "http2 connection error",
+    );
+    this.writeGoaway(this.lastPeerStreamId, code, reason);
+    this.abortAll(code);
+    this.dead = true;
+    this.pending = undefined;
+    this.block = undefined;
+    this.flush();
+    this.socket.end();
+    this.armEndTimer();
+  }
+
+  private armEndTimer(): void {
+    // A peer that does not close its side is cut off after a second.
+    this.endTimer ??= setTimeout(() => {
+      this.socket.destroy();
+    }, 1000);
+    this.endTimer.unref();
+  }
+
+  private onSocketClose(): void {
+    clearTimeout(this.endTimer);
+    this.dead = true;
+    this.abortAll(ErrorCode.cancel);
+    this.options.onClose?.(this);
+  }
+
+  private onDrain(): void {
+    if (!this.congested) return;
+    this.congested = false;
+    this.socket.resume();
+    for (const stream of this.streams.values())
+      if (stream.queuedBytes === 0) stream.releaseWaiter();
+  }
+
+  // ---- output ------------------------------------------------------------------------------
+
+  private writeSettings(): void {
+    const payload = Buffer.allocUnsafe(4 * 6);
+    let p = 0;
+    for (const [id, value] of [
+      [SettingId.maxConcurrentStreams, this.maxConcurrentStreams],
+      [SettingId.initialWindowSize, this.initialWindow],
+      [SettingId.maxHeaderListSize, this.maxHeaderListBytes],
+      [SettingId.enablePush, 0],
+    ] as const) {
+      payload.writeUInt16BE(id, p);
+      payload.writeUInt32BE(value, p + 2);
+      p += 6;
+    }
+    this.writeFrame(FrameType.settings, 0, 0, payload, 0, p);
+    const raise = this.connectionWindow - defaultWindowBytes;
+    if (raise > 0) {
+      this.connRecvWindow += raise;
+      this.writeWindowUpdate(0, raise);
+    }
+  }
+
+  /** @internal */
+  writeWindowUpdate(streamId: number, increment: number): void {
+    this.reserve(frameHeaderBytes + 4);
+    writeFrameHeader(
+      this.out,
+      this.outPos,
+      4,
+      FrameType.windowUpdate,
+      0,
+      streamId,
+    );
+    this.out.writeUInt32BE(increment, this.outPos + frameHeaderBytes);
+    this.outPos += frameHeaderBytes + 4;
+    this.scheduleFlush();
+  }
+
+  private writeRstStream(streamId: number, code: number): void {
+    const reset = this.recentlyReset;
+    if (reset.length >= recentlyResetCapacity) reset.shift();
+    reset.push(streamId);
+    this.reserve(frameHeaderBytes + 4);
+    writeFrameHeader(
+      this.out,
+      this.outPos,
+      4,
+      FrameType.rstStream,
+      0,
+      streamId,
+    );
+    this.out.writeUInt32BE(code, this.outPos + frameHeaderBytes);
+    this.outPos += frameHeaderBytes + 4;
+    this.scheduleFlush();
+  }
+
+  private writeGoaway(lastStreamId: number, code: number, debug = ""): void {
+    const debugBytes = Buffer.byteLength(debug);
+    this.reserve(frameHeaderBytes + 8 + debugBytes);
+    writeFrameHeader(
+      this.out,
+      this.outPos,
+      8 + debugBytes,
+      FrameType.goaway,
+      0,
+      0,
+    );
+    const p = this.outPos + frameHeaderBytes;
+    this.out.writeUInt32BE(lastStreamId, p);
+    this.out.writeUInt32BE(code, p + 4);
+    this.out.write(debug, p + 8);
+    this.outPos = p + 8 + debugBytes;
+    this.scheduleFlush();
+  }
+
+  /** HEADERS, split into CONTINUATION frames beyond the peer's frame size. @internal */
+  writeHeaderBlock(streamId: number, block: Buffer, endStream: boolean): void {
+    const max = this.peerMaxFrameBytes;
+    const endFlag = endStream ? Flag.endStream : 0;
+    if (block.length <= max) {
+      this.writeFrame(
+        FrameType.headers,
+        endFlag | Flag.endHeaders,
+        streamId,
+        block,
+        0,
+        block.length,
+      );
+      return;
+    }
+    this.writeFrame(FrameType.headers, endFlag, streamId, block, 0, max);
+    for (let p = max; p < block.length; p += max) {
+      const q = Math.min(block.length, p + max);
+      this.writeFrame(
+        FrameType.continuation,
+        q === block.length ? Flag.endHeaders : 0,
+        streamId,
+        block,
+        p,
+        q,
+      );
+    }
+  }
+
+  private writeFrame(
+    type: number,
+    flags: number,
+    streamId: number,
+    payload: Uint8Array | undefined,
+    start: number,
+    end: number,
+  ): void {
+    if (this.dead) return;
+    const size = end - start;
+    this.reserve(frameHeaderBytes + size);
+    writeFrameHeader(this.out, this.outPos, size, type, flags, streamId);
+    this.outPos += frameHeaderBytes;
+    if (payload !== undefined && size > 0) {
+      this.out.set(payload.subarray(start, end), this.outPos);
+      this.outPos += size;
+    }
+    this.scheduleFlush();
+  }
+
+  private reserve(bytes: number): void {
+    if (this.outPos + bytes <= this.out.length) return;
+    const grown = Buffer.allocUnsafe(
+      Math.max(this.out.length * 2, this.outPos + bytes),
+    );
+    this.out.copy(grown, 0, 0, this.outPos);
+    this.out = grown;
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(this.flushNow);
+  }
+
+  /** Writes everything buffered with one socket write. */
+  private flush(): void {
+    this.flushScheduled = false;
+    const size = this.outPos;
+    if (size === 0 || this.socket.destroyed) {
+      this.outPos = 0;
+      return;
+    }
+    // The socket may hold the chunk until written: hand it a copy and keep the buffer.
+    const chunk = Buffer.allocUnsafe(size);
+    this.out.copy(chunk, 0, 0, size);
+    this.outPos = 0;
+    if (this.out.length > 4 * outputInitialBytes)
+      this.out = Buffer.allocUnsafe(outputInitialBytes);
+    this.socket.write(chunk);
+    if (
+      !this.congested &&
+      this.socket.writableLength > this.maxQueuedOutputBytes
+    ) {
+      // The peer does not read: stop reading its requests until it catches up.
+      this.congested = true;
+      this.socket.pause();
+    }
+  }
+}
+
+const emptyPseudo: RequestPseudoHeaders = {
+  method: "",
+  path: "",
+  scheme: "",
+  authority: "",
+  contentLength: -1,
+};
+
+/**
+ * Checks a request header list (RFC 9113 §8.2, §8.3): pseudo-header fields first, only the
+ * request ones and each once, lower-case names, no connection-specific fields, `te` only
+ * "trailers", `:method`, `:scheme` and a non-empty `:path` present (CONNECT is not served).
+ *
+ * @returns the pseudo-header fields, or `undefined` when the request is malformed
+ */
+function parseRequestHeaders(
+  fields: readonly string[],
+): RequestPseudoHeaders | undefined {
+  let method: string | undefined;
+  let path: string | undefined;
+  let scheme: string | undefined;
+  let authority: string | undefined;
+  let host: string | undefined;
+  let contentLength = -1;
+  let regular = false;
+  for (let i = 0; i < fields.length; i += 2) {
+    const name = fields[i] ?? "";
+    const value = fields[i + 1] ?? "";
+    if (name.charCodeAt(0) === 0x3a /* : */) {
+      if (regular) return undefined;
+      switch (name) {
+        case ":method":
+          if (method !== undefined) return undefined;
+          method = value;
+          break;
+        case ":path":
+          if (path !== undefined) return undefined;
+          path = value;
+          break;
+        case ":scheme":
+          if (scheme !== undefined) return undefined;
+          scheme = value;
+          break;
+        case ":authority":
+          if (authority !== undefined) return undefined;
+          authority = value;
+          break;
+        default:
+          return undefined;
+      }
+      continue;
+    }
+    regular = true;
+    if (!isLowerCaseName(name)) return undefined;
+    if (connectionSpecific.has(name)) return undefined;
+    if (name === "te" && value !== "trailers") return undefined;
+    if (name === "host") host = value;
+    if (name === "content-length") {
+      if (!/^\d{1,15}$/.test(value)) return undefined;
+      const n = Number(value);
+      if (contentLength >= 0 && contentLength !== n) return undefined;
+      contentLength = n;
+    }
+  }
+  if (
+    method === undefined ||
+    scheme === undefined ||
+    path === undefined ||
+    path === ""
+  )
+    return undefined;
+  return {
+    method,
+    path,
+    scheme,
+    authority: authority ?? host ?? "",
+    contentLength,
+  };
+}
+
+function isValidTrailers(fields: readonly string[]): boolean {
+  for (let i = 0; i < fields.length; i += 2) {
+    const name = fields[i] ?? "";
+    if (name.charCodeAt(0) === 0x3a || !isLowerCaseName(name)) return false;
+    if (connectionSpecific.has(name)) return false;
+  }
+  return true;
+}
+
+function isLowerCaseName(name: string): boolean {
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    if (c >= 0x41 && c <= 0x5a) return false;
+  }
+  return name.length > 0;
+}

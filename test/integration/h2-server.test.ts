@@ -1,0 +1,626 @@
+import { connect as http2Connect, constants } from "node:http2";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { pino } from "pino";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  Health,
+  HealthCheckResponse_ServingStatus,
+  RateLimitRequestSchema,
+  RateLimitResponse_Code,
+  RateLimitResponseSchema,
+  RateLimitService,
+  type RateLimitResponse,
+} from "../../src/proto.js";
+import { createConnectDispatcher } from "../../src/server/connect-handler.js";
+import {
+  ErrorCode,
+  Flag,
+  FrameType,
+  SettingId,
+} from "../../src/server/h2/frames.js";
+import { startBuiltinHttp2Server } from "../../src/server/h2/server.js";
+import type { Http2ConnectionOptions } from "../../src/server/h2/connection.js";
+import type { Listening } from "../../src/server/listen.js";
+import type { ShouldRateLimitHandler } from "../../src/server/should-rate-limit-handler.js";
+import { GrpcJsRateLimitClient } from "../helpers/grpc-js-client.js";
+import {
+  frame,
+  grpcRequestFields,
+  headerBlock,
+  RawH2Client,
+  settingsPayload,
+  u32,
+} from "../helpers/h2-raw-client.js";
+import { envelope, rawGrpc } from "../helpers/raw-grpc.js";
+
+// The built-in HTTP/2 engine, driven frame by frame over a raw socket (framing, flow
+// control, stream and connection errors) and by real clients (node:http2, @grpc/grpc-js,
+// Connect).
+
+function requestBody(domain: string): Buffer {
+  return envelope(
+    toBinary(
+      RateLimitRequestSchema,
+      create(RateLimitRequestSchema, {
+        domain,
+        descriptors: [{ entries: [{ key: "k", value: "v" }] }],
+      }),
+    ),
+  );
+}
+
+/** Answers OK, with `rawBody` of the size the domain names (`big:<n>`); never answers `hang`. */
+const pending: (() => void)[] = [];
+const handler: ShouldRateLimitHandler = (request) => {
+  if (request.domain === "hang")
+    return new Promise((resolve) => {
+      pending.push(() => {
+        resolve(create(RateLimitResponseSchema, {}));
+      });
+    });
+  const big = /^big:(\d+)$/.exec(request.domain);
+  return Promise.resolve(
+    create(RateLimitResponseSchema, {
+      overallCode: RateLimitResponse_Code.OK,
+      rawBody:
+        big === null
+          ? new Uint8Array(0)
+          : new Uint8Array(Number(big[1])).fill(7),
+    }),
+  );
+};
+
+const servers: Listening[] = [];
+const clients: RawH2Client[] = [];
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.close();
+  for (const s of servers.splice(0)) await s.close(0);
+  pending.splice(0);
+});
+
+async function start(
+  connection: Omit<
+    Http2ConnectionOptions,
+    "onStream" | "onClose" | "logger"
+  > = {},
+): Promise<Listening> {
+  const server = await startBuiltinHttp2Server({
+    dispatcher: createConnectDispatcher({
+      routes: (router) => {
+        router.service(Health, {
+          check: () => ({ status: HealthCheckResponse_ServingStatus.SERVING }),
+          async *watch() {
+            yield { status: HealthCheckResponse_ServingStatus.SERVING };
+            await new Promise((resolve) => setTimeout(resolve, 50));
+            yield { status: HealthCheckResponse_ServingStatus.NOT_SERVING };
+          },
+        });
+        router.service(RateLimitService, {
+          shouldRateLimit: (request) => handler(request),
+        });
+      },
+      logger: pino({ level: "silent" }),
+    }),
+    fastPath: { handler, readMaxBytes: 4 * 1024 * 1024 },
+    logger: pino({ level: "silent" }),
+    target: { host: "127.0.0.1", port: 0 },
+    connection,
+  });
+  servers.push(server);
+  return server;
+}
+
+async function open(
+  port: number,
+  options: Parameters<typeof RawH2Client.open>[1] = {},
+): Promise<RawH2Client> {
+  const client = await RawH2Client.open(port, options);
+  clients.push(client);
+  return client;
+}
+
+/** HEADERS (END_HEADERS) + DATA (END_STREAM) of a unary call. */
+function unaryCall(
+  streamId: number,
+  domain: string,
+  extra: [string, string][] = [],
+): Buffer {
+  return Buffer.concat([
+    frame(
+      FrameType.headers,
+      Flag.endHeaders,
+      streamId,
+      headerBlock(grpcRequestFields(extra)),
+    ),
+    frame(FrameType.data, Flag.endStream, streamId, requestBody(domain)),
+  ]);
+}
+
+/** Waits for the end of `streamId`'s response and returns its parts. */
+async function response(
+  client: RawH2Client,
+  streamId: number,
+): Promise<{
+  headers: Record<string, string>;
+  body: Buffer;
+  trailers: Record<string, string> | undefined;
+  dataFrames: number[];
+}> {
+  await client.waitFor(
+    (f) =>
+      f.streamId === streamId &&
+      (f.flags & Flag.endStream) !== 0 &&
+      (f.type === FrameType.headers || f.type === FrameType.data),
+  );
+  const frames = client.on(streamId);
+  const blocks = frames.filter((f) => f.type === FrameType.headers);
+  const data = frames.filter((f) => f.type === FrameType.data);
+  const first = blocks[0];
+  if (first === undefined) throw new Error("no HEADERS");
+  return {
+    headers: client.decodeHeaders(first),
+    body: Buffer.concat(data.map((f) => f.payload)),
+    trailers:
+      blocks[1] !== undefined ? client.decodeHeaders(blocks[1]) : undefined,
+    dataFrames: data.map((f) => f.payload.length),
+  };
+}
+
+function decodeFrame(body: Buffer): RateLimitResponse {
+  expect(body.readUInt32BE(1)).toBe(body.length - 5);
+  return fromBinary(RateLimitResponseSchema, body.subarray(5));
+}
+
+describe("built-in HTTP/2 engine: connection setup", () => {
+  it("sends its SETTINGS first, acknowledges the client's, and answers PING", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    const settings = await client.waitFor(
+      (f) => f.type === FrameType.settings && f.flags === 0,
+    );
+    expect(client.frames[0]?.type).toBe(FrameType.settings);
+    const values = new Map<number, number>();
+    for (let p = 0; p < settings.payload.length; p += 6)
+      values.set(
+        settings.payload.readUInt16BE(p),
+        settings.payload.readUInt32BE(p + 2),
+      );
+    expect(values.get(SettingId.enablePush)).toBe(0);
+    expect(values.get(SettingId.maxConcurrentStreams)).toBe(1000);
+    expect(values.get(SettingId.initialWindowSize)).toBe(1024 * 1024);
+    expect(values.get(SettingId.maxHeaderListSize)).toBe(16 * 1024);
+    await client.waitFor(
+      (f) => f.type === FrameType.settings && f.flags === Flag.ack,
+    );
+    const payload = Buffer.from("12345678");
+    client.send(frame(FrameType.ping, 0, 0, payload));
+    const pong = await client.waitFor((f) => f.type === FrameType.ping);
+    expect(pong.flags).toBe(Flag.ack);
+    expect(pong.payload).toEqual(payload);
+  });
+
+  it("closes a connection with a bad preface with GOAWAY(PROTOCOL_ERROR)", async () => {
+    const server = await start();
+    const client = await open(server.port, { preface: false });
+    client.send(Buffer.from("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+    expect(await client.goawayCode()).toBe(ErrorCode.protocolError);
+    await client.closed;
+  });
+
+  it("requires SETTINGS as the first frame", async () => {
+    const server = await start();
+    const client = await open(server.port, { preface: false });
+    const { clientPreface } = await import("../../src/server/h2/frames.js");
+    client.send(
+      Buffer.concat([
+        clientPreface,
+        frame(FrameType.ping, 0, 0, Buffer.alloc(8)),
+      ]),
+    );
+    expect(await client.goawayCode()).toBe(ErrorCode.protocolError);
+  });
+});
+
+describe("built-in HTTP/2 engine: framing", () => {
+  it("answers a call whose frames arrive a few bytes at a time", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    await client.sendInPieces(
+      Buffer.concat([unaryCall(1, "a"), unaryCall(3, "b")]),
+      7,
+    );
+    for (const id of [1, 3]) {
+      const r = await response(client, id);
+      expect(r.headers[":status"]).toBe("200");
+      expect(r.headers["content-type"]).toBe("application/grpc");
+      expect(r.trailers).toEqual({ "grpc-status": "0" });
+      expect(decodeFrame(r.body).overallCode).toBe(RateLimitResponse_Code.OK);
+    }
+  });
+
+  it("decodes HEADERS with padding and priority continued by CONTINUATION, and padded DATA", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    const block = headerBlock(grpcRequestFields([["x-extra", "y".repeat(40)]]));
+    const padded = Buffer.concat([
+      Buffer.from([3]), // pad length
+      Buffer.from([0, 0, 0, 0, 15]), // priority: depends on stream 0, weight 16
+      block.subarray(0, 10),
+      Buffer.alloc(3),
+    ]);
+    const body = requestBody("padded");
+    client.send(
+      Buffer.concat([
+        frame(FrameType.headers, Flag.padded | Flag.priority, 1, padded),
+        frame(FrameType.continuation, 0, 1, block.subarray(10, 30)),
+        frame(FrameType.continuation, Flag.endHeaders, 1, block.subarray(30)),
+        frame(
+          FrameType.data,
+          Flag.padded | Flag.endStream,
+          1,
+          Buffer.concat([Buffer.from([5]), body, Buffer.alloc(5)]),
+        ),
+      ]),
+    );
+    const r = await response(client, 1);
+    expect(r.trailers).toEqual({ "grpc-status": "0" });
+  });
+
+  it("ignores unknown frame types and PRIORITY frames", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    client.send(
+      Buffer.concat([
+        frame(0xfa, 0xff, 0, Buffer.from("whatever")),
+        frame(FrameType.priority, 0, 9, Buffer.from([0, 0, 0, 0, 1])),
+        unaryCall(1, "a"),
+      ]),
+    );
+    expect((await response(client, 1)).trailers).toEqual({
+      "grpc-status": "0",
+    });
+  });
+
+  it("answers a frame other than CONTINUATION inside a header block with GOAWAY(PROTOCOL_ERROR)", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    const block = headerBlock(grpcRequestFields());
+    client.send(
+      Buffer.concat([
+        frame(FrameType.headers, 0, 1, block.subarray(0, 5)),
+        frame(FrameType.data, 0, 1, Buffer.from("x")),
+      ]),
+    );
+    expect(await client.goawayCode()).toBe(ErrorCode.protocolError);
+  });
+
+  it("answers DATA padding as long as the payload with GOAWAY(PROTOCOL_ERROR)", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    client.send(
+      Buffer.concat([
+        frame(
+          FrameType.headers,
+          Flag.endHeaders,
+          1,
+          headerBlock(grpcRequestFields()),
+        ),
+        frame(FrameType.data, Flag.padded, 1, Buffer.from([5, 1, 2, 3, 4])),
+      ]),
+    );
+    expect(await client.goawayCode()).toBe(ErrorCode.protocolError);
+  });
+
+  it("answers HEADERS padding longer than the block with GOAWAY(PROTOCOL_ERROR)", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    const block = headerBlock(grpcRequestFields());
+    client.send(
+      frame(
+        FrameType.headers,
+        Flag.endHeaders | Flag.padded | Flag.priority,
+        1,
+        Buffer.concat([
+          Buffer.from([block.length + 1]),
+          Buffer.from([0, 0, 0, 0, 15]),
+          block,
+        ]),
+      ),
+    );
+    expect(await client.goawayCode()).toBe(ErrorCode.protocolError);
+  });
+
+  it("answers an oversized frame with GOAWAY(FRAME_SIZE_ERROR)", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    client.send(frame(FrameType.data, 0, 1, Buffer.alloc(16_385)));
+    expect(await client.goawayCode()).toBe(ErrorCode.frameSizeError);
+  });
+
+  it("answers PUSH_PROMISE from a client with GOAWAY(PROTOCOL_ERROR)", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    client.send(
+      frame(FrameType.pushPromise, Flag.endHeaders, 1, Buffer.alloc(4)),
+    );
+    expect(await client.goawayCode()).toBe(ErrorCode.protocolError);
+  });
+
+  it("resets a malformed request (uppercase name, connection header) with PROTOCOL_ERROR", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    client.send(
+      frame(
+        FrameType.headers,
+        Flag.endHeaders | Flag.endStream,
+        1,
+        headerBlock(grpcRequestFields([["connection", "close"]])),
+      ),
+    );
+    const rst = await client.waitFor((f) => f.type === FrameType.rstStream);
+    expect(rst.streamId).toBe(1);
+    expect(rst.payload.readUInt32BE(0)).toBe(ErrorCode.protocolError);
+  });
+});
+
+describe("built-in HTTP/2 engine: stream identifiers and limits", () => {
+  it("answers an even stream id with GOAWAY(PROTOCOL_ERROR)", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    client.send(unaryCall(2, "a"));
+    expect(await client.goawayCode()).toBe(ErrorCode.protocolError);
+  });
+
+  it("answers a decreasing stream id with GOAWAY(PROTOCOL_ERROR)", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    client.send(unaryCall(5, "a"));
+    await response(client, 5);
+    client.send(unaryCall(3, "a"));
+    expect(await client.goawayCode()).toBe(ErrorCode.protocolError);
+  });
+
+  it("refuses streams beyond MAX_CONCURRENT_STREAMS and serves the rest", async () => {
+    const server = await start({ maxConcurrentStreams: 2 });
+    const client = await open(server.port);
+    client.send(
+      Buffer.concat([
+        unaryCall(1, "hang"),
+        unaryCall(3, "hang"),
+        unaryCall(5, "a"),
+      ]),
+    );
+    const rst = await client.waitFor((f) => f.type === FrameType.rstStream);
+    expect(rst.streamId).toBe(5);
+    expect(rst.payload.readUInt32BE(0)).toBe(ErrorCode.refusedStream);
+    for (const release of pending.splice(0)) release();
+    expect((await response(client, 1)).trailers).toEqual({
+      "grpc-status": "0",
+    });
+    expect((await response(client, 3)).trailers).toEqual({
+      "grpc-status": "0",
+    });
+  });
+
+  it("writes nothing on a stream the client reset, and keeps serving", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    client.send(unaryCall(1, "hang"));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    client.send(frame(FrameType.rstStream, 0, 1, u32(ErrorCode.cancel)));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    for (const release of pending.splice(0)) release();
+    client.send(unaryCall(3, "a"));
+    expect((await response(client, 3)).trailers).toEqual({
+      "grpc-status": "0",
+    });
+    expect(client.on(1)).toEqual([]);
+  });
+
+  it("sends GOAWAY(ENHANCE_YOUR_CALM) beyond the stream reset limit", async () => {
+    const server = await start({
+      streamResetLimit: { burst: 5, ratePerSecond: 1 },
+    });
+    const client = await open(server.port);
+    const frames: Buffer[] = [];
+    for (let id = 1; id <= 21; id += 2)
+      frames.push(
+        unaryCall(id, "hang"),
+        frame(FrameType.rstStream, 0, id, u32(ErrorCode.cancel)),
+      );
+    client.send(Buffer.concat(frames));
+    expect(await client.goawayCode()).toBe(ErrorCode.enhanceYourCalm);
+    await client.closed;
+  });
+
+  it("answers DEADLINE_EXCEEDED after grpc-timeout, trailers-only", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    client.send(unaryCall(1, "hang", [["grpc-timeout", "30m"]]));
+    const r = await response(client, 1);
+    expect(r.trailers).toBeUndefined();
+    expect(r.headers["grpc-status"]).toBe("4");
+    expect(r.headers["grpc-message"]).toBe("the%20operation%20timed%20out");
+  });
+});
+
+describe("built-in HTTP/2 engine: flow control", () => {
+  it("rejects WINDOW_UPDATE with a zero increment on the connection", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    client.send(frame(FrameType.windowUpdate, 0, 0, u32(0)));
+    expect(await client.goawayCode()).toBe(ErrorCode.protocolError);
+  });
+
+  it("rejects a connection window overflow with GOAWAY(FLOW_CONTROL_ERROR)", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    client.send(frame(FrameType.windowUpdate, 0, 0, u32(0x7fffffff)));
+    expect(await client.goawayCode()).toBe(ErrorCode.flowControlError);
+  });
+
+  it("splits DATA at MAX_FRAME_SIZE", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    client.send(unaryCall(1, "big:40000"));
+    const r = await response(client, 1);
+    expect(r.dataFrames.every((n) => n <= 16_384)).toBe(true);
+    expect(r.dataFrames.length).toBeGreaterThanOrEqual(3);
+    expect(decodeFrame(r.body).rawBody.length).toBe(40_000);
+    expect(r.trailers).toEqual({ "grpc-status": "0" });
+  });
+
+  it("queues DATA beyond a tiny peer window until WINDOW_UPDATE, trailers last", async () => {
+    const server = await start();
+    const client = await open(server.port, {
+      settings: [[SettingId.initialWindowSize, 10]],
+    });
+    client.send(unaryCall(1, "big:100"));
+    await client.waitFor((f) => f.type === FrameType.data && f.streamId === 1);
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(client.on(1).map((f) => [f.type, f.payload.length])).toEqual([
+      [FrameType.headers, expect.any(Number) as number],
+      [FrameType.data, 10],
+    ]);
+    // A SETTINGS change applies to open streams; then a stream WINDOW_UPDATE.
+    client.send(
+      frame(
+        FrameType.settings,
+        0,
+        0,
+        settingsPayload([[SettingId.initialWindowSize, 30]]),
+      ),
+    );
+    await client.waitFor(
+      (f) =>
+        f.type === FrameType.data &&
+        f.streamId === 1 &&
+        f.payload.length === 20,
+    );
+    client.send(frame(FrameType.windowUpdate, 0, 1, u32(1000)));
+    const r = await response(client, 1);
+    expect(r.dataFrames).toEqual([10, 20, r.body.length - 30]);
+    expect(decodeFrame(r.body).rawBody.length).toBe(100);
+    expect(r.trailers).toEqual({ "grpc-status": "0" });
+  });
+
+  it("reopens the windows for a request body larger than them", async () => {
+    const server = await start();
+    // 3 MiB: three times the stream and connection windows.
+    const big = envelope(Buffer.alloc(3 * 1024 * 1024, 0xff));
+    const r = await rawGrpc(
+      `127.0.0.1:${server.port}`,
+      "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+      big,
+    );
+    expect(r.grpcStatus).toBe(3); // INVALID_ARGUMENT: not a RateLimitRequest
+  });
+});
+
+describe("built-in HTTP/2 engine with real clients", () => {
+  it("serves @grpc/grpc-js and Connect gRPC clients, unary and server-streaming", async () => {
+    const server = await start();
+    const address = `127.0.0.1:${server.port}`;
+    const grpcJs = new GrpcJsRateLimitClient(address);
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 50 }, (_, i) =>
+          grpcJs.shouldRateLimit(
+            create(RateLimitRequestSchema, {
+              domain: `d${i}`,
+              descriptors: [{ entries: [{ key: "k", value: "v" }] }],
+            }),
+          ),
+        ),
+      );
+      expect(
+        answers.every((a) => a.overallCode === RateLimitResponse_Code.OK),
+      ).toBe(true);
+    } finally {
+      grpcJs.close();
+    }
+    const transport = createGrpcTransport({ baseUrl: `http://${address}` });
+    const health = createClient(Health, transport);
+    expect((await health.check({})).status).toBe(
+      HealthCheckResponse_ServingStatus.SERVING,
+    );
+    const seen: number[] = [];
+    for await (const r of health.watch({})) seen.push(r.status);
+    expect(seen).toEqual([
+      HealthCheckResponse_ServingStatus.SERVING,
+      HealthCheckResponse_ServingStatus.NOT_SERVING,
+    ]);
+    // Compressed gRPC goes through the Connect router.
+    const compressed = createClient(
+      RateLimitService,
+      createGrpcTransport({
+        baseUrl: `http://${address}`,
+        sendCompression: (await import("@connectrpc/connect-node"))
+          .compressionGzip,
+      }),
+    );
+    const r = await compressed.shouldRateLimit({
+      domain: "gz",
+      descriptors: [{ entries: [{ key: "k", value: "v" }] }],
+    });
+    expect(r.overallCode).toBe(RateLimitResponse_Code.OK);
+  });
+
+  it("answers 404 for an unknown path", async () => {
+    const server = await start();
+    const session = http2Connect(`http://127.0.0.1:${server.port}`);
+    try {
+      const status = await new Promise<number>((resolve, reject) => {
+        const stream = session.request({
+          ":path": "/nowhere",
+          ":method": "GET",
+        });
+        stream.on("response", (h) => {
+          resolve(Number(h[":status"]));
+        });
+        stream.on("error", reject);
+        stream.end();
+      });
+      expect(status).toBe(404);
+    } finally {
+      session.close();
+    }
+  });
+
+  it("drains on close: GOAWAY, the in-flight call finishes, then the connection ends", async () => {
+    const server = await start();
+    const session = http2Connect(`http://127.0.0.1:${server.port}`);
+    session.on("error", () => undefined);
+    const goaway = new Promise<number>((resolve) => {
+      session.on("goaway", (code: number) => {
+        resolve(code);
+      });
+    });
+    const answer = new Promise<string>((resolve) => {
+      const stream = session.request({
+        ":method": "POST",
+        ":path": "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+        "content-type": "application/grpc",
+        te: "trailers",
+      });
+      stream.on("trailers", (t: Record<string, unknown>) => {
+        resolve(String(t["grpc-status"]));
+      });
+      stream.on("error", () => {
+        resolve("failed");
+      });
+      stream.resume();
+      stream.end(requestBody("hang"));
+    });
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    servers.splice(0);
+    const closing = server.close(5000);
+    expect(await goaway).toBe(constants.NGHTTP2_NO_ERROR);
+    for (const release of pending.splice(0)) release();
+    expect(await answer).toBe("0");
+    await closing;
+    session.close();
+  });
+});
