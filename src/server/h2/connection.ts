@@ -20,6 +20,7 @@ import {
   HpackDecoder,
   HpackError,
 } from "./hpack.js";
+import { StreamTable } from "./stream-table.js";
 
 // One HTTP/2 connection, server side (RFC 9113): frame parsing, the stream state machine, flow
 // control in both directions and the output queue. What the streams carry is someone else's
@@ -354,7 +355,8 @@ export class Http2Connection {
   private readonly options: Http2ConnectionOptions;
   private readonly logger: Logger;
   private readonly decoder = new HpackDecoder();
-  private readonly streams = new Map<number, H2Stream>();
+  /** Open streams by id (not a Map: see StreamTable). */
+  private readonly streams = new StreamTable<H2Stream>();
   private readonly maxConcurrentStreams: number;
   private readonly maxHeaderListBytes: number;
   private readonly connectionWindow: number;
