@@ -190,7 +190,7 @@ describe("built-in HTTP/2 engine: connection setup", () => {
     expect(values.get(SettingId.enablePush)).toBe(0);
     expect(values.get(SettingId.maxConcurrentStreams)).toBe(1000);
     expect(values.get(SettingId.initialWindowSize)).toBe(1024 * 1024);
-    expect(values.get(SettingId.maxHeaderListSize)).toBe(16 * 1024);
+    expect(values.get(SettingId.maxHeaderListSize)).toBe(64 * 1024);
     await client.waitFor(
       (f) => f.type === FrameType.settings && f.flags === Flag.ack,
     );

@@ -93,15 +93,15 @@ export interface Http2ConnectionOptions {
  *   the memory one connection can hold;
  * - 1 MiB stream and connection windows: a request never waits for a WINDOW_UPDATE, while
  *   what one connection can make us buffer stays bounded;
- * - 16 KiB header lists: Envoy's rate-limit calls carry a few hundred bytes (Node's default
- *   is 64 KiB, Envoy's own 60 KiB; 16 KiB is ample for gRPC metadata and trace context);
+ * - 64 KiB header lists, node:http2's default, so a caller that works with the node engine
+ *   works with this one (Envoy's rate-limit calls carry a few hundred bytes);
  * - the stream reset limit of the node:http2 engine (`grpcServerDefaults`).
  */
 export const http2ConnectionDefaults = {
   maxConcurrentStreams: 1000,
   initialWindowBytes: 1024 * 1024,
   connectionWindowBytes: 1024 * 1024,
-  maxHeaderListBytes: 16 * 1024,
+  maxHeaderListBytes: 64 * 1024,
   streamResetLimit: { burst: 100_000, ratePerSecond: 20_000 },
   maxQueuedOutputBytes: 1024 * 1024,
 } as const;
