@@ -435,6 +435,49 @@ describe("built-in HTTP/2 engine: stream identifiers and limits", () => {
     await client.closed;
   });
 
+  it("sends GOAWAY(ENHANCE_YOUR_CALM) when open streams hold more request body than the cap, and releases a closed stream's bytes", async () => {
+    const server = await start({ maxOpenStreamBytes: 10_000 });
+    const client = await open(server.port);
+    // Two complete calls of ~6,000 body bytes each: each stream's bytes are released when it
+    // closes, so together they stay under the cap.
+    for (const id of [1, 3]) {
+      client.send(
+        Buffer.concat([
+          frame(
+            FrameType.headers,
+            Flag.endHeaders,
+            id,
+            headerBlock(grpcRequestFields()),
+          ),
+          frame(
+            FrameType.data,
+            Flag.endStream,
+            id,
+            envelope(Buffer.alloc(6000, 0xff)),
+          ),
+        ]),
+      );
+      const r = await response(client, id);
+      // INVALID_ARGUMENT (the body is not a RateLimitRequest), trailers-only.
+      expect((r.trailers ?? r.headers)["grpc-status"]).toBe("3");
+    }
+    // Two calls that never end, holding 6,000 bytes each: over the cap.
+    for (const id of [5, 7])
+      client.send(
+        Buffer.concat([
+          frame(
+            FrameType.headers,
+            Flag.endHeaders,
+            id,
+            headerBlock(grpcRequestFields()),
+          ),
+          frame(FrameType.data, 0, id, Buffer.alloc(6000, 0xff)),
+        ]),
+      );
+    expect(await client.goawayCode()).toBe(ErrorCode.enhanceYourCalm);
+    await client.closed;
+  });
+
   it("answers DEADLINE_EXCEEDED after grpc-timeout, trailers-only", async () => {
     const server = await start();
     const client = await open(server.port);

@@ -84,6 +84,13 @@ export interface Http2ConnectionOptions {
   readonly maxQueuedOutputBytes?: number;
   /** Monotonic clock in ms (token bucket). @defaultValue performance.now */
   readonly nowMs?: () => number;
+  /**
+   * Request body bytes the connection's open streams may hold at once, summed over the
+   * streams (a stream's bytes count until it closes); beyond it the connection is sent GOAWAY
+   * ENHANCE_YOUR_CALM, as node:http2's `maxSessionMemory` bounds a session.
+   * @defaultValue {@link http2ConnectionDefaults}
+   */
+  readonly maxOpenStreamBytes?: number;
 }
 
 /**
@@ -95,6 +102,9 @@ export interface Http2ConnectionOptions {
  *   what one connection can make us buffer stays bounded;
  * - 64 KiB header lists, node:http2's default, so a caller that works with the node engine
  *   works with this one (Envoy's rate-limit calls carry a few hundred bytes);
+ * - 64 MiB of request bodies held by one connection's open streams: sixteen 4 MiB
+ *   messages (gRPC's default limit) at once, while 1,000 streams cannot make one peer hold
+ *   gigabytes;
  * - the stream reset limit of the node:http2 engine (`grpcServerDefaults`).
  */
 export const http2ConnectionDefaults = {
@@ -102,6 +112,7 @@ export const http2ConnectionDefaults = {
   initialWindowBytes: 1024 * 1024,
   connectionWindowBytes: 1024 * 1024,
   maxHeaderListBytes: 64 * 1024,
+  maxOpenStreamBytes: 64 * 1024 * 1024,
   streamResetLimit: { burst: 100_000, ratePerSecond: 20_000 },
   maxQueuedOutputBytes: 1024 * 1024,
 } as const;
@@ -359,6 +370,9 @@ export class Http2Connection {
   private readonly streams = new StreamTable<H2Stream>();
   private readonly maxConcurrentStreams: number;
   private readonly maxHeaderListBytes: number;
+  private readonly maxOpenStreamBytes: number;
+  /** Request body bytes received by the streams still open (see maxOpenStreamBytes). */
+  private openStreamBytes = 0;
   private readonly connectionWindow: number;
   private readonly maxQueuedOutputBytes: number;
   private readonly resetBurst: number;
@@ -408,6 +422,8 @@ export class Http2Connection {
       options.connectionWindowBytes ?? d.connectionWindowBytes;
     this.maxHeaderListBytes =
       options.maxHeaderListBytes ?? d.maxHeaderListBytes;
+    this.maxOpenStreamBytes =
+      options.maxOpenStreamBytes ?? d.maxOpenStreamBytes;
     this.maxQueuedOutputBytes =
       options.maxQueuedOutputBytes ?? d.maxQueuedOutputBytes;
     const limit = options.streamResetLimit ?? d.streamResetLimit;
@@ -630,6 +646,14 @@ export class Http2Connection {
     if (padding > 0) stream.consumed(padding);
     const dataBytes = dataEnd - dataStart;
     stream.receivedBytes += dataBytes;
+    this.openStreamBytes += dataBytes;
+    if (this.openStreamBytes > this.maxOpenStreamBytes) {
+      this.connectionError(
+        ErrorCode.enhanceYourCalm,
+        "request bodies of open streams too large",
+      );
+      return;
+    }
     if (
       stream.contentLength >= 0 &&
       stream.receivedBytes > stream.contentLength
@@ -1122,7 +1146,8 @@ export class Http2Connection {
 
   private closeStream(stream: H2Stream): void {
     stream.state = "closed";
-    this.streams.delete(stream.id);
+    if (this.streams.delete(stream.id))
+      this.openStreamBytes -= stream.receivedBytes;
     this.blocked.delete(stream);
     stream.queue = undefined;
     stream.queuedBytes = 0;
@@ -1222,6 +1247,7 @@ export class Http2Connection {
   private abortAll(code: number): void {
     const open = [...this.streams.values()];
     this.streams.clear();
+    this.openStreamBytes = 0;
     this.blocked.clear();
     for (const stream of open) {
       stream.state = "closed";
