@@ -14,6 +14,7 @@ import {
 } from "./connect-handler.js";
 import { startBuiltinHttp2Server } from "./h2/server.js";
 import { installGrpcFastPath } from "./grpc-fast-path.js";
+import { limitConnectionAge } from "./connection-age.js";
 import { listen, type ListenTarget, type Listening } from "./listen.js";
 import type { ShouldRateLimitHandler } from "./should-rate-limit-handler.js";
 import {
@@ -263,34 +264,22 @@ async function startNode(
     const graceMs = options.maxConnectionAgeGraceMs ?? 0;
     const random = options.random ?? Math.random;
     server.on("session", (session: Http2Session) => {
-      limitSessionAge(session, ageMs * (0.9 + 0.2 * random()), graceMs);
+      limitConnectionAge(
+        {
+          isClosed: () => session.closed || session.destroyed,
+          goAway: () => {
+            session.close();
+          },
+          destroy: () => {
+            if (!session.destroyed) session.destroy();
+          },
+          onceClosed: (listener) => session.once("close", listener),
+        },
+        ageMs,
+        graceMs,
+        random,
+      );
     });
   }
   return listen(server, target);
-}
-
-/**
- * Sends GOAWAY after `ageMs` (in-flight calls continue, new ones go to a new connection),
- * then destroys the connection `graceMs` later if calls are still open; same as grpc-go's
- * MaxConnectionAge / MaxConnectionAgeGrace.
- */
-function limitSessionAge(
-  session: Http2Session,
-  ageMs: number,
-  graceMs: number,
-): void {
-  let graceTimer: NodeJS.Timeout | undefined;
-  const ageTimer = setTimeout(() => {
-    if (session.closed || session.destroyed) return;
-    session.close();
-    graceTimer = setTimeout(() => {
-      if (!session.destroyed) session.destroy();
-    }, graceMs);
-    graceTimer.unref();
-  }, ageMs);
-  ageTimer.unref();
-  session.once("close", () => {
-    clearTimeout(ageTimer);
-    clearTimeout(graceTimer);
-  });
 }

@@ -172,34 +172,38 @@ describe("gRPC on a unix socket", () => {
 });
 
 describe("maximum connection age", () => {
-  it("sends GOAWAY to a long-lived connection after the configured age", async () => {
-    const t = await startTestApp(
-      { "rl.yaml": config },
-      {
-        GRPC_MAX_CONNECTION_AGE: "400ms",
-        GRPC_MAX_CONNECTION_AGE_GRACE: "200ms",
-      },
-    );
-    try {
-      const session = http2Connect(`http://${t.addresses.grpc}`);
-      const started = Date.now();
-      const goaway = new Promise<number>((resolve) => {
-        session.once("goaway", () => {
-          resolve(Date.now() - started);
-        });
-      });
-      const closed = new Promise<void>((resolve) =>
-        session.once("close", () => {
-          resolve();
-        }),
+  it.each(["builtin", "node"])(
+    "sends GOAWAY to a long-lived connection after the configured age (%s engine)",
+    async (engine) => {
+      const t = await startTestApp(
+        { "rl.yaml": config },
+        {
+          GRPC_HTTP2_ENGINE: engine,
+          GRPC_MAX_CONNECTION_AGE: "400ms",
+          GRPC_MAX_CONNECTION_AGE_GRACE: "200ms",
+        },
       );
-      const elapsedMs = await goaway;
-      expect(elapsedMs).toBeGreaterThanOrEqual(300);
-      await closed;
-    } finally {
-      await t.stop();
-    }
-  });
+      try {
+        const session = http2Connect(`http://${t.addresses.grpc}`);
+        const started = Date.now();
+        const goaway = new Promise<number>((resolve) => {
+          session.once("goaway", () => {
+            resolve(Date.now() - started);
+          });
+        });
+        const closed = new Promise<void>((resolve) =>
+          session.once("close", () => {
+            resolve();
+          }),
+        );
+        const elapsedMs = await goaway;
+        expect(elapsedMs).toBeGreaterThanOrEqual(300);
+        await closed;
+      } finally {
+        await t.stop();
+      }
+    },
+  );
 });
 
 describe("graceful shutdown", () => {

@@ -6,6 +6,7 @@ import {
 } from "node:tls";
 import type { Logger } from "pino";
 import type { ConnectDispatcher } from "../connect-handler.js";
+import { limitConnectionAge } from "../connection-age.js";
 import { listen, type ListenTarget, type Listening } from "../listen.js";
 import { hasDnsSan } from "../tls-credentials.js";
 import {
@@ -99,7 +100,21 @@ export async function startBuiltinHttp2Server(
     const connection = new Http2Connection(socket, connectionOptions);
     connections.add(connection);
     if (ageMs > 0)
-      limitAge(connection, socket, ageMs * (0.9 + 0.2 * random()), graceMs);
+      limitConnectionAge(
+        {
+          isClosed: () => connection.isClosed(),
+          goAway: () => {
+            connection.shutdown();
+          },
+          destroy: () => {
+            connection.destroy();
+          },
+          onceClosed: (listener) => socket.once("close", listener),
+        },
+        ageMs,
+        graceMs,
+        random,
+      );
   };
 
   const tls = options.tls;
@@ -146,32 +161,5 @@ export async function startBuiltinHttp2Server(
     onClose: () => {
       for (const connection of connections) connection.shutdown();
     },
-  });
-}
-
-/**
- * Sends GOAWAY after `ageMs` (in-flight calls continue, new ones go to a new connection),
- * then destroys the connection `graceMs` later if calls are still open; same as grpc-go's
- * MaxConnectionAge / MaxConnectionAgeGrace and the node:http2 engine's `limitSessionAge`.
- */
-function limitAge(
-  connection: Http2Connection,
-  socket: Socket,
-  ageMs: number,
-  graceMs: number,
-): void {
-  let graceTimer: NodeJS.Timeout | undefined;
-  const ageTimer = setTimeout(() => {
-    if (connection.isClosed()) return;
-    connection.shutdown();
-    graceTimer = setTimeout(() => {
-      connection.destroy();
-    }, graceMs);
-    graceTimer.unref();
-  }, ageMs);
-  ageTimer.unref();
-  socket.once("close", () => {
-    clearTimeout(ageTimer);
-    clearTimeout(graceTimer);
   });
 }
