@@ -20,6 +20,7 @@ import {
   HpackDecoder,
   HpackError,
 } from "./hpack.js";
+import { type Http2Event, http2LimitDefaults } from "./limits.js";
 import { StreamTable } from "./stream-table.js";
 
 // One HTTP/2 connection, server side (RFC 9113): frame parsing, the stream state machine, flow
@@ -91,6 +92,37 @@ export interface Http2ConnectionOptions {
    * @defaultValue {@link http2ConnectionDefaults}
    */
   readonly maxOpenStreamBytes?: number;
+  /**
+   * Time for the client preface and first SETTINGS, then for the ACK of ours, in ms; beyond
+   * it the connection is closed. @defaultValue {@link http2LimitDefaults}
+   */
+  readonly handshakeTimeoutMs?: number;
+  /**
+   * Time a connection may stay with no open stream, in ms, before GOAWAY NO_ERROR; 0
+   * disables. @defaultValue {@link http2LimitDefaults} `maxConnectionIdleMs`
+   */
+  readonly idleTimeoutMs?: number;
+  /**
+   * PING enforcement (grpc-go's keepalive policy), in ms: a PING sooner than this after the
+   * previous one with no response sent in between is a strike; the third ends the connection
+   * with GOAWAY ENHANCE_YOUR_CALM. 0 disables. @defaultValue {@link http2LimitDefaults}
+   */
+  readonly keepaliveMinTimeMs?: number;
+  /**
+   * Request header lists and bodies the connection's open streams may hold at once, in bytes.
+   * @defaultValue {@link http2LimitDefaults}
+   */
+  readonly maxConnectionMemoryBytes?: number;
+  /** CONTINUATION frames allowed in one header block. @defaultValue {@link http2LimitDefaults} */
+  readonly maxContinuationFrames?: number;
+  /** Time a header block may take to end, in ms. @defaultValue {@link http2LimitDefaults} */
+  readonly headerBlockTimeoutMs?: number;
+  /** Flood score limit (see {@link http2LimitDefaults}). */
+  readonly floodLimit?: number;
+  /** Flood score decay per second. */
+  readonly floodDecayPerSecond?: number;
+  /** Told when a limit acts or handling fails (statistics). */
+  readonly onEvent?: (event: Http2Event) => void;
 }
 
 /**

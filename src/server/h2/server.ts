@@ -19,6 +19,7 @@ import {
   serveShouldRateLimit,
   type GrpcUnaryOptions,
 } from "./grpc-unary.js";
+import { type Http2Event, http2LimitDefaults } from "./limits.js";
 import { serveWithConnect } from "./universal-adapter.js";
 
 /** TLS of {@link startBuiltinHttp2Server}. */
@@ -54,10 +55,22 @@ export interface BuiltinHttp2ServerOptions {
   readonly maxConnectionAgeGraceMs?: number;
   /** Random source in [0, 1) for the age jitter. @defaultValue Math.random */
   readonly random?: () => number;
+  /**
+   * Most connections served at once by this process; more are closed on accept.
+   * @defaultValue {@link http2LimitDefaults}
+   */
+  readonly maxConnections?: number;
+  /**
+   * Time for the TLS handshake, client preface and first SETTINGS, in ms.
+   * @defaultValue {@link http2LimitDefaults}
+   */
+  readonly handshakeTimeoutMs?: number;
+  /** Told when a limit acts or handling fails (statistics). */
+  readonly onEvent?: (event: Http2Event) => void;
   /** HTTP/2 limits of each connection (see {@link Http2ConnectionOptions}). */
   readonly connection?: Omit<
     Http2ConnectionOptions,
-    "onStream" | "onClose" | "logger"
+    "onStream" | "onClose" | "logger" | "handshakeTimeoutMs" | "onEvent"
   >;
 }
 
