@@ -1,12 +1,15 @@
-import type {
-  Http2SecureServer,
-  Http2Server,
-  IncomingHttpHeaders,
-  ServerHttp2Stream,
+import {
+  constants,
+  type Http2SecureServer,
+  type Http2Server,
+  type Http2Session,
+  type IncomingHttpHeaders,
+  type ServerHttp2Stream,
 } from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { RateLimitRequest } from "../proto.js";
+import type { Http2Event } from "./h2/limits.js";
 import { decodeRateLimitRequest } from "./rate-limit-request-decoder.js";
 import { encodeRateLimitResponseFrame } from "./rate-limit-response-encoder.js";
 import type { ShouldRateLimitHandler } from "./should-rate-limit-handler.js";
@@ -18,7 +21,15 @@ export interface GrpcFastPathOptions {
   /** Largest accepted request message, in bytes (gRPC default 4 MiB). */
   readonly readMaxBytes: number;
   readonly logger: Logger;
+  /** Told when serving a stream throws (`internal_error`). */
+  readonly onEvent?: (event: Http2Event) => void;
 }
+
+/** Options of {@link containStreamListeners}. */
+export type StreamGuardOptions = Pick<
+  GrpcFastPathOptions,
+  "logger" | "onEvent"
+>;
 
 const shouldRateLimitPath =
   "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
@@ -49,8 +60,36 @@ export function installGrpcFastPath(
   server: Http2Server | Http2SecureServer,
   options: GrpcFastPathOptions,
 ): void {
-  // The compat layer (which builds req/res objects for Connect) is itself a "stream"
-  // listener; take it over and call it only for what the fast path does not serve.
+  takeOverStreams(server, options, (stream, headers) => {
+    if (!isFastPathCall(headers)) return false;
+    serveUnary(stream, headers, options);
+    return true;
+  });
+}
+
+/**
+ * Makes the server's `"stream"` listeners (the compat layer that feeds the Connect router)
+ * contained, as {@link installGrpcFastPath} does, for a server without the fast path: an
+ * exception while serving one stream closes that stream's connection (GOAWAY
+ * INTERNAL_ERROR, `internal_error`) instead of reaching the process.
+ */
+export function containStreamListeners(
+  server: Http2Server | Http2SecureServer,
+  options: StreamGuardOptions,
+): void {
+  takeOverStreams(server, options, () => false);
+}
+
+/**
+ * Replaces the server's `"stream"` listeners by one that offers each stream to `serve` first
+ * and passes the rest to the listeners it replaced (the compat layer, which builds req/res
+ * objects for Connect), with any exception contained by {@link failSession}.
+ */
+function takeOverStreams(
+  server: Http2Server | Http2SecureServer,
+  options: StreamGuardOptions,
+  serve: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean,
+): void {
   const fallback = server.listeners("stream") as StreamListener[];
   server.removeAllListeners("stream");
   server.on(
@@ -61,14 +100,54 @@ export function installGrpcFastPath(
       flags: number,
       rawHeaders: string[],
     ) => {
-      if (isFastPathCall(headers)) {
-        serveUnary(stream, headers, options);
-        return;
+      try {
+        if (serve(stream, headers)) return;
+        for (const listener of fallback)
+          listener.call(server, stream, headers, flags, rawHeaders);
+      } catch (err) {
+        failSession(stream, err, options);
       }
-      for (const listener of fallback)
-        listener.call(server, stream, headers, flags, rawHeaders);
     },
   );
+}
+
+/** Sessions already closed by {@link failSession} (one warning per connection). */
+const failedSessions = new WeakSet<Http2Session>();
+
+/**
+ * Contains an exception thrown while serving `stream`: logs it once per connection at warn
+ * with the peer address, reports `internal_error`, and destroys the stream's session with
+ * GOAWAY INTERNAL_ERROR. The process keeps serving every other connection.
+ */
+function failSession(
+  stream: ServerHttp2Stream,
+  err: unknown,
+  options: StreamGuardOptions,
+): void {
+  // Destroying the session errors its streams; this one may have no listener yet.
+  if (stream.listenerCount("error") === 0) stream.on("error", ignoreError);
+  const session = stream.session;
+  if (session !== undefined && failedSessions.has(session)) return;
+  if (session !== undefined) failedSessions.add(session);
+  const socket = session?.socket;
+  options.logger.warn(
+    {
+      err,
+      peer:
+        socket === undefined
+          ? undefined
+          : `${socket.remoteAddress ?? ""}:${String(socket.remotePort ?? "")}`,
+    },
+    "error while serving an http/2 stream; closing the connection",
+  );
+  options.onEvent?.("internal_error");
+  if (session !== undefined && !session.destroyed)
+    session.destroy(undefined, constants.NGHTTP2_INTERNAL_ERROR);
+  else if (!stream.destroyed) stream.destroy();
+}
+
+function ignoreError(): void {
+  // The error is the session's end, already logged by failSession.
 }
 
 function isFastPathCall(headers: IncomingHttpHeaders): boolean {
@@ -147,6 +226,10 @@ function serveUnary(
     more: undefined,
     received: 0,
   };
+  (stream as CallStream)[callOf] = call;
+  // Before any early answer: a stream still open for reading can be destroyed with an error
+  // later (a client GOAWAY with an error code), and an unhandled "error" ends the process.
+  stream.on("error", onError);
   const timeoutMs = parseGrpcTimeoutMs(headers["grpc-timeout"]);
   if (timeoutMs !== undefined) {
     if (Number.isNaN(timeoutMs)) {
@@ -160,11 +243,9 @@ function serveUnary(
     }
     call.deadline = setTimeout(onDeadline, timeoutMs, call);
   }
-  (stream as CallStream)[callOf] = call;
   // The client cancelled or the connection went away: there is nobody to answer.
   stream.on("aborted", onAborted);
   stream.on("close", onClose);
-  stream.on("error", onError);
   stream.on("data", onData);
   stream.on("end", onEnd);
 }
@@ -232,8 +313,9 @@ function onData(this: CallStream, chunk: Buffer): void {
   call.received += chunk.length;
   const maxBytes = call.options.readMaxBytes;
   if (call.received > maxBytes + 5) {
-    fail(
+    contained(
       call,
+      fail,
       Code.ResourceExhausted,
       `message size is larger than configured readMaxBytes ${maxBytes}`,
     );
@@ -246,6 +328,15 @@ function onData(this: CallStream, chunk: Buffer): void {
 function onEnd(this: CallStream): void {
   const call = this[callOf];
   if (call === undefined || call.answered) return;
+  try {
+    decide(call);
+  } catch (err) {
+    failSession(call.stream, err, call.options);
+  }
+}
+
+/** Decodes the request and answers with the handler's decision (or its error). */
+function decide(call: UnaryCall): void {
   let request: RateLimitRequest;
   try {
     request = decodeUnaryEnvelope(
@@ -262,13 +353,34 @@ function onEnd(this: CallStream): void {
   // The headers carry the caller's trace context (read only when tracing is on).
   call.options.handler(request, call.headers).then(
     (response) => {
-      succeed(call, encodeRateLimitResponseFrame(response));
+      try {
+        succeed(call, encodeRateLimitResponseFrame(response));
+      } catch (err) {
+        failSession(call.stream, err, call.options);
+      }
     },
     (err: unknown) => {
       const e = ConnectError.from(err);
-      fail(call, e.code, e.rawMessage);
+      contained(call, fail, e.code, e.rawMessage);
     },
   );
+}
+
+/**
+ * Runs `answer` (a listener or promise callback's last step) so that an exception closes the
+ * call's connection ({@link failSession}) instead of reaching the process.
+ */
+function contained(
+  call: UnaryCall,
+  answer: (call: UnaryCall, code: Code, message: string) => void,
+  code: Code,
+  message: string,
+): void {
+  try {
+    answer(call, code, message);
+  } catch (err) {
+    failSession(call.stream, err, call.options);
+  }
 }
 
 const emptyBody = Buffer.alloc(0);

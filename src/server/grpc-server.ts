@@ -13,7 +13,10 @@ import {
   createConnectHandler,
 } from "./connect-handler.js";
 import { startBuiltinHttp2Server } from "./h2/server.js";
-import { installGrpcFastPath } from "./grpc-fast-path.js";
+import {
+  containStreamListeners,
+  installGrpcFastPath,
+} from "./grpc-fast-path.js";
 import { limitConnectionAge } from "./connection-age.js";
 import { listen, type ListenTarget, type Listening } from "./listen.js";
 import type { ShouldRateLimitHandler } from "./should-rate-limit-handler.js";
@@ -258,6 +261,8 @@ async function startNode(
       readMaxBytes,
       logger,
     });
+  } else {
+    containStreamListeners(server, { logger });
   }
   const ageMs = options.maxConnectionAgeMs ?? 0;
   if (ageMs > 0) {
