@@ -75,20 +75,35 @@ export class RawH2Client {
   private buffered = Buffer.alloc(0);
   private readonly decoder = new HpackDecoder();
   private waiters: (() => void)[] = [];
+  private sendingPieces = false;
+  private ackOwed = false;
 
-  private constructor(socket: Socket) {
+  private constructor(socket: Socket, ackSettings: boolean) {
     this.socket = socket;
     socket.on("data", (chunk: Buffer) => {
       this.buffered = Buffer.concat([this.buffered, chunk]);
       while (this.buffered.length >= 9) {
         const size = this.buffered.readUIntBE(0, 3);
         if (this.buffered.length < 9 + size) break;
-        this.frames.push({
+        const received = {
           type: this.buffered.readUInt8(3),
           flags: this.buffered.readUInt8(4),
           streamId: this.buffered.readUInt32BE(5) & 0x7fffffff,
           payload: Buffer.from(this.buffered.subarray(9, 9 + size)),
-        });
+        };
+        this.frames.push(received);
+        // As every real client does (RFC 9113 §6.5.3): the server may end a connection whose
+        // peer never acknowledges its SETTINGS.
+        if (
+          ackSettings &&
+          received.type === FrameType.settings &&
+          (received.flags & 0x1) === 0 &&
+          !socket.destroyed
+        ) {
+          // Never between the bytes of a frame sendInPieces is writing.
+          if (this.sendingPieces) this.ackOwed = true;
+          else socket.write(frame(FrameType.settings, 0x1, 0));
+        }
         this.buffered = this.buffered.subarray(9 + size);
       }
       this.wake();
@@ -102,17 +117,28 @@ export class RawH2Client {
     });
   }
 
-  /** Connects; sends the preface and an empty (or given) SETTINGS unless `preface` is false. */
+  /**
+   * Connects; sends the preface and an empty (or given) SETTINGS unless `preface` is false;
+   * acknowledges the server's SETTINGS unless `ackSettings` is false (default: when it sends
+   * the preface).
+   */
   static async open(
     port: number,
-    options: { preface?: boolean; settings?: [number, number][] } = {},
+    options: {
+      preface?: boolean;
+      settings?: [number, number][];
+      ackSettings?: boolean;
+    } = {},
   ): Promise<RawH2Client> {
     const socket = connect({ host: "127.0.0.1", port });
     await new Promise<void>((resolve, reject) => {
       socket.once("connect", resolve);
       socket.once("error", reject);
     });
-    const client = new RawH2Client(socket);
+    const client = new RawH2Client(
+      socket,
+      options.ackSettings ?? options.preface !== false,
+    );
     if (options.preface !== false) {
       client.send(
         Buffer.concat([
@@ -135,9 +161,15 @@ export class RawH2Client {
 
   /** Sends `bytes` in pieces of `size` bytes, one write per event-loop turn. */
   async sendInPieces(bytes: Buffer, size: number): Promise<void> {
+    this.sendingPieces = true;
     for (let i = 0; i < bytes.length; i += size) {
       this.socket.write(bytes.subarray(i, i + size));
       await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    this.sendingPieces = false;
+    if (this.ackOwed) {
+      this.ackOwed = false;
+      this.socket.write(frame(FrameType.settings, 0x1, 0));
     }
   }
 

@@ -13,7 +13,11 @@ import {
   RateLimitService,
   type RateLimitResponse,
 } from "../../src/proto.js";
-import { createConnectDispatcher } from "../../src/server/connect-handler.js";
+import {
+  createConnectDispatcher,
+  type ConnectDispatcher,
+} from "../../src/server/connect-handler.js";
+import type { Http2Event } from "../../src/server/h2/limits.js";
 import {
   ErrorCode,
   Flag,
@@ -85,28 +89,40 @@ async function start(
     Http2ConnectionOptions,
     "onStream" | "onClose" | "logger"
   > = {},
+  extra: {
+    onEvent?: (event: Http2Event) => void;
+    wrap?: (dispatcher: ConnectDispatcher) => ConnectDispatcher;
+  } = {},
 ): Promise<Listening> {
+  const wrap = extra.wrap ?? ((d: ConnectDispatcher) => d);
+  const { handshakeTimeoutMs, ...perConnection } = connection;
   const server = await startBuiltinHttp2Server({
-    dispatcher: createConnectDispatcher({
-      routes: (router) => {
-        router.service(Health, {
-          check: () => ({ status: HealthCheckResponse_ServingStatus.SERVING }),
-          async *watch() {
-            yield { status: HealthCheckResponse_ServingStatus.SERVING };
-            await new Promise((resolve) => setTimeout(resolve, 50));
-            yield { status: HealthCheckResponse_ServingStatus.NOT_SERVING };
-          },
-        });
-        router.service(RateLimitService, {
-          shouldRateLimit: (request) => handler(request),
-        });
-      },
-      logger: pino({ level: "silent" }),
-    }),
+    ...(handshakeTimeoutMs !== undefined ? { handshakeTimeoutMs } : {}),
+    ...(extra.onEvent !== undefined ? { onEvent: extra.onEvent } : {}),
+    dispatcher: wrap(
+      createConnectDispatcher({
+        routes: (router) => {
+          router.service(Health, {
+            check: () => ({
+              status: HealthCheckResponse_ServingStatus.SERVING,
+            }),
+            async *watch() {
+              yield { status: HealthCheckResponse_ServingStatus.SERVING };
+              await new Promise((resolve) => setTimeout(resolve, 50));
+              yield { status: HealthCheckResponse_ServingStatus.NOT_SERVING };
+            },
+          });
+          router.service(RateLimitService, {
+            shouldRateLimit: (request) => handler(request),
+          });
+        },
+        logger: pino({ level: "silent" }),
+      }),
+    ),
     fastPath: { handler, readMaxBytes: 4 * 1024 * 1024 },
     logger: pino({ level: "silent" }),
     target: { host: "127.0.0.1", port: 0 },
-    connection,
+    connection: perConnection,
   });
   servers.push(server);
   return server;
@@ -436,7 +452,7 @@ describe("built-in HTTP/2 engine: stream identifiers and limits", () => {
   });
 
   it("sends GOAWAY(ENHANCE_YOUR_CALM) when open streams hold more request body than the cap, and releases a closed stream's bytes", async () => {
-    const server = await start({ maxOpenStreamBytes: 10_000 });
+    const server = await start({ maxConnectionMemoryBytes: 10_000 });
     const client = await open(server.port);
     // Two complete calls of ~6,000 body bytes each: each stream's bytes are released when it
     // closes, so together they stay under the cap.
@@ -665,5 +681,406 @@ describe("built-in HTTP/2 engine with real clients", () => {
     expect(await answer).toBe("0");
     await closing;
     session.close();
+  });
+});
+
+/** One HPACK literal field without indexing, new name (RFC 7541 §6.2.2), any bytes at all. */
+function rawField(name: string, value: string): Buffer {
+  const n = Buffer.from(name, "latin1");
+  const v = Buffer.from(value, "latin1");
+  if (n.length > 126 || v.length > 126) throw new Error("short strings only");
+  return Buffer.concat([
+    Buffer.from([0x00, n.length]),
+    n,
+    Buffer.from([v.length]),
+    v,
+  ]);
+}
+
+/** Waits until `client`'s socket has closed, or fails after `ms`. */
+async function closedWithin(client: RawH2Client, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    client.closed,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => {
+        reject(new Error(`connection still open after ${String(ms)} ms`));
+      }, ms);
+    }),
+  ]).finally(() => {
+    clearTimeout(timer);
+  });
+}
+
+describe("built-in HTTP/2 engine: abuse limits (issue: one HEADERS frame killed the service)", () => {
+  // Requests that go to the Connect router (not the inline fast path), where the fields
+  // become a WHATWG Headers object.
+  const routerRequests: [string, [string, string][]][] = [
+    [
+      "gRPC-web",
+      grpcRequestFields().map(([n, v]) =>
+        n === "content-type" ? [n, "application/grpc-web+proto"] : [n, v],
+      ),
+    ],
+    ["gzip on ShouldRateLimit", grpcRequestFields([["grpc-encoding", "gzip"]])],
+    [
+      "health check",
+      grpcRequestFields().map(([n, v]) =>
+        n === ":path" ? [n, "/grpc.health.v1.Health/Check"] : [n, v],
+      ),
+    ],
+  ];
+  const badFields: [string, string, string][] = [
+    ["a name with a space", "x y", "1"],
+    ["a name with a control character", "x\u0001y", "1"],
+    ["a name with a separator", "x(y", "1"],
+    ["a value with NUL", "x-v", "a\u0000b"],
+    ["a value with CR LF", "x-v", "a\r\nb: c"],
+    ["a value with a leading space", "x-v", " a"],
+    ["a pseudo-header value with LF", ":authority", "a\nb"],
+  ];
+  for (const [routeName, fields] of routerRequests)
+    for (const [what, name, value] of badFields)
+      it(`resets a ${routeName} request with ${what} (PROTOCOL_ERROR) and keeps serving`, async () => {
+        const events: Http2Event[] = [];
+        const server = await start({}, { onEvent: (e) => events.push(e) });
+        const client = await open(server.port);
+        const block = name.startsWith(":")
+          ? Buffer.concat([
+              headerBlock(fields.filter(([n]) => n !== ":authority")),
+              rawField(name, value),
+            ])
+          : Buffer.concat([headerBlock(fields), rawField(name, value)]);
+        // A pseudo-header after regular fields is malformed too; put it first instead.
+        const ordered = name.startsWith(":")
+          ? Buffer.concat([
+              rawField(name, value),
+              headerBlock(fields.filter(([n]) => n !== ":authority")),
+            ])
+          : block;
+        client.send(
+          frame(
+            FrameType.headers,
+            Flag.endHeaders | Flag.endStream,
+            1,
+            ordered,
+          ),
+        );
+        const rst = await client.waitFor((f) => f.type === FrameType.rstStream);
+        expect([rst.streamId, rst.payload.readUInt32BE(0)]).toEqual([
+          1,
+          ErrorCode.protocolError,
+        ]);
+        expect(events).toEqual(["malformed_request"]);
+        client.send(unaryCall(3, "a"));
+        expect((await response(client, 3)).trailers).toEqual({
+          "grpc-status": "0",
+        });
+      });
+
+  it("contains an exception while serving a stream: GOAWAY(INTERNAL_ERROR) on that connection, counted, others served", async () => {
+    const events: Http2Event[] = [];
+    const server = await start(
+      {},
+      {
+        onEvent: (e) => events.push(e),
+        wrap: (d) => ({
+          ...d,
+          handlerFor: (path) => {
+            if (path === "/boom") throw new Error("boom");
+            return d.handlerFor(path);
+          },
+        }),
+      },
+    );
+    const victim = await open(server.port);
+    victim.send(
+      frame(
+        FrameType.headers,
+        Flag.endHeaders | Flag.endStream,
+        1,
+        headerBlock(
+          grpcRequestFields().map(([n, v]) =>
+            n === ":path" ? [n, "/boom"] : [n, v],
+          ),
+        ),
+      ),
+    );
+    expect(await victim.goawayCode()).toBe(ErrorCode.internalError);
+    await closedWithin(victim, 3000);
+    expect(events).toEqual(["internal_error"]);
+    const other = await open(server.port);
+    other.send(unaryCall(1, "a"));
+    expect((await response(other, 1)).trailers).toEqual({ "grpc-status": "0" });
+  });
+
+  it("ends a header block of more than 8 CONTINUATION frames with GOAWAY(ENHANCE_YOUR_CALM)", async () => {
+    const events: Http2Event[] = [];
+    const server = await start({}, { onEvent: (e) => events.push(e) });
+    const client = await open(server.port);
+    const block = headerBlock(grpcRequestFields());
+    const frames = [frame(FrameType.headers, 0, 1, block.subarray(0, 1))];
+    for (let i = 0; i < 9; i++)
+      frames.push(frame(FrameType.continuation, 0, 1, Buffer.alloc(0)));
+    client.send(Buffer.concat(frames));
+    expect(await client.goawayCode()).toBe(ErrorCode.enhanceYourCalm);
+    expect(events).toEqual(["enhance_your_calm"]);
+  });
+
+  it("accepts a header block in 8 CONTINUATION frames", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    const block = headerBlock(grpcRequestFields());
+    const step = Math.ceil(block.length / 9);
+    const frames = [frame(FrameType.headers, 0, 1, block.subarray(0, step))];
+    for (let i = 1; i < 9; i++)
+      frames.push(
+        frame(
+          FrameType.continuation,
+          i === 8 ? Flag.endHeaders : 0,
+          1,
+          block.subarray(i * step, (i + 1) * step),
+        ),
+      );
+    frames.push(frame(FrameType.data, Flag.endStream, 1, requestBody("a")));
+    client.send(Buffer.concat(frames));
+    expect((await response(client, 1)).trailers).toEqual({
+      "grpc-status": "0",
+    });
+  });
+
+  it("ends a header block that does not end in time with GOAWAY(ENHANCE_YOUR_CALM)", async () => {
+    const server = await start({ headerBlockTimeoutMs: 100 });
+    const client = await open(server.port);
+    // Our SETTINGS ACK must not fall inside the block.
+    await client.waitFor((f) => f.type === FrameType.settings);
+    client.send(
+      frame(FrameType.headers, 0, 1, headerBlock(grpcRequestFields())),
+    );
+    expect(await client.goawayCode()).toBe(ErrorCode.enhanceYourCalm);
+  });
+
+  it("closes a connection that sends nothing, or half a preface, after the handshake timeout", async () => {
+    const events: Http2Event[] = [];
+    const server = await start(
+      { handshakeTimeoutMs: 150 },
+      { onEvent: (e) => events.push(e) },
+    );
+    const silent = await open(server.port, { preface: false });
+    const half = await open(server.port, { preface: false });
+    half.send(Buffer.from("PRI * HTTP/2.0\r\n"));
+    await closedWithin(silent, 3000);
+    await closedWithin(half, 3000);
+    expect(events).toEqual(["handshake_timeout", "handshake_timeout"]);
+  });
+
+  it("answers GOAWAY(SETTINGS_TIMEOUT) when its SETTINGS are never acknowledged", async () => {
+    const server = await start({ handshakeTimeoutMs: 150 });
+    const client = await open(server.port, { ackSettings: false });
+    expect(await client.goawayCode()).toBe(ErrorCode.settingsTimeout);
+    await closedWithin(client, 3000);
+  });
+
+  it("sends GOAWAY(NO_ERROR) to a connection idle past the idle timeout, not to a busy one", async () => {
+    const events: Http2Event[] = [];
+    const server = await start(
+      { idleTimeoutMs: 300 },
+      { onEvent: (e) => events.push(e) },
+    );
+    const idle = await open(server.port);
+    const busy = await open(server.port);
+    busy.send(unaryCall(1, "hang"));
+    expect(await idle.goawayCode()).toBe(ErrorCode.noError);
+    await closedWithin(idle, 3000);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(busy.frames.some((f) => f.type === FrameType.goaway)).toBe(false);
+    expect(events).toEqual(["idle_timeout"]);
+  });
+
+  it("ends a connection on the third early PING strike (grpc-go's too_many_pings), not when responses come between", async () => {
+    const server = await start();
+    const patient = await open(server.port);
+    for (let i = 0; i < 5; i++) {
+      const id = 2 * i + 1;
+      patient.send(unaryCall(id, "a"));
+      await response(patient, id);
+      patient.send(frame(FrameType.ping, 0, 0, Buffer.alloc(8, i)));
+      await patient.waitFor(
+        (f) => f.type === FrameType.ping && f.payload[0] === i,
+      );
+    }
+    const flooder = await open(server.port);
+    for (let i = 0; i < 4; i++)
+      flooder.send(frame(FrameType.ping, 0, 0, Buffer.alloc(8, i)));
+    const goaway = await flooder.waitFor((f) => f.type === FrameType.goaway);
+    expect(goaway.payload.readUInt32BE(4)).toBe(ErrorCode.enhanceYourCalm);
+    expect(goaway.payload.subarray(8).toString()).toBe("too_many_pings");
+    expect(flooder.frames.filter((f) => f.type === FrameType.ping).length).toBe(
+      3,
+    );
+    expect(patient.frames.some((f) => f.type === FrameType.goaway)).toBe(false);
+  });
+
+  for (const [what, junk] of [
+    ["WINDOW_UPDATE", () => frame(FrameType.windowUpdate, 0, 0, u32(1))],
+    [
+      "PRIORITY",
+      () => frame(FrameType.priority, 0, 3, Buffer.from([0, 0, 0, 0, 16])),
+    ],
+    [
+      "SETTINGS",
+      () =>
+        frame(
+          FrameType.settings,
+          0,
+          0,
+          settingsPayload([[SettingId.initialWindowSize, 70_000]]),
+        ),
+    ],
+    ["unknown-type", () => frame(0x42, 0, 0, Buffer.alloc(3))],
+  ] as const)
+    it(`ends a ${what} flood with GOAWAY(ENHANCE_YOUR_CALM) within the flood limit`, async () => {
+      const server = await start();
+      const client = await open(server.port);
+      const frames: Buffer[] = [];
+      for (let i = 0; i < 1100; i++) frames.push(junk());
+      client.send(Buffer.concat(frames));
+      expect(await client.goawayCode()).toBe(ErrorCode.enhanceYourCalm);
+      await closedWithin(client, 3000);
+    });
+
+  it("ends a flood of empty DATA frames on an open stream", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    const frames = [
+      frame(
+        FrameType.headers,
+        Flag.endHeaders,
+        1,
+        headerBlock(grpcRequestFields()),
+      ),
+    ];
+    for (let i = 0; i < 1100; i++) frames.push(frame(FrameType.data, 0, 1));
+    client.send(Buffer.concat(frames));
+    expect(await client.goawayCode()).toBe(ErrorCode.enhanceYourCalm);
+  });
+
+  it("keeps a reset stream's concurrency slot until its decision is done (rapid reset)", async () => {
+    const server = await start({ maxConcurrentStreams: 2 });
+    const client = await open(server.port);
+    client.send(
+      Buffer.concat([
+        unaryCall(1, "hang"),
+        frame(FrameType.rstStream, 0, 1, u32(ErrorCode.cancel)),
+        unaryCall(3, "hang"),
+        frame(FrameType.rstStream, 0, 3, u32(ErrorCode.cancel)),
+        unaryCall(5, "a"),
+      ]),
+    );
+    const refused = await client.waitFor((f) => f.type === FrameType.rstStream);
+    expect([refused.streamId, refused.payload.readUInt32BE(0)]).toEqual([
+      5,
+      ErrorCode.refusedStream,
+    ]);
+    for (const release of pending.splice(0)) release();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    client.send(unaryCall(7, "a"));
+    expect((await response(client, 7)).trailers).toEqual({
+      "grpc-status": "0",
+    });
+  });
+
+  it("ends a connection that keeps opening streams beyond the limit (refused streams count)", async () => {
+    const server = await start({ maxConcurrentStreams: 1 });
+    const client = await open(server.port);
+    const frames = [unaryCall(1, "hang")];
+    for (let id = 3; id < 3 + 2 * 120; id += 2)
+      frames.push(
+        frame(
+          FrameType.headers,
+          Flag.endHeaders,
+          id,
+          headerBlock(grpcRequestFields()),
+        ),
+      );
+    client.send(Buffer.concat(frames));
+    expect(await client.goawayCode()).toBe(ErrorCode.enhanceYourCalm);
+  });
+
+  it("refuses a stream whose header list would exceed the connection's memory budget (RST_STREAM ENHANCE_YOUR_CALM)", async () => {
+    const server = await start({ maxConnectionMemoryBytes: 4000 });
+    const client = await open(server.port);
+    const big: [string, string][] = [];
+    for (let i = 0; i < 20; i++) big.push([`x-h${String(i)}`, "v".repeat(100)]);
+    client.send(
+      Buffer.concat([
+        frame(
+          FrameType.headers,
+          Flag.endHeaders,
+          1,
+          headerBlock(grpcRequestFields(big)),
+        ),
+        frame(
+          FrameType.headers,
+          Flag.endHeaders,
+          3,
+          headerBlock(grpcRequestFields(big)),
+        ),
+      ]),
+    );
+    const rst = await client.waitFor((f) => f.type === FrameType.rstStream);
+    expect([rst.streamId, rst.payload.readUInt32BE(0)]).toEqual([
+      3,
+      ErrorCode.enhanceYourCalm,
+    ]);
+  });
+
+  it("answers 404 for an unknown path only once the request has ended, discarding its body", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    client.send(
+      frame(
+        FrameType.headers,
+        Flag.endHeaders,
+        1,
+        headerBlock([
+          [":method", "POST"],
+          [":scheme", "http"],
+          [":path", "/nowhere"],
+          [":authority", "localhost"],
+        ]),
+      ),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(client.on(1)).toEqual([]);
+    client.send(frame(FrameType.data, Flag.endStream, 1, Buffer.alloc(100)));
+    const r = await response(client, 1);
+    expect(r.headers[":status"]).toBe("404");
+    expect(client.frames.some((f) => f.type === FrameType.rstStream)).toBe(
+      false,
+    );
+  });
+
+  it("closes connections beyond the process's maximum at once, counted", async () => {
+    const events: Http2Event[] = [];
+    const server = await startBuiltinHttp2Server({
+      dispatcher: createConnectDispatcher({
+        routes: () => undefined,
+        logger: pino({ level: "silent" }),
+      }),
+      logger: pino({ level: "silent" }),
+      target: { host: "127.0.0.1", port: 0 },
+      maxConnections: 2,
+      onEvent: (e) => events.push(e),
+    });
+    servers.push(server);
+    const a = await open(server.port);
+    const b = await open(server.port);
+    await a.waitFor((f) => f.type === FrameType.settings);
+    await b.waitFor((f) => f.type === FrameType.settings);
+    const c = await open(server.port);
+    await closedWithin(c, 3000);
+    expect(c.frames).toEqual([]);
+    expect(events).toEqual(["connection_limit"]);
   });
 });

@@ -21,6 +21,11 @@ import {
   HpackError,
 } from "./hpack.js";
 import { type Http2Event, http2LimitDefaults } from "./limits.js";
+import {
+  isValidTrailers,
+  parseRequestHeaders,
+  type RequestPseudoHeaders,
+} from "./request-headers.js";
 import { StreamTable } from "./stream-table.js";
 
 // One HTTP/2 connection, server side (RFC 9113): frame parsing, the stream state machine, flow
@@ -86,13 +91,6 @@ export interface Http2ConnectionOptions {
   /** Monotonic clock in ms (token bucket). @defaultValue performance.now */
   readonly nowMs?: () => number;
   /**
-   * Request body bytes the connection's open streams may hold at once, summed over the
-   * streams (a stream's bytes count until it closes); beyond it the connection is sent GOAWAY
-   * ENHANCE_YOUR_CALM, as node:http2's `maxSessionMemory` bounds a session.
-   * @defaultValue {@link http2ConnectionDefaults}
-   */
-  readonly maxOpenStreamBytes?: number;
-  /**
    * Time for the client preface and first SETTINGS, then for the ACK of ours, in ms; beyond
    * it the connection is closed. @defaultValue {@link http2LimitDefaults}
    */
@@ -109,8 +107,11 @@ export interface Http2ConnectionOptions {
    */
   readonly keepaliveMinTimeMs?: number;
   /**
-   * Request header lists and bodies the connection's open streams may hold at once, in bytes.
-   * @defaultValue {@link http2LimitDefaults}
+   * Request header lists (as RFC 9113 §6.5.2 counts them) and body bytes the connection's open
+   * streams may hold at once, summed over the streams (a stream's bytes count until it
+   * closes), as node:http2's `maxSessionMemory` bounds a session: a new stream beyond it is
+   * refused (RST_STREAM ENHANCE_YOUR_CALM), body bytes beyond it end the connection (GOAWAY
+   * ENHANCE_YOUR_CALM). @defaultValue {@link http2LimitDefaults}
    */
   readonly maxConnectionMemoryBytes?: number;
   /** CONTINUATION frames allowed in one header block. @defaultValue {@link http2LimitDefaults} */
@@ -134,32 +135,22 @@ export interface Http2ConnectionOptions {
  *   what one connection can make us buffer stays bounded;
  * - 64 KiB header lists, node:http2's default, so a caller that works with the node engine
  *   works with this one (Envoy's rate-limit calls carry a few hundred bytes);
- * - 64 MiB of request bodies held by one connection's open streams: sixteen 4 MiB
- *   messages (gRPC's default limit) at once, while 1,000 streams cannot make one peer hold
- *   gigabytes;
- * - the stream reset limit of the node:http2 engine (`grpcServerDefaults`).
+ * - the abuse limits of {@link http2LimitDefaults} (handshake, idle, PING strikes, resets,
+ *   memory, CONTINUATION frames, floods).
  */
 export const http2ConnectionDefaults = {
   maxConcurrentStreams: 1000,
   initialWindowBytes: 1024 * 1024,
   connectionWindowBytes: 1024 * 1024,
   maxHeaderListBytes: 64 * 1024,
-  maxOpenStreamBytes: 64 * 1024 * 1024,
-  streamResetLimit: { burst: 100_000, ratePerSecond: 20_000 },
   maxQueuedOutputBytes: 1024 * 1024,
 } as const;
 
-/** Header fields that belong to HTTP/1.1 connections and make an HTTP/2 request malformed (§8.2.2). */
-const connectionSpecific = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "transfer-encoding",
-  "upgrade",
-]);
-
 /** Largest compressed header block we collect across CONTINUATION frames, per list byte. */
 const compressedBytesPerListByte = 4;
+
+/** PING strikes tolerated; one more ends the connection (grpc-go's `maxPingStrikes`). */
+const maxPingStrikes = 2;
 
 /** Ids of streams we reset, remembered so that frames still in flight are ignored (§5.1). */
 const recentlyResetCapacity = 256;
@@ -210,6 +201,12 @@ export class H2Stream {
   /** @internal */ queueOffset = 0;
   /** @internal */ queuedBytes = 0;
   /** @internal */ drainWaiter: (() => void) | undefined = undefined;
+  /** @internal header list bytes, counted in the connection's memory budget */
+  readonly headerBytes: number;
+  /** @internal the server is working on the request (see {@link beginWork}) */
+  working = false;
+  /** @internal closed by the peer while working: still holds a concurrency slot */
+  abandoned = false;
 
   /** @internal */
   constructor(
@@ -226,9 +223,39 @@ export class H2Stream {
     this.scheme = pseudo.scheme;
     this.authority = pseudo.authority;
     this.contentLength = pseudo.contentLength;
+    this.headerBytes = pseudo.listBytes;
     this.state = "open";
     this.sendWindow = connection.peerInitialWindow;
     this.recvWindow = connection.initialWindow;
+  }
+
+  /**
+   * Marks the start of work done for this request (a decision): until {@link endWork}, the
+   * stream keeps its concurrency slot even if the peer resets it, so that resetting streams
+   * cannot make more work run at once than SETTINGS_MAX_CONCURRENT_STREAMS (rapid reset,
+   * CVE-2023-44487; grpc-go's defence).
+   */
+  beginWork(): void {
+    this.working = true;
+  }
+
+  /** The work started by {@link beginWork} is done (answered or not). */
+  endWork(): void {
+    if (!this.working) return;
+    this.working = false;
+    if (this.abandoned) {
+      this.abandoned = false;
+      this.connection.releaseAbandoned();
+    }
+  }
+
+  /**
+   * Reports an exception thrown while serving this stream outside the connection's own
+   * input handling (e.g. in an async continuation): the connection is closed with GOAWAY
+   * INTERNAL_ERROR, the failure logged and counted; the process goes on.
+   */
+  fail(err: unknown): void {
+    this.connection.internalError(err);
   }
 
   /** Whether the stream is closed (answered and done, reset, or its connection gone). */
@@ -357,16 +384,6 @@ export class H2Stream {
   }
 }
 
-/** Pseudo-header fields and content-length of a valid request. @internal */
-interface RequestPseudoHeaders {
-  method: string;
-  path: string;
-  scheme: string;
-  authority: string;
-  /** -1 when absent. */
-  contentLength: number;
-}
-
 /** A header block being collected across HEADERS and CONTINUATION frames. */
 interface PendingBlock {
   readonly streamId: number;
@@ -374,6 +391,8 @@ interface PendingBlock {
   readonly flags: number;
   readonly fragments: Buffer[];
   size: number;
+  /** CONTINUATION frames received so far. */
+  continuations: number;
   /** The HEADERS frame depended on its own stream: a stream error once decoded. */
   readonly selfDependent: boolean;
 }
@@ -402,9 +421,49 @@ export class Http2Connection {
   private readonly streams = new StreamTable<H2Stream>();
   private readonly maxConcurrentStreams: number;
   private readonly maxHeaderListBytes: number;
-  private readonly maxOpenStreamBytes: number;
-  /** Request body bytes received by the streams still open (see maxOpenStreamBytes). */
-  private openStreamBytes = 0;
+  private readonly maxMemoryBytes: number;
+  /** Header list and body bytes held by the streams still open (see maxConnectionMemoryBytes). */
+  private memoryBytes = 0;
+  /** Streams reset by the peer whose work is not done (they keep a concurrency slot). */
+  private abandonedStreams = 0;
+  private readonly handshakeTimeoutMs: number;
+  private readonly idleTimeoutMs: number;
+  private readonly keepaliveMinTimeMs: number;
+  private readonly maxContinuationFrames: number;
+  private readonly headerBlockTimeoutMs: number;
+  private readonly floodLimit: number;
+  private readonly floodDecayPerMs: number;
+  private readonly onEvent: ((event: Http2Event) => void) | undefined;
+  /** When the connection started (ms, nowMs clock): the handshake deadline counts from it. */
+  private readonly startedAtMs: number;
+  /** Our SETTINGS were acknowledged (with the peer's preface and SETTINGS: handshake done). */
+  private settingsAcked = false;
+  /** When the last stream closed (ms); the idle time counts from it while none is open. */
+  private idleSinceMs: number;
+  /** When the header block in progress started (ms). */
+  private blockStartedAtMs = 0;
+  /** The one timer of the connection (handshake, header block, idle), re-armed lazily. */
+  private timer: NodeJS.Timeout | undefined = undefined;
+  private timerAtMs = Number.POSITIVE_INFINITY;
+  /** PING enforcement (grpc-go's keepalive policy). */
+  private lastPingAtMs = Number.NEGATIVE_INFINITY;
+  private pingStrikes = 0;
+  /** A response HEADERS frame was sent since the last PING: the next one is no strike. */
+  private respondedSincePing = false;
+  /** Flood score (see http2LimitDefaults.floodLimit) and when it last decayed. */
+  private floodScore = 0;
+  private floodAtMs = 0;
+  /** An internal error was logged already (once per connection). */
+  private failed = false;
+  private readonly onTimer = (): void => {
+    this.timer = undefined;
+    this.timerAtMs = Number.POSITIVE_INFINITY;
+    try {
+      this.checkDeadlines();
+    } catch (err) {
+      this.internalError(err);
+    }
+  };
   private readonly connectionWindow: number;
   private readonly maxQueuedOutputBytes: number;
   private readonly resetBurst: number;
@@ -454,21 +513,42 @@ export class Http2Connection {
       options.connectionWindowBytes ?? d.connectionWindowBytes;
     this.maxHeaderListBytes =
       options.maxHeaderListBytes ?? d.maxHeaderListBytes;
-    this.maxOpenStreamBytes =
-      options.maxOpenStreamBytes ?? d.maxOpenStreamBytes;
+    const l = http2LimitDefaults;
+    this.maxMemoryBytes =
+      options.maxConnectionMemoryBytes ?? l.maxConnectionMemoryBytes;
+    this.handshakeTimeoutMs =
+      options.handshakeTimeoutMs ?? l.handshakeTimeoutMs;
+    this.idleTimeoutMs = options.idleTimeoutMs ?? l.maxConnectionIdleMs;
+    this.keepaliveMinTimeMs =
+      options.keepaliveMinTimeMs ?? l.keepaliveMinTimeMs;
+    this.maxContinuationFrames =
+      options.maxContinuationFrames ?? l.maxContinuationFrames;
+    this.headerBlockTimeoutMs =
+      options.headerBlockTimeoutMs ?? l.headerBlockTimeoutMs;
+    this.floodLimit = options.floodLimit ?? l.floodLimit;
+    this.floodDecayPerMs =
+      (options.floodDecayPerSecond ?? l.floodDecayPerSecond) / 1000;
+    this.onEvent = options.onEvent;
     this.maxQueuedOutputBytes =
       options.maxQueuedOutputBytes ?? d.maxQueuedOutputBytes;
-    const limit = options.streamResetLimit ?? d.streamResetLimit;
+    const limit = options.streamResetLimit ?? l.streamResetLimit;
     this.resetBurst = limit.burst;
     this.resetRatePerMs = limit.ratePerSecond / 1000;
     this.resetTokens = limit.burst;
     this.nowMs = options.nowMs ?? (() => performance.now());
     this.resetRefilledAtMs = this.nowMs();
+    this.startedAtMs = this.resetRefilledAtMs;
+    this.idleSinceMs = this.startedAtMs;
+    this.floodAtMs = this.startedAtMs;
     this.connRecvWindow = defaultWindowBytes;
 
     socket.setNoDelay(true);
     socket.on("data", (chunk: Buffer) => {
-      this.receive(chunk);
+      try {
+        this.receive(chunk);
+      } catch (err) {
+        this.internalError(err);
+      }
     });
     socket.on("drain", () => {
       this.onDrain();
@@ -480,6 +560,12 @@ export class Http2Connection {
       this.onSocketClose();
     });
     this.writeSettings();
+    this.armTimer(
+      this.startedAtMs +
+        (this.idleTimeoutMs > 0
+          ? Math.min(this.handshakeTimeoutMs, this.idleTimeoutMs)
+          : this.handshakeTimeoutMs),
+    );
   }
 
   /** Whether the socket is TLS. */
@@ -516,7 +602,129 @@ export class Http2Connection {
   destroy(): void {
     this.abortAll(ErrorCode.cancel);
     this.dead = true;
+    this.clearTimer();
     this.socket.destroy();
+  }
+
+  /**
+   * Contains an exception thrown while handling this connection or one of its streams: logs
+   * it once with the peer, counts `internal_error`, and ends the connection with GOAWAY
+   * INTERNAL_ERROR (then closes the socket). Never throws. @internal
+   */
+  internalError(err: unknown): void {
+    try {
+      if (!this.failed) {
+        this.failed = true;
+        this.logger.warn(
+          {
+            err,
+            peer: `${this.socket.remoteAddress ?? "unix"}:${String(this.socket.remotePort ?? "")}`,
+          },
+          "http2 connection failed; closing it with GOAWAY INTERNAL_ERROR",
+        );
+        this.onEvent?.("internal_error");
+      }
+      this.connectionError(ErrorCode.internalError, "internal error");
+    } catch {
+      // Whatever state the connection is in, the socket goes.
+      this.dead = true;
+      this.socket.destroy();
+    }
+  }
+
+  /** A stream reset while working has finished its work: its slot is free. @internal */
+  releaseAbandoned(): void {
+    if (this.abandonedStreams > 0) this.abandonedStreams--;
+  }
+
+  /** Ends the connection with GOAWAY ENHANCE_YOUR_CALM (a limit acted), counted. */
+  private calm(reason: string): void {
+    if (this.dead) return;
+    this.logger.debug({ reason }, "http2 peer exceeded a limit");
+    this.onEvent?.("enhance_your_calm");
+    this.connectionError(ErrorCode.enhanceYourCalm, reason);
+  }
+
+  /**
+   * Adds `points` to the flood score (frames that make no progress, refused and malformed
+   * streams); the score decays with time and responses sent; beyond the limit the connection
+   * is ended (see http2LimitDefaults.floodLimit).
+   */
+  private flood(points: number): void {
+    const now = this.nowMs();
+    const score = Math.max(
+      0,
+      this.floodScore - (now - this.floodAtMs) * this.floodDecayPerMs,
+    );
+    this.floodAtMs = now;
+    this.floodScore = score + points;
+    if (this.floodScore > this.floodLimit)
+      this.calm("too many frames that make no progress");
+  }
+
+  /** Makes the connection's timer fire at `atMs` (nowMs clock) unless it fires sooner. */
+  private armTimer(atMs: number): void {
+    if (this.dead || atMs >= this.timerAtMs) return;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timerAtMs = atMs;
+    this.timer = setTimeout(
+      this.onTimer,
+      Math.max(1, Math.ceil(atMs - this.nowMs())),
+    );
+    this.timer.unref();
+  }
+
+  private clearTimer(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAtMs = Number.POSITIVE_INFINITY;
+  }
+
+  /** The timer fired: end what is overdue, re-arm for what is still pending. */
+  private checkDeadlines(): void {
+    if (this.dead) return;
+    const now = this.nowMs();
+    let next = Number.POSITIVE_INFINITY;
+    if (!this.handshakeDone()) {
+      const at = this.startedAtMs + this.handshakeTimeoutMs;
+      if (now >= at) {
+        this.onEvent?.("handshake_timeout");
+        this.logger.debug(
+          { preface: this.prefaceLeft === 0, settings: this.settingsReceived },
+          "http2 handshake timed out",
+        );
+        if (this.prefaceLeft === 0 && this.settingsReceived)
+          this.connectionError(
+            ErrorCode.settingsTimeout,
+            "SETTINGS not acknowledged in time",
+          );
+        else this.destroy();
+        return;
+      }
+      next = at;
+    }
+    if (this.block !== undefined) {
+      const at = this.blockStartedAtMs + this.headerBlockTimeoutMs;
+      if (now >= at) {
+        this.calm("header block not ended in time");
+        return;
+      }
+      next = Math.min(next, at);
+    }
+    if (this.idleTimeoutMs > 0 && this.streams.size === 0 && !this.draining) {
+      const at = this.idleSinceMs + this.idleTimeoutMs;
+      if (now >= at) {
+        this.onEvent?.("idle_timeout");
+        this.shutdown();
+        return;
+      }
+      next = Math.min(next, at);
+    }
+    if (next !== Number.POSITIVE_INFINITY) this.armTimer(next);
+  }
+
+  private handshakeDone(): boolean {
+    return this.settingsAcked && this.settingsReceived;
   }
 
   // ---- input -------------------------------------------------------------------------------
@@ -615,7 +823,8 @@ export class Http2Connection {
         this.onContinuationFrame(flags, streamId, buf, start, end);
         return;
       default:
-        // Unknown frame types are ignored (§4.1, §5.5).
+        // Unknown frame types are ignored (§4.1, §5.5), but they make no progress.
+        this.flood(1);
         return;
     }
   }
@@ -678,13 +887,15 @@ export class Http2Connection {
     if (padding > 0) stream.consumed(padding);
     const dataBytes = dataEnd - dataStart;
     stream.receivedBytes += dataBytes;
-    this.openStreamBytes += dataBytes;
-    if (this.openStreamBytes > this.maxOpenStreamBytes) {
-      this.connectionError(
-        ErrorCode.enhanceYourCalm,
-        "request bodies of open streams too large",
-      );
+    this.memoryBytes += dataBytes;
+    if (this.memoryBytes > this.maxMemoryBytes) {
+      this.calm("requests of open streams hold too much memory");
       return;
+    }
+    if (size === 0 && (flags & Flag.endStream) === 0) {
+      // An empty DATA frame that does not end the stream makes no progress.
+      this.flood(1);
+      if (this.dead) return;
     }
     if (
       stream.contentLength >= 0 &&
@@ -747,8 +958,12 @@ export class Http2Connection {
       flags,
       fragments: [fragment],
       size: fragment.length,
+      continuations: 0,
       selfDependent,
     };
+    this.blockStartedAtMs = this.nowMs();
+    this.armTimer(this.blockStartedAtMs + this.headerBlockTimeoutMs);
+    if (fragment.length === 0) this.flood(1);
   }
 
   private onContinuationFrame(
@@ -762,6 +977,15 @@ export class Http2Connection {
     if (block?.streamId !== streamId) {
       this.connectionError(ErrorCode.protocolError, "unexpected CONTINUATION");
       return;
+    }
+    if (++block.continuations > this.maxContinuationFrames) {
+      // Many small (or empty) fragments cost memory and time without a byte bound (CVE-2024-28182).
+      this.calm("too many CONTINUATION frames");
+      return;
+    }
+    if (end === start && (flags & Flag.endHeaders) === 0) {
+      this.flood(1);
+      if (this.dead) return;
     }
     block.fragments.push(buf.subarray(start, end));
     block.size += end - start;
@@ -830,8 +1054,12 @@ export class Http2Connection {
       this.writeRstStream(streamId, ErrorCode.protocolError);
       return;
     }
-    if (this.streams.size >= this.maxConcurrentStreams) {
+    if (
+      this.streams.size + this.abandonedStreams >=
+      this.maxConcurrentStreams
+    ) {
       this.writeRstStream(streamId, ErrorCode.refusedStream);
+      this.flood(10);
       return;
     }
     this.lastAcceptedStreamId = streamId;
@@ -846,11 +1074,21 @@ export class Http2Connection {
     }
     const pseudo = parseRequestHeaders(fields);
     if (pseudo === undefined) {
+      // Malformed (invalid field names or values, pseudo-header rules): a stream error (§8.1.1).
       this.writeRstStream(streamId, ErrorCode.protocolError);
+      this.onEvent?.("malformed_request");
+      this.flood(10);
+      return;
+    }
+    if (this.memoryBytes + pseudo.listBytes > this.maxMemoryBytes) {
+      // node:http2 refuses streams beyond maxSessionMemory the same way.
+      this.writeRstStream(streamId, ErrorCode.enhanceYourCalm);
+      this.flood(10);
       return;
     }
     const stream = new H2Stream(this, streamId, fields, pseudo);
     this.streams.set(streamId, stream);
+    this.memoryBytes += pseudo.listBytes;
     if (endStream) {
       if (pseudo.contentLength > 0) {
         this.resetStream(stream, ErrorCode.protocolError, false);
@@ -918,6 +1156,7 @@ export class Http2Connection {
     // Priorities are advisory and ignored, but a stream cannot depend on itself (§5.3.1).
     if ((buf.readUInt32BE(start) & 0x7fff_ffff) === streamId)
       this.streamError(streamId, ErrorCode.protocolError);
+    this.flood(1);
   }
 
   private onRstStreamFrame(
@@ -942,10 +1181,7 @@ export class Http2Connection {
       return;
     }
     if (!this.takeResetToken()) {
-      this.logger.warn(
-        "http2 peer exceeded the stream reset limit; sending GOAWAY",
-      );
-      this.connectionError(ErrorCode.enhanceYourCalm, "too many stream resets");
+      this.calm("too many stream resets");
       return;
     }
     const stream = this.streams.get(streamId);
@@ -985,11 +1221,17 @@ export class Http2Connection {
           ErrorCode.frameSizeError,
           "SETTINGS ACK with data",
         );
+      else if (this.settingsAcked) this.flood(1);
+      else this.settingsAcked = true;
       return;
     }
     if (size % 6 !== 0) {
       this.connectionError(ErrorCode.frameSizeError, "bad SETTINGS size");
       return;
+    }
+    if (this.settingsReceived) {
+      this.flood(1);
+      if (this.dead) return;
     }
     this.settingsReceived = true;
     let windowDelta = 0;
@@ -1060,7 +1302,26 @@ export class Http2Connection {
       this.connectionError(ErrorCode.frameSizeError, "bad PING size");
       return;
     }
+    this.flood(1);
+    if (this.dead) return;
+    // We send no PING of our own: an ACK is only counted above.
     if ((flags & Flag.ack) !== 0) return;
+    if (this.keepaliveMinTimeMs > 0) {
+      // grpc-go's keepalive enforcement: too frequent PINGs with no response in between are
+      // strikes; the third strike ends the connection.
+      const now = this.nowMs();
+      if (this.respondedSincePing) {
+        this.respondedSincePing = false;
+        this.pingStrikes = 0;
+      } else if (now - this.lastPingAtMs < this.keepaliveMinTimeMs) {
+        this.pingStrikes++;
+      }
+      this.lastPingAtMs = now;
+      if (this.pingStrikes > maxPingStrikes) {
+        this.calm("too_many_pings");
+        return;
+      }
+    }
     this.writeFrame(FrameType.ping, Flag.ack, 0, buf, start, end);
   }
 
@@ -1087,6 +1348,8 @@ export class Http2Connection {
       this.connectionError(ErrorCode.frameSizeError, "bad WINDOW_UPDATE size");
       return;
     }
+    this.flood(1);
+    if (this.dead) return;
     const increment = buf.readUInt32BE(start) & 0x7fff_ffff;
     if (streamId === 0) {
       if (increment === 0) {
@@ -1139,7 +1402,8 @@ export class Http2Connection {
       return;
     }
     // Frames may still be in flight on a stream we reset or refused: ignore them (§5.1).
-    if (this.wasRecentlyReset(streamId)) return;
+    this.flood(1);
+    if (this.dead || this.wasRecentlyReset(streamId)) return;
     this.writeRstStream(streamId, ErrorCode.streamClosed);
   }
 
@@ -1167,6 +1431,9 @@ export class Http2Connection {
   localEnd(stream: H2Stream): void {
     stream.localEnded = true;
     stream.endPending = false;
+    // A response is progress: it pays for some of the flood score.
+    if (this.floodScore > 0)
+      this.floodScore = Math.max(0, this.floodScore - 10);
     if (stream.state === "halfClosedRemote") {
       this.closeStream(stream);
       return;
@@ -1178,8 +1445,19 @@ export class Http2Connection {
 
   private closeStream(stream: H2Stream): void {
     stream.state = "closed";
-    if (this.streams.delete(stream.id))
-      this.openStreamBytes -= stream.receivedBytes;
+    if (this.streams.delete(stream.id)) {
+      this.memoryBytes -= stream.receivedBytes + stream.headerBytes;
+      if (stream.working) {
+        // Its work goes on: it keeps a concurrency slot until endWork.
+        stream.abandoned = true;
+        this.abandonedStreams++;
+      }
+      if (this.streams.size === 0) {
+        this.idleSinceMs = this.nowMs();
+        if (this.idleTimeoutMs > 0)
+          this.armTimer(this.idleSinceMs + this.idleTimeoutMs);
+      }
+    }
     this.blocked.delete(stream);
     stream.queue = undefined;
     stream.queuedBytes = 0;
@@ -1279,7 +1557,7 @@ export class Http2Connection {
   private abortAll(code: number): void {
     const open = [...this.streams.values()];
     this.streams.clear();
-    this.openStreamBytes = 0;
+    this.memoryBytes = 0;
     this.blocked.clear();
     for (const stream of open) {
       stream.state = "closed";
@@ -1324,6 +1602,7 @@ export class Http2Connection {
 
   private onSocketClose(): void {
     clearTimeout(this.endTimer);
+    this.clearTimer();
     this.dead = true;
     this.abortAll(ErrorCode.cancel);
     this.options.onClose?.(this);
@@ -1415,6 +1694,7 @@ export class Http2Connection {
 
   /** HEADERS, split into CONTINUATION frames beyond the peer's frame size. @internal */
   writeHeaderBlock(streamId: number, block: Buffer, endStream: boolean): void {
+    this.respondedSincePing = true;
     const max = this.peerMaxFrameBytes;
     const endFlag = endStream ? Flag.endStream : 0;
     if (block.length <= max) {
@@ -1509,93 +1789,5 @@ const emptyPseudo: RequestPseudoHeaders = {
   scheme: "",
   authority: "",
   contentLength: -1,
+  listBytes: 0,
 };
-
-/**
- * Checks a request header list (RFC 9113 §8.2, §8.3): pseudo-header fields first, only the
- * request ones and each once, lower-case names, no connection-specific fields, `te` only
- * "trailers", `:method`, `:scheme` and a non-empty `:path` present (CONNECT is not served).
- *
- * @returns the pseudo-header fields, or `undefined` when the request is malformed
- */
-function parseRequestHeaders(
-  fields: readonly string[],
-): RequestPseudoHeaders | undefined {
-  let method: string | undefined;
-  let path: string | undefined;
-  let scheme: string | undefined;
-  let authority: string | undefined;
-  let host: string | undefined;
-  let contentLength = -1;
-  let regular = false;
-  for (let i = 0; i < fields.length; i += 2) {
-    const name = fields[i] ?? "";
-    const value = fields[i + 1] ?? "";
-    if (name.charCodeAt(0) === 0x3a /* : */) {
-      if (regular) return undefined;
-      switch (name) {
-        case ":method":
-          if (method !== undefined) return undefined;
-          method = value;
-          break;
-        case ":path":
-          if (path !== undefined) return undefined;
-          path = value;
-          break;
-        case ":scheme":
-          if (scheme !== undefined) return undefined;
-          scheme = value;
-          break;
-        case ":authority":
-          if (authority !== undefined) return undefined;
-          authority = value;
-          break;
-        default:
-          return undefined;
-      }
-      continue;
-    }
-    regular = true;
-    if (!isLowerCaseName(name)) return undefined;
-    if (connectionSpecific.has(name)) return undefined;
-    if (name === "te" && value !== "trailers") return undefined;
-    if (name === "host") host = value;
-    if (name === "content-length") {
-      if (!/^\d{1,15}$/.test(value)) return undefined;
-      const n = Number(value);
-      if (contentLength >= 0 && contentLength !== n) return undefined;
-      contentLength = n;
-    }
-  }
-  if (
-    method === undefined ||
-    scheme === undefined ||
-    path === undefined ||
-    path === ""
-  )
-    return undefined;
-  return {
-    method,
-    path,
-    scheme,
-    authority: authority ?? host ?? "",
-    contentLength,
-  };
-}
-
-function isValidTrailers(fields: readonly string[]): boolean {
-  for (let i = 0; i < fields.length; i += 2) {
-    const name = fields[i] ?? "";
-    if (name.charCodeAt(0) === 0x3a || !isLowerCaseName(name)) return false;
-    if (connectionSpecific.has(name)) return false;
-  }
-  return true;
-}
-
-function isLowerCaseName(name: string): boolean {
-  for (let i = 0; i < name.length; i++) {
-    const c = name.charCodeAt(i);
-    if (c >= 0x41 && c <= 0x5a) return false;
-  }
-  return name.length > 0;
-}

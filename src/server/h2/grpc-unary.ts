@@ -115,6 +115,7 @@ class UnaryCall implements StreamSink {
     }
     this.first = undefined;
     this.more = undefined;
+    this.stream.beginWork();
     void decide(this, request);
   }
 
@@ -151,27 +152,43 @@ export function serveShouldRateLimit(
   call.deadline = setTimeout(onDeadline, timeoutMs, call);
 }
 
-/** Runs the decision; `async` rather than `.then` callbacks: no closures per call. */
+/**
+ * Runs the decision; `async` rather than `.then` callbacks: no closures per call. The stream
+ * holds its concurrency slot until the decision is done, even if the client resets it. Never
+ * rejects: an exception while answering (a bug) is contained by the stream's connection.
+ */
 async function decide(
   call: UnaryCall,
   request: RateLimitRequest,
 ): Promise<void> {
-  let frame: Buffer;
+  const stream = call.stream;
   try {
-    // The stream carries the header fields (read only for trace context).
-    frame = encodeRateLimitResponseFrame(
-      await call.options.handler(request, call.stream),
-    );
+    let frame: Buffer;
+    try {
+      // The stream carries the header fields (read only for trace context).
+      frame = encodeRateLimitResponseFrame(
+        await call.options.handler(request, stream),
+      );
+    } catch (err) {
+      stream.endWork();
+      const e = ConnectError.from(err);
+      fail(call, e.code, e.rawMessage);
+      return;
+    }
+    stream.endWork();
+    succeed(call, frame);
   } catch (err) {
-    const e = ConnectError.from(err);
-    fail(call, e.code, e.rawMessage);
-    return;
+    stream.endWork();
+    stream.fail(err);
   }
-  succeed(call, frame);
 }
 
 function onDeadline(call: UnaryCall): void {
-  fail(call, Code.DeadlineExceeded, "the operation timed out");
+  try {
+    fail(call, Code.DeadlineExceeded, "the operation timed out");
+  } catch (err) {
+    call.stream.fail(err);
+  }
 }
 
 /** Answers with a trailers-only error response (status in the only header block), once. */

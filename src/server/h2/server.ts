@@ -101,8 +101,14 @@ export async function startBuiltinHttp2Server(
   const ageMs = options.maxConnectionAgeMs ?? 0;
   const graceMs = options.maxConnectionAgeGraceMs ?? 0;
   const random = options.random ?? Math.random;
+  const limits = http2LimitDefaults;
+  const handshakeTimeoutMs =
+    options.handshakeTimeoutMs ?? limits.handshakeTimeoutMs;
+  const onEvent = options.onEvent;
   const connectionOptions: Http2ConnectionOptions = {
     ...options.connection,
+    handshakeTimeoutMs,
+    ...(onEvent !== undefined ? { onEvent } : {}),
     logger,
     onStream,
     onClose: (connection) => {
@@ -137,6 +143,7 @@ export async function startBuiltinHttp2Server(
   } else {
     const secure = createTlsServer({
       ...tls.context,
+      handshakeTimeout: handshakeTimeoutMs,
       ALPNProtocols: ["h2"],
       requestCert: tls.mutual,
       rejectUnauthorized: tls.mutual,
@@ -170,6 +177,11 @@ export async function startBuiltinHttp2Server(
     });
     server = secure;
   }
+  // Beyond the cap, node:net closes new sockets at once and says so with "drop".
+  server.maxConnections = options.maxConnections ?? limits.maxConnections;
+  server.on("drop", () => {
+    onEvent?.("connection_limit");
+  });
   return listen(server, options.target, {
     onClose: () => {
       for (const connection of connections) connection.shutdown();

@@ -37,29 +37,32 @@ export function serveWithConnect(
   const pathname = query < 0 ? stream.path : stream.path.slice(0, query);
   const handler = dispatcher.handlerFor(pathname);
   if (handler === undefined) {
-    // HEADERS, then an empty DATA with END_STREAM: node:http2's framing of `res.end()`.
-    stream.respond(notFound, false);
-    stream.end();
+    // Answered once the request has ended (its body is discarded), so that the client's
+    // frames never meet a closed stream (RFC 9113 §8.1 would allow answering at once).
+    if (stream.requestComplete) respondNotFound(stream);
+    else stream.sink = discardThenNotFound;
     return;
   }
-  const body = new RequestBody(stream);
-  stream.sink = body;
+  // The connection validated names and values (RFC 9113 §8.2.1, request-headers.ts); were
+  // one to slip through, `Headers` and `URL` throw: a bad request, not a crash.
   const header = new Headers();
-  const fields = stream.headerFields;
-  for (let i = 0; i < fields.length; i += 2) {
-    const name = fields[i] ?? ":";
-    if (name.charCodeAt(0) !== 0x3a /* : */)
-      header.append(name, fields[i + 1] ?? "");
-  }
-  const scheme = stream.encrypted ? "https" : "http";
-  const authority = stream.authority === "" ? "localhost" : stream.authority;
   let url: string;
   try {
+    const fields = stream.headerFields;
+    for (let i = 0; i < fields.length; i += 2) {
+      const name = fields[i] ?? ":";
+      if (name.charCodeAt(0) !== 0x3a /* : */)
+        header.append(name, fields[i + 1] ?? "");
+    }
+    const scheme = stream.encrypted ? "https" : "http";
+    const authority = stream.authority === "" ? "localhost" : stream.authority;
     url = new URL(stream.path, `${scheme}://${authority}`).toString();
   } catch {
     stream.respondWith([[":status", "400"]], true);
     return;
   }
+  const body = new RequestBody(stream);
+  stream.sink = body;
   const request: UniversalServerRequest = {
     httpVersion: "2.0",
     method: stream.method,
@@ -68,13 +71,39 @@ export function serveWithConnect(
     body,
     signal: body.abort.signal,
   };
+  stream.beginWork();
   dispatcher
     .serve(handler, request)
     .then((response) => writeResponse(stream, response))
     .catch((reason: unknown) => {
       dispatcher.reportFailure(reason, handler);
+    })
+    .catch((err: unknown) => {
+      stream.fail(err);
+    })
+    .finally(() => {
+      stream.endWork();
     });
 }
+
+/** HEADERS 404, then an empty DATA with END_STREAM: node:http2's framing of `res.end()`. */
+function respondNotFound(stream: H2Stream): void {
+  stream.respond(notFound, false);
+  stream.end();
+}
+
+/** Sink of a request to an unknown path: its body is dropped, the 404 sent at its end. */
+const discardThenNotFound: StreamSink = {
+  onData(stream, chunk) {
+    stream.consumed(chunk.length);
+  },
+  onEnd(stream) {
+    respondNotFound(stream);
+  },
+  onAbort() {
+    // Nobody to answer.
+  },
+};
 
 /** Writes a universal response: headers after the first body chunk, as connect-node does. */
 async function writeResponse(
