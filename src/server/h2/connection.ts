@@ -1022,11 +1022,14 @@ export class Http2Connection {
     } catch (err) {
       if (err instanceof HeaderListTooLargeError) {
         fields = undefined;
-      } else if (err instanceof HpackError) {
-        this.connectionError(ErrorCode.compressionError, err.message);
-        return;
       } else {
-        throw err;
+        // HpackError, or anything else the peer's bytes made the decoder throw: the block is
+        // undecodable and the table state lost (RFC 9113 §4.3).
+        this.connectionError(
+          ErrorCode.compressionError,
+          err instanceof HpackError ? err.message : "malformed header block",
+        );
+        return;
       }
     }
     const existing = this.streams.get(streamId);
