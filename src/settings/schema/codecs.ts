@@ -65,9 +65,27 @@ export function float(range?: {
 /** A number from 0 to 1 (see `parseRatio`). */
 export const ratio: Codec<number> = codec(parseRatio, String);
 
-/** Go duration, read as milliseconds and spelled back as the shortest Go duration. */
-export function durationMs(bound: DurationBound): Codec<number> {
-  return codec((value) => parseDurationMs(value, bound), formatDurationMs);
+/**
+ * Go duration, read as milliseconds and spelled back as the shortest Go duration; with
+ * `maxMs`, longer durations are invalid (e.g. for a timer: Node's timers take at most
+ * 2^31 - 1 ms).
+ */
+export function durationMs(
+  bound: DurationBound,
+  maxMs?: number,
+): Codec<number> {
+  if (maxMs === undefined)
+    return codec((value) => parseDurationMs(value, bound), formatDurationMs);
+  return codec((value) => {
+    const ms = parseDurationMs(value, bound);
+    if (ms > maxMs) {
+      throw new EnvParseError(
+        `a duration of at most ${formatDurationMs(maxMs)}`,
+        "too long",
+      );
+    }
+    return ms;
+  }, formatDurationMs);
 }
 
 /** Comma-separated list, items not trimmed (see `parseList`). */

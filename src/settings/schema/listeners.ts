@@ -1,4 +1,5 @@
-// Listeners: HTTP, debug and gRPC addresses, gRPC connection ageing and TLS.
+// Listeners: HTTP, debug and gRPC addresses, gRPC connection ageing, HTTP/2 abuse limits
+// and TLS.
 
 import { positiveInteger } from "../env-parsers.js";
 import { quote } from "../env-reader.js";
@@ -19,6 +20,9 @@ import {
   type SettingsCheck,
   type SettingsOf,
 } from "./define.js";
+
+/** Longest duration a timer takes (Node's limit is 2^31 - 1 ms, about 24.8 days): 576h. */
+const maxTimerMs = 576 * 60 * 60 * 1000;
 
 /** HTTP/2 implementation of the gRPC listener (`GRPC_HTTP2_ENGINE`). */
 export type GrpcHttp2Engine = "builtin" | "node";
@@ -118,6 +122,82 @@ export const listeners = settingsGroup("listeners", {
     codec: durationMs("non-negative"),
     default: 60 * 60 * 1000,
     meaning: "Extra time after GOAWAY before the connection is closed.",
+  }),
+  // The HTTP/2 abuse limits: defaults as `http2LimitDefaults` in src/server/h2/limits.ts,
+  // which says where each comes from (settings/ may not import it; a unit test keeps them
+  // equal).
+  /** Most gRPC connections open at once in this process, ≥ 1; more are closed on accept. */
+  grpcMaxConnections: setting({
+    env: "GRPC_MAX_CONNECTIONS",
+    codec: integer(positiveInteger),
+    default: 10_000,
+    unit: "connections",
+    meaning:
+      "Most gRPC connections open at once per process; more are closed on accept.",
+  }),
+  /**
+   * Milliseconds a new gRPC connection has for the TLS handshake, the client preface and its
+   * first SETTINGS before it is closed, > 0 (Go duration, at most 576h: a timer's limit).
+   */
+  grpcHandshakeTimeoutMs: setting({
+    env: "GRPC_HANDSHAKE_TIMEOUT",
+    codec: durationMs("positive", maxTimerMs),
+    default: 10_000,
+    meaning:
+      "Time a new gRPC connection has for the TLS handshake, HTTP/2 preface and first SETTINGS before it is closed.",
+  }),
+  /**
+   * Milliseconds a gRPC connection may stay with no open stream before GOAWAY; 0 disables
+   * (Go duration, at most 576h).
+   */
+  grpcMaxConnectionIdleMs: setting({
+    env: "GRPC_MAX_CONNECTION_IDLE",
+    codec: durationMs("non-negative", maxTimerMs),
+    default: 5 * 60 * 1000,
+    meaning:
+      "Time a gRPC connection may stay with no open stream before it is sent GOAWAY; 0 disables.",
+  }),
+  /**
+   * grpc-go's keepalive enforcement `MinTime`, in ms: a PING sooner than this after the
+   * previous one, with no response sent in between, is a strike; the third strike ends the
+   * connection (GOAWAY ENHANCE_YOUR_CALM "too_many_pings"); 0 disables (Go duration).
+   */
+  grpcKeepaliveMinTimeMs: setting({
+    env: "GRPC_KEEPALIVE_MIN_TIME",
+    codec: durationMs("non-negative"),
+    default: 5 * 60 * 1000,
+    meaning:
+      "Least time between a client's PINGs without a response in between; the third PING sooner ends the connection (GOAWAY ENHANCE_YOUR_CALM); 0 disables.",
+  }),
+  /** Stream resets (RST_STREAM) a gRPC connection's peer may send at once, ≥ 1. */
+  grpcStreamResetBurst: setting({
+    env: "GRPC_STREAM_RESET_BURST",
+    codec: integer(positiveInteger),
+    default: 1000,
+    unit: "resets",
+    meaning:
+      "Stream resets a gRPC client may send at once (rapid-reset token bucket); beyond the bucket the connection is sent GOAWAY.",
+  }),
+  /** Stream resets per second refilled into that bucket, ≥ 1. */
+  grpcStreamResetRate: setting({
+    env: "GRPC_STREAM_RESET_RATE",
+    codec: integer(positiveInteger),
+    default: 1000,
+    unit: "resets per second",
+    meaning:
+      "Stream resets per second refilled into the GRPC_STREAM_RESET_BURST bucket.",
+  }),
+  /**
+   * Request header lists and bodies one gRPC connection's open streams may hold at once, in
+   * bytes, ≥ 65536 (the node engine rounds it up to whole megabytes).
+   */
+  grpcMaxConnectionMemoryBytes: setting({
+    env: "GRPC_MAX_CONNECTION_MEMORY",
+    codec: integer({ min: 65_536, max: Number.MAX_SAFE_INTEGER }),
+    default: 16 * 1024 * 1024,
+    unit: "bytes",
+    meaning:
+      "Request headers and bodies one gRPC connection's open streams may hold (default 16 MiB); beyond it requests are refused or the connection is ended (ENHANCE_YOUR_CALM).",
   }),
   /**
    * HTTP/2 implementation of the gRPC listener: `builtin`, the service's own (lean per call:
