@@ -141,9 +141,11 @@ function failSession(
     "error while serving an http/2 stream; closing the connection",
   );
   options.onEvent?.("internal_error");
-  if (session !== undefined && !session.destroyed)
-    session.destroy(undefined, constants.NGHTTP2_INTERNAL_ERROR);
-  else if (!stream.destroyed) stream.destroy();
+  if (session !== undefined && !session.destroyed) {
+    // (destroy(undefined, code) would send NO_ERROR: an undefined error defaults to code 0.)
+    session.goaway(constants.NGHTTP2_INTERNAL_ERROR);
+    session.destroy();
+  } else if (!stream.destroyed) stream.destroy();
 }
 
 function ignoreError(): void {

@@ -1,10 +1,14 @@
 import {
+  constants,
   createSecureServer,
   createServer,
   type Http2SecureServer,
   type Http2Server,
   type Http2Session,
+  type ServerHttp2Session,
+  type ServerHttp2Stream,
 } from "node:http2";
+import { performance } from "node:perf_hooks";
 import type { TLSSocket } from "node:tls";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { Logger } from "pino";
@@ -12,6 +16,7 @@ import {
   createConnectDispatcher,
   createConnectHandler,
 } from "./connect-handler.js";
+import { http2LimitDefaults, type Http2Event } from "./h2/limits.js";
 import { startBuiltinHttp2Server } from "./h2/server.js";
 import {
   containStreamListeners,
@@ -82,39 +87,88 @@ export interface GrpcServerOptions {
   /**
    * HTTP/2 stream reset (RST_STREAM) rate limit of each connection, a token bucket: `burst`
    * resets from the peer are accepted at once, refilled at `ratePerSecond`; beyond it the
-   * connection is sent GOAWAY (Node's rapid-reset protection, CVE-2023-44487). Node's own
-   * default (1000, 33/s) is far below what a healthy Envoy sends: Envoy resets every call
-   * that misses its rate-limit filter's `timeout` (often 20 ms), so a busy second would make
-   * the service drop Envoy's connection and fail every call on it. @defaultValue
-   * {@link grpcServerDefaults}
+   * connection is sent GOAWAY (rapid reset, CVE-2023-44487) (`GRPC_STREAM_RESET_BURST`,
+   * `GRPC_STREAM_RESET_RATE`). Node's own default rate (33/s) is far below what a healthy
+   * Envoy sends: Envoy resets every call that misses its rate-limit filter's `timeout` (often
+   * 20 ms). @defaultValue {@link http2LimitDefaults}
    */
   readonly streamResetLimit?: {
     readonly burst: number;
     readonly ratePerSecond: number;
   };
+  /**
+   * Most gRPC connections open at once in this process; more are closed on accept
+   * (`GRPC_MAX_CONNECTIONS`). @defaultValue {@link http2LimitDefaults}
+   */
+  readonly maxConnections?: number;
+  /**
+   * Time for the TLS handshake, client preface and first SETTINGS, in ms; a connection that
+   * takes longer is closed (`GRPC_HANDSHAKE_TIMEOUT`). @defaultValue {@link http2LimitDefaults}
+   */
+  readonly handshakeTimeoutMs?: number;
+  /**
+   * Time a connection may stay with no open stream before GOAWAY, in ms; 0 disables
+   * (`GRPC_MAX_CONNECTION_IDLE`). @defaultValue {@link http2LimitDefaults}
+   */
+  readonly maxConnectionIdleMs?: number;
+  /**
+   * PING enforcement, in ms (grpc-go's keepalive `MinTime`): a PING sooner than this after the
+   * previous one, with no response sent in between, is a strike; the third ends the
+   * connection with GOAWAY ENHANCE_YOUR_CALM. 0 disables (`GRPC_KEEPALIVE_MIN_TIME`).
+   * @defaultValue {@link http2LimitDefaults}
+   */
+  readonly keepaliveMinTimeMs?: number;
+  /**
+   * Request header lists and bodies one connection's open streams may hold, in bytes
+   * (`GRPC_MAX_CONNECTION_MEMORY`; node:http2 rounds it up to whole megabytes).
+   * @defaultValue {@link http2LimitDefaults}
+   */
+  readonly maxConnectionMemoryBytes?: number;
+  /** Told when a limit acts or handling fails (statistics). @defaultValue none */
+  readonly onEvent?: (event: Http2Event) => void;
 }
 
 /**
- * Defaults of {@link GrpcServerOptions}: the stream reset limit allows 100,000 resets at once
- * and 20,000 per second after that (a peer that resets every call of a load this service
- * can carry stays below it; a client that only opens and resets streams is still stopped).
+ * Defaults of {@link GrpcServerOptions}: the stream reset limit of {@link http2LimitDefaults}
+ * (1,000 resets at once, 1,000 per second after that).
  */
 export const grpcServerDefaults = {
-  streamResetLimit: { burst: 100_000, ratePerSecond: 20_000 },
+  streamResetLimit: http2LimitDefaults.streamResetLimit,
 } as const;
 
+/** Invalid frames a node:http2 session may receive before it is closed (Node's default). */
+const nodeMaxInvalidFrames = 1000;
+/** Streams refused on a node:http2 session before it is closed (Node's default). */
+const nodeMaxRejectedStreams = 100;
+
 /**
- * HTTP/2 options shared by the cleartext and TLS listeners.
+ * HTTP/2 options shared by the cleartext and TLS listeners of the node engine.
  *
  * @internal exported for tests
  */
 export function http2ServerOptions(
-  options: Pick<GrpcServerOptions, "streamResetLimit">,
-): { streamResetBurst: number; streamResetRate: number } {
+  options: Pick<
+    GrpcServerOptions,
+    "streamResetLimit" | "maxConnectionMemoryBytes"
+  >,
+): {
+  streamResetBurst: number;
+  streamResetRate: number;
+  maxSessionMemory: number;
+  maxSessionInvalidFrames: number;
+  maxSessionRejectedStreams: number;
+} {
   const limit = options.streamResetLimit ?? grpcServerDefaults.streamResetLimit;
+  const memoryBytes =
+    options.maxConnectionMemoryBytes ??
+    http2LimitDefaults.maxConnectionMemoryBytes;
   return {
     streamResetBurst: limit.burst,
     streamResetRate: limit.ratePerSecond,
+    // In megabytes of 1,000,000 bytes, at least 1.
+    maxSessionMemory: Math.max(1, Math.ceil(memoryBytes / 1_000_000)),
+    maxSessionInvalidFrames: nodeMaxInvalidFrames,
+    maxSessionRejectedStreams: nodeMaxRejectedStreams,
   };
 }
 
@@ -176,7 +230,7 @@ function startBuiltin(
   credentials: TlsCredentials | undefined,
 ): Promise<Listening> {
   const tls = options.tls;
-  const limit = options.streamResetLimit ?? grpcServerDefaults.streamResetLimit;
+  const d = http2LimitDefaults;
   return startBuiltinHttp2Server({
     dispatcher: createConnectDispatcher({
       routes: options.routes,
@@ -205,7 +259,17 @@ function startBuiltin(
     maxConnectionAgeMs: options.maxConnectionAgeMs ?? 0,
     maxConnectionAgeGraceMs: options.maxConnectionAgeGraceMs ?? 0,
     ...(options.random !== undefined ? { random: options.random } : {}),
-    connection: { streamResetLimit: limit },
+    maxConnections: options.maxConnections ?? d.maxConnections,
+    handshakeTimeoutMs: options.handshakeTimeoutMs ?? d.handshakeTimeoutMs,
+    ...(options.onEvent !== undefined ? { onEvent: options.onEvent } : {}),
+    connection: {
+      streamResetLimit:
+        options.streamResetLimit ?? grpcServerDefaults.streamResetLimit,
+      idleTimeoutMs: options.maxConnectionIdleMs ?? d.maxConnectionIdleMs,
+      keepaliveMinTimeMs: options.keepaliveMinTimeMs ?? d.keepaliveMinTimeMs,
+      maxConnectionMemoryBytes:
+        options.maxConnectionMemoryBytes ?? d.maxConnectionMemoryBytes,
+    },
   });
 }
 
@@ -217,6 +281,9 @@ async function startNode(
   credentials: TlsCredentials | undefined,
 ): Promise<Listening> {
   const { logger } = options;
+  const d = http2LimitDefaults;
+  const onEvent = options.onEvent ?? ignoreEvent;
+  const handshakeTimeoutMs = options.handshakeTimeoutMs ?? d.handshakeTimeoutMs;
   const handler = createConnectHandler({
     routes: options.routes,
     logger,
@@ -233,11 +300,16 @@ async function startNode(
         requestCert: mutual,
         rejectUnauthorized: mutual,
         allowHTTP1: false,
+        handshakeTimeout: handshakeTimeoutMs,
       },
       handler,
     );
     credentials.onReload((context) => {
       secure.setSecureContext(context);
+    });
+    secure.on("tlsClientError", (err: NodeJS.ErrnoException) => {
+      if (err.code === "ERR_TLS_HANDSHAKE_TIMEOUT")
+        onEvent("handshake_timeout");
     });
     if (mutual && tls.clientSan !== undefined && tls.clientSan !== "") {
       const wanted = tls.clientSan;
@@ -255,15 +327,30 @@ async function startNode(
   } else {
     server = createServer(http2ServerOptions(options), handler);
   }
+  const guard = { logger, onEvent };
   if (options.fastPath !== undefined) {
     installGrpcFastPath(server, {
       handler: options.fastPath,
       readMaxBytes,
-      logger,
+      ...guard,
     });
   } else {
-    containStreamListeners(server, { logger });
+    containStreamListeners(server, guard);
   }
+  server.maxConnections = options.maxConnections ?? d.maxConnections;
+  // net.Server emits "drop" for each connection refused past maxConnections.
+  server.on("drop", () => {
+    onEvent("connection_limit");
+  });
+  const limits: NodeSessionLimits = {
+    handshakeTimeoutMs,
+    idleTimeoutMs: options.maxConnectionIdleMs ?? d.maxConnectionIdleMs,
+    keepaliveMinTimeMs: options.keepaliveMinTimeMs ?? d.keepaliveMinTimeMs,
+    onEvent,
+  };
+  server.on("session", (session: ServerHttp2Session) => {
+    limitNodeSession(session, limits);
+  });
   const ageMs = options.maxConnectionAgeMs ?? 0;
   if (ageMs > 0) {
     const graceMs = options.maxConnectionAgeGraceMs ?? 0;
@@ -287,4 +374,137 @@ async function startNode(
     });
   }
   return listen(server, target);
+}
+
+function ignoreEvent(): void {
+  // No statistics asked for.
+}
+
+/** What {@link limitNodeSession} enforces on each node:http2 session; times in ms. */
+interface NodeSessionLimits {
+  /** From the session's start (after TLS) to the client's first SETTINGS; 0 disables. */
+  readonly handshakeTimeoutMs: number;
+  /** With no open stream; 0 disables. */
+  readonly idleTimeoutMs: number;
+  /** grpc-go's keepalive enforcement `MinTime`; 0 disables. */
+  readonly keepaliveMinTimeMs: number;
+  readonly onEvent: (event: Http2Event) => void;
+}
+
+/** PING strikes tolerated (grpc-go's `maxPingStrikes`): the next one ends the connection. */
+const maxPingStrikes = 2;
+/** SETTINGS frames a peer may send within one second. */
+const maxSettingsPerSecond = 100;
+
+/**
+ * The limits node:http2 lacks, on one session (the built-in engine enforces the same ones
+ * itself, see h2/limits.ts):
+ *
+ * - handshake: a session whose client sends no SETTINGS within `handshakeTimeoutMs` is
+ *   destroyed (`handshake_timeout`);
+ * - idle: a session with no open stream for `idleTimeoutMs` gets GOAWAY NO_ERROR
+ *   (`idle_timeout`);
+ * - PING strikes, grpc-go's rule: a PING sooner than `keepaliveMinTimeMs` after the previous
+ *   one is a strike, unless a response was sent since (approximated by a stream of the
+ *   session closing); the third strike ends the session with GOAWAY ENHANCE_YOUR_CALM
+ *   "too_many_pings" (`enhance_your_calm`);
+ * - SETTINGS flood: more than {@link maxSettingsPerSecond} SETTINGS frames within a second
+ *   end the session the same way.
+ *
+ * Per call it costs a stream listener, a counter update and, when the session turns idle, a
+ * clock read: the idle timer is set only when none is pending, and when it fires early it is
+ * set again for the time left.
+ */
+function limitNodeSession(
+  session: ServerHttp2Session,
+  limits: NodeSessionLimits,
+): void {
+  const { onEvent } = limits;
+  let open = 0;
+  let idleSince = performance.now();
+  let idleTimer: NodeJS.Timeout | undefined;
+  let responded = false;
+  let lastPingAt: number | undefined;
+  let pingStrikes = 0;
+  let settingsWindowStart = Number.NEGATIVE_INFINITY;
+  let settingsInWindow = 0;
+  let handshakeTimer: NodeJS.Timeout | undefined;
+
+  const ended = (): boolean => session.closed || session.destroyed;
+  const calm = (reason: string): void => {
+    if (session.destroyed) return;
+    onEvent("enhance_your_calm");
+    session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM, 0, Buffer.from(reason));
+    session.destroy();
+  };
+  const checkIdle = (): void => {
+    idleTimer = undefined;
+    if (open > 0 || ended()) return; // re-armed when the last stream closes
+    const left = limits.idleTimeoutMs - (performance.now() - idleSince);
+    if (left > 1) {
+      armIdle(left);
+      return;
+    }
+    onEvent("idle_timeout");
+    session.close();
+  };
+  const armIdle = (ms: number): void => {
+    idleTimer = setTimeout(checkIdle, ms);
+    idleTimer.unref();
+  };
+  const onStreamClose = (): void => {
+    open -= 1;
+    responded = true;
+    if (open === 0 && limits.idleTimeoutMs > 0) {
+      idleSince = performance.now();
+      if (idleTimer === undefined && !ended()) armIdle(limits.idleTimeoutMs);
+    }
+  };
+
+  session.on("stream", (stream: ServerHttp2Stream) => {
+    open += 1;
+    stream.on("close", onStreamClose);
+  });
+  if (limits.idleTimeoutMs > 0) armIdle(limits.idleTimeoutMs);
+  if (limits.handshakeTimeoutMs > 0) {
+    handshakeTimer = setTimeout(() => {
+      if (ended()) return;
+      onEvent("handshake_timeout");
+      session.destroy();
+    }, limits.handshakeTimeoutMs);
+    handshakeTimer.unref();
+  }
+  session.on("remoteSettings", () => {
+    clearTimeout(handshakeTimer);
+    const now = performance.now();
+    if (now - settingsWindowStart >= 1000) {
+      settingsWindowStart = now;
+      settingsInWindow = 0;
+    }
+    settingsInWindow += 1;
+    if (settingsInWindow > maxSettingsPerSecond) calm("too_many_settings");
+  });
+  if (limits.keepaliveMinTimeMs > 0) {
+    session.on("ping", () => {
+      const now = performance.now();
+      const previous = lastPingAt;
+      lastPingAt = now;
+      if (responded) {
+        responded = false;
+        pingStrikes = 0;
+        return;
+      }
+      if (
+        previous !== undefined &&
+        now - previous < limits.keepaliveMinTimeMs
+      ) {
+        pingStrikes += 1;
+        if (pingStrikes > maxPingStrikes) calm("too_many_pings");
+      }
+    });
+  }
+  session.once("close", () => {
+    clearTimeout(handshakeTimer);
+    clearTimeout(idleTimer);
+  });
 }

@@ -1,18 +1,22 @@
 import { connect, type IncomingHttpHeaders } from "node:http2";
+import { connect as tcpConnect, type Socket } from "node:net";
+import { Writable } from "node:stream";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { pino } from "pino";
-import { afterEach, describe, expect, it } from "vitest";
+import { pino, type Logger } from "pino";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import {
   RateLimitRequestSchema,
   RateLimitResponse_Code,
   RateLimitResponseSchema,
 } from "../../src/proto.js";
 import { ErrorCode, Flag, FrameType } from "../../src/server/h2/frames.js";
+import type { Http2Event } from "../../src/server/h2/limits.js";
 import {
   startGrpcServer,
   type GrpcServerOptions,
 } from "../../src/server/grpc-server.js";
 import type { Listening } from "../../src/server/listen.js";
+import { TestPki } from "../helpers/certs.js";
 import {
   frame,
   grpcRequestFields,
@@ -22,19 +26,26 @@ import {
 import { envelope } from "../helpers/raw-grpc.js";
 
 // The node:http2 engine (GRPC_HTTP2_ENGINE=node) against hostile clients: a client must not
-// crash the process, and floods, idle and silent connections are ended by the limits.
+// crash the process, and PING and SETTINGS floods, idle connections, silent connections and
+// connections past the maximum are ended by the limits, each counted by an event.
 
 const path = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
 const servers: Listening[] = [];
 const clients: RawH2Client[] = [];
+const sockets: Socket[] = [];
 afterEach(async () => {
   for (const c of clients.splice(0)) c.close();
+  for (const s of sockets.splice(0)) s.destroy();
   for (const s of servers.splice(0)) await s.close(0);
 });
 
-/** A node-engine server answering OK on the fast path. */
+/**
+ * A node-engine server whose fast path throws for domain `boom` (a bug in serving), answers
+ * domain `slow` after 600 ms and anything else at once, OK; its events go to `events`.
+ */
 async function start(
+  events: Http2Event[] = [],
   extra: Partial<GrpcServerOptions> = {},
 ): Promise<Listening> {
   const server = await startGrpcServer({
@@ -43,12 +54,18 @@ async function start(
     logger: pino({ level: "silent" }),
     host: "127.0.0.1",
     port: 0,
-    fastPath: () =>
-      Promise.resolve(
-        create(RateLimitResponseSchema, {
-          overallCode: RateLimitResponse_Code.OK,
-        }),
-      ),
+    fastPath: (req) => {
+      if (req.domain === "boom") throw new Error("boom");
+      const ok = create(RateLimitResponseSchema, {
+        overallCode: RateLimitResponse_Code.OK,
+      });
+      return req.domain === "slow"
+        ? new Promise((resolve) => setTimeout(resolve, 600, ok))
+        : Promise.resolve(ok);
+    },
+    onEvent: (event) => {
+      events.push(event);
+    },
     ...extra,
   });
   servers.push(server);
@@ -64,12 +81,23 @@ async function open(
   return client;
 }
 
-function requestBody(): Buffer {
+/** A TCP connection that sends nothing. */
+async function silent(port: number): Promise<{ closed: Promise<void> }> {
+  const socket = tcpConnect({ host: "127.0.0.1", port });
+  sockets.push(socket);
+  socket.on("error", () => undefined);
+  socket.resume(); // read, to see the server's FIN
+  const closed = new Promise<void>((resolve) => socket.on("close", resolve));
+  await new Promise((resolve) => socket.once("connect", resolve));
+  return { closed };
+}
+
+function requestBody(domain = "d"): Buffer {
   return envelope(
     toBinary(
       RateLimitRequestSchema,
       create(RateLimitRequestSchema, {
-        domain: "d",
+        domain,
         descriptors: [{ entries: [{ key: "k", value: "v" }] }],
       }),
     ),
@@ -109,12 +137,44 @@ async function call(port: number): Promise<string> {
   }
 }
 
+/** Sends a whole ShouldRateLimit call on `streamId` of a raw connection. */
+function sendCall(client: RawH2Client, streamId: number, domain = "d"): void {
+  client.send(
+    Buffer.concat([
+      frame(
+        FrameType.headers,
+        Flag.endHeaders,
+        streamId,
+        headerBlock(grpcRequestFields()),
+      ),
+      frame(FrameType.data, Flag.endStream, streamId, requestBody(domain)),
+    ]),
+  );
+}
+
+/** Waits for the frame that ends the response on `streamId` (trailers). */
+function responseEnd(client: RawH2Client, streamId: number, timeoutMs = 2000) {
+  return client.waitFor(
+    (f) =>
+      f.streamId === streamId &&
+      f.type === FrameType.headers &&
+      (f.flags & Flag.endStream) !== 0,
+    timeoutMs,
+  );
+}
+
 /** A GOAWAY payload: last stream id, error code. */
 function goaway(code: number): Buffer {
   const out = Buffer.alloc(8);
   out.writeUInt32BE(0, 0);
   out.writeUInt32BE(code, 4);
   return out;
+}
+
+function ping(n: number): Buffer {
+  const payload = Buffer.alloc(8);
+  payload.writeUInt32BE(n, 4);
+  return frame(FrameType.ping, 0, 0, payload);
 }
 
 describe("gRPC server (node engine) against hostile clients", () => {
@@ -142,5 +202,151 @@ describe("gRPC server (node engine) against hostile clients", () => {
       await client.closed;
       expect(await call(server.port)).toBe("0");
     }
+  });
+
+  it("closes only the connection of a call whose serving throws, logged once", async () => {
+    const lines: string[] = [];
+    const logger: Logger = pino(
+      { level: "warn" },
+      new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          lines.push(chunk.toString());
+          done();
+        },
+      }),
+    );
+    const events: Http2Event[] = [];
+    const server = await start(events, { logger });
+    const client = await open(server.port);
+    sendCall(client, 1, "boom");
+    sendCall(client, 3, "boom");
+    expect(await client.goawayCode()).toBe(ErrorCode.internalError);
+    await client.closed;
+    expect(events).toEqual(["internal_error"]);
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0] ?? "{}")).toMatchObject({
+      level: 40,
+      peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/) as unknown,
+      err: { message: "boom" },
+    });
+    expect(await call(server.port)).toBe("0");
+  });
+
+  it("ends a PING flood with GOAWAY ENHANCE_YOUR_CALM within a few frames, serving others", async () => {
+    const events: Http2Event[] = [];
+    const server = await start(events);
+    const flooder = await open(server.port);
+    for (let i = 0; i < 20; i++) flooder.send(ping(i));
+    const away = await flooder.waitFor((f) => f.type === FrameType.goaway);
+    expect(away.payload.readUInt32BE(4)).toBe(ErrorCode.enhanceYourCalm);
+    expect(away.payload.subarray(8).toString()).toBe("too_many_pings");
+    // grpc-go's rule: the first PING and two strikes are answered, the third strike is not.
+    const acks = flooder.frames.filter((f) => f.type === FrameType.ping);
+    expect(acks.length).toBeLessThanOrEqual(4);
+    await flooder.closed;
+    expect(events).toContain("enhance_your_calm");
+    expect(await call(server.port)).toBe("0");
+  });
+
+  it("forgives PINGs that each follow a response", async () => {
+    const server = await start();
+    const client = await open(server.port);
+    for (let i = 0; i < 5; i++) {
+      const id = 2 * i + 1;
+      sendCall(client, id);
+      await responseEnd(client, id);
+      // Let the stream close on the server before the PING.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      client.send(ping(i));
+      await client.waitFor(
+        (f) =>
+          f.type === FrameType.ping &&
+          (f.flags & Flag.ack) !== 0 &&
+          f.payload.readUInt32BE(4) === i,
+      );
+    }
+    expect(client.frames.some((f) => f.type === FrameType.goaway)).toBe(false);
+  });
+
+  it("ends a SETTINGS flood with GOAWAY ENHANCE_YOUR_CALM", async () => {
+    const events: Http2Event[] = [];
+    const server = await start(events);
+    const flooder = await open(server.port);
+    flooder.send(
+      Buffer.concat(
+        Array.from({ length: 150 }, () => frame(FrameType.settings, 0, 0)),
+      ),
+    );
+    expect(await flooder.goawayCode()).toBe(ErrorCode.enhanceYourCalm);
+    await flooder.closed;
+    expect(events).toContain("enhance_your_calm");
+    expect(await call(server.port)).toBe("0");
+  });
+
+  it("sends GOAWAY to a connection idle for the idle time, not while a call is open", async () => {
+    const events: Http2Event[] = [];
+    const server = await start(events, { maxConnectionIdleMs: 300 });
+    const idle = await open(server.port);
+    const busy = await open(server.port);
+    const openedAt = Date.now();
+    sendCall(busy, 1, "slow");
+    expect(await idle.goawayCode()).toBe(ErrorCode.noError);
+    expect(Date.now() - openedAt).toBeGreaterThanOrEqual(250);
+    await idle.closed;
+    // The slow call (600 ms) outlives the idle time: its connection stays until after it.
+    await responseEnd(busy, 1);
+    expect(busy.frames.some((f) => f.type === FrameType.goaway)).toBe(false);
+    const answeredAt = Date.now();
+    expect(await busy.goawayCode()).toBe(ErrorCode.noError);
+    expect(Date.now() - answeredAt).toBeGreaterThanOrEqual(250);
+    expect(events).toEqual(["idle_timeout", "idle_timeout"]);
+  });
+
+  it("closes a cleartext connection that sends nothing within the handshake timeout", async () => {
+    const events: Http2Event[] = [];
+    const server = await start(events, { handshakeTimeoutMs: 300 });
+    const talker = await open(server.port);
+    const openedAt = Date.now();
+    const { closed } = await silent(server.port);
+    await closed;
+    expect(Date.now() - openedAt).toBeGreaterThanOrEqual(250);
+    expect(events).toEqual(["handshake_timeout"]);
+    // A client that sent its preface and SETTINGS is served as before.
+    sendCall(talker, 1);
+    await responseEnd(talker, 1);
+  });
+
+  describe("over TLS", () => {
+    const pki = new TestPki();
+    afterAll(() => {
+      pki.remove();
+    });
+
+    it("closes a connection that does not complete the TLS handshake in time", async () => {
+      const ca = pki.ca("ca");
+      const leaf = pki.leaf("server", ca, "DNS:localhost,IP:127.0.0.1");
+      const events: Http2Event[] = [];
+      const server = await start(events, {
+        handshakeTimeoutMs: 300,
+        tls: { certFile: leaf.cert, keyFile: leaf.key },
+      });
+      const openedAt = Date.now();
+      const { closed } = await silent(server.port);
+      await closed;
+      expect(Date.now() - openedAt).toBeGreaterThanOrEqual(250);
+      expect(events).toEqual(["handshake_timeout"]);
+    });
+  });
+
+  it("closes connections past the maximum on accept", async () => {
+    const events: Http2Event[] = [];
+    const server = await start(events, { maxConnections: 2 });
+    const first = await open(server.port);
+    await open(server.port);
+    const { closed } = await silent(server.port);
+    await closed;
+    expect(events).toEqual(["connection_limit"]);
+    sendCall(first, 1);
+    await responseEnd(first, 1);
   });
 });
