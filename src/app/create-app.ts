@@ -21,6 +21,7 @@ import {
   createExplainJsonHandler,
 } from "../server/explain-handler.js";
 import { startGrpcServer } from "../server/grpc-server.js";
+import type { Http2Event } from "../server/h2/limits.js";
 import { startHttpServer } from "../server/http-server.js";
 import { createJsonHandler } from "../server/json-handler.js";
 import type { Listening } from "../server/listen.js";
@@ -32,6 +33,7 @@ import {
   type RateLimitService,
 } from "../service/rate-limit-service.js";
 import type { Settings } from "../settings/settings.js";
+import { http2EventStatPrefix } from "../stats/names.js";
 import {
   startRuntimeStats,
   type RuntimeStats,
@@ -40,6 +42,7 @@ import {
   createStatsManager,
   type StatsManager,
 } from "../stats/stats-manager.js";
+import type { Counter, StatsStore } from "../stats/stats-store.js";
 import { systemClock, type Clock } from "../util/clock.js";
 
 /** Actual listening addresses (`host:port`), useful when ports were 0. */
@@ -371,6 +374,16 @@ export async function createApp(
         readMaxBytes: maxGrpcRequestBytes,
         maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
         maxConnectionAgeGraceMs: settings.grpcMaxConnectionAgeGraceMs,
+        maxConnections: settings.grpcMaxConnections,
+        handshakeTimeoutMs: settings.grpcHandshakeTimeoutMs,
+        maxConnectionIdleMs: settings.grpcMaxConnectionIdleMs,
+        keepaliveMinTimeMs: settings.grpcKeepaliveMinTimeMs,
+        streamResetLimit: {
+          burst: settings.grpcStreamResetBurst,
+          ratePerSecond: settings.grpcStreamResetRate,
+        },
+        maxConnectionMemoryBytes: settings.grpcMaxConnectionMemoryBytes,
+        onEvent: http2EventCounter(statsManager.store),
         ...(settings.grpcServerUseTls
           ? {
               tls: {
@@ -430,5 +443,22 @@ export async function createApp(
       })();
       return closing;
     },
+  };
+}
+
+/**
+ * Counts each HTTP/2 event of the gRPC listener as `ratelimit.server.http2.<event>`; a
+ * counter is created on its event's first occurrence, so no statistic appears before an
+ * event happens.
+ */
+function http2EventCounter(store: StatsStore): (event: Http2Event) => void {
+  const counters = new Map<Http2Event, Counter>();
+  return (event) => {
+    let counter = counters.get(event);
+    if (counter === undefined) {
+      counter = store.counter(`${http2EventStatPrefix}.${event}`);
+      counters.set(event, counter);
+    }
+    counter.add(1);
   };
 }

@@ -49,6 +49,17 @@ export const statNames = {
 } as const;
 
 /**
+ * Prefix of the gRPC listener's HTTP/2 event counters: `<prefix>.<event>`, one per
+ * `Http2Event` of src/server/h2/limits.ts (`internal_error`, `enhance_your_calm`,
+ * `malformed_request`, `handshake_timeout`, `idle_timeout`, `connection_limit`). Not a
+ * reference name: the reference has none. Each counter is created by its first event, so a
+ * process that meets no abuse reports exactly the reference's statistics. (Outside
+ * {@link statNames} until docs/statistics.md describes it: a test checks that it names every
+ * entry there.)
+ */
+export const http2EventStatPrefix = "ratelimit.server.http2";
+
+/**
  * Exported names and labels of the built-in pull (Prometheus) mapping, same as upstream
  * `src/stats/prom/default_mapper.yaml` (behavior.md §10.4). Also an external contract.
  */

@@ -17,6 +17,7 @@ import {
 } from "../../src/server/grpc-server.js";
 import type { Listening } from "../../src/server/listen.js";
 import { TestPki } from "../helpers/certs.js";
+import { startTestApp } from "../helpers/rls-app.js";
 import {
   frame,
   grpcRequestFields,
@@ -348,5 +349,31 @@ describe("gRPC server (node engine) against hostile clients", () => {
     expect(events).toEqual(["connection_limit"]);
     sendCall(first, 1);
     await responseEnd(first, 1);
+  });
+
+  it("counts events as ratelimit.server.http2.<event> in the service, none before one happens", async () => {
+    const t = await startTestApp(
+      { "rl.yaml": "domain: rl\n" },
+      { GRPC_HTTP2_ENGINE: "node", GRPC_KEEPALIVE_MIN_TIME: "1m" },
+    );
+    try {
+      const http2Counters = () =>
+        t.app.statsManager.store
+          .snapshot()
+          .counters.filter((c) => c.name.startsWith("ratelimit.server.http2"))
+          .map((c) => [c.name, c.value()]);
+      const port = Number(t.addresses.grpc.split(":").pop());
+      expect(await call(port)).toBe("0");
+      expect(http2Counters()).toEqual([]);
+      const flooder = await open(port);
+      for (let i = 0; i < 10; i++) flooder.send(ping(i));
+      expect(await flooder.goawayCode()).toBe(ErrorCode.enhanceYourCalm);
+      await flooder.closed;
+      expect(http2Counters()).toEqual([
+        ["ratelimit.server.http2.enhance_your_calm", 1],
+      ]);
+    } finally {
+      await t.stop();
+    }
   });
 });
