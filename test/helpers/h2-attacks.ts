@@ -1109,6 +1109,8 @@ export async function spawnAttackTarget(
     RUNTIME_WATCH_ROOT: "false",
     LOG_LEVEL: "warn",
     LOG_FORMAT: "json",
+    // Statistics are kept (the http2 counters), but not pushed to a statsd nobody runs.
+    USE_PUSHSTATS: "false",
     GRPC_HTTP2_ENGINE: options.engine,
     ...options.env,
   };
