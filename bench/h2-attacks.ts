@@ -27,7 +27,8 @@
 //
 // Every attack runs against a freshly spawned service (memory backend, a one-rule config in
 // a temp folder, loopback ports), so a crash or a leak of one attack does not spill into the
-// next. With --port all attacks go to the same process, one after the other.
+// next. With --port all attacks go to the same process, one after the other. A service that
+// does not start (e.g. dist/ being rebuilt meanwhile) is listed under "Not run" at the end.
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -41,6 +42,7 @@ import {
   type Attack,
   type AttackResult,
   type AttackTarget,
+  type SpawnedTarget,
 } from "../test/helpers/h2-attacks.js";
 
 const thisRepo = join(import.meta.dirname, "..", "..");
@@ -100,6 +102,7 @@ async function main(): Promise<void> {
     env[pair.slice(0, eq)] = pair.slice(eq + 1);
   }
   const results: AttackResult[] = [];
+  const skipped: string[] = [];
   const report = (r: AttackResult): void => {
     results.push(r);
     console.error(
@@ -129,11 +132,15 @@ async function main(): Promise<void> {
     );
     for (const engine of engines) {
       for (const attack of chosen) {
-        const target = await spawnAttackTarget({
-          repo: values.repo,
-          engine,
-          env,
-        });
+        let target: SpawnedTarget;
+        try {
+          target = await spawnAttackTarget({ repo: values.repo, engine, env });
+        } catch (err) {
+          // (e.g. the dist/ folder being rebuilt meanwhile): the other rows still count.
+          skipped.push(`${attack.name} (${engine}): not run: ${String(err)}`);
+          console.error(skipped.at(-1));
+          continue;
+        }
         try {
           report(
             await runAttack(target, attack, { engine, durationMs, legitRate }),
@@ -148,6 +155,8 @@ async function main(): Promise<void> {
   console.log(markdownTable(results));
   const notes = resultNotes(results);
   if (notes !== "") console.log(`\nNotes:\n\n${notes}`);
+  if (skipped.length > 0)
+    console.log(`\nNot run:\n\n${skipped.map((s) => `- ${s}`).join("\n")}`);
   if (values.json !== undefined)
     writeFileSync(values.json, JSON.stringify(results, null, 2));
 }
