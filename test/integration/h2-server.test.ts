@@ -1007,8 +1007,8 @@ describe("built-in HTTP/2 engine: abuse limits (issue: one HEADERS frame killed 
     expect(await client.goawayCode()).toBe(ErrorCode.enhanceYourCalm);
   });
 
-  it("refuses a stream whose header list would exceed the connection's memory budget (RST_STREAM ENHANCE_YOUR_CALM)", async () => {
-    const server = await start({ maxConnectionMemoryBytes: 4000 });
+  it("refuses a stream whose header list would exceed the header share (a quarter) of the connection's memory budget (RST_STREAM ENHANCE_YOUR_CALM)", async () => {
+    const server = await start({ maxConnectionMemoryBytes: 16_000 });
     const client = await open(server.port);
     const big: [string, string][] = [];
     for (let i = 0; i < 20; i++) big.push([`x-h${String(i)}`, "v".repeat(100)]);
