@@ -25,6 +25,24 @@ export interface GrpcFastPathOptions {
   readonly onEvent?: (event: Http2Event) => void;
 }
 
+/**
+ * What a connection's open streams hold in memory (request header lists and bodies), kept
+ * by the node engine's session limits on the session under {@link connectionMemoryOf}; the
+ * fast path adds the body bytes it buffers and takes them off when the stream closes.
+ */
+export interface ConnectionMemory {
+  /** Adds `bytes` (negative to release); over the budget the connection is ended. */
+  add(bytes: number): void;
+}
+
+/** Property of a node:http2 session holding its {@link ConnectionMemory}. */
+export const connectionMemoryOf = Symbol("ratelimit.connectionMemory");
+
+/** A node:http2 session, maybe with its {@link ConnectionMemory}. */
+export type MeteredSession = Http2Session & {
+  [connectionMemoryOf]?: ConnectionMemory;
+};
+
 /** Options of {@link containStreamListeners}. */
 export type StreamGuardOptions = Pick<
   GrpcFastPathOptions,
@@ -206,6 +224,9 @@ interface UnaryCall {
   first: Buffer | undefined;
   more: Buffer[] | undefined;
   received: number;
+  /** The session's memory account, and the body bytes added to it. */
+  readonly memory: ConnectionMemory | undefined;
+  held: number;
 }
 
 const callOf = Symbol("ratelimit.fastPathCall");
@@ -227,6 +248,10 @@ function serveUnary(
     first: undefined,
     more: undefined,
     received: 0,
+    memory: (stream.session as MeteredSession | undefined)?.[
+      connectionMemoryOf
+    ],
+    held: 0,
   };
   (stream as CallStream)[callOf] = call;
   // Before any early answer: a stream still open for reading can be destroyed with an error
@@ -302,7 +327,12 @@ function onAborted(this: CallStream): void {
 
 function onClose(this: CallStream): void {
   const call = this[callOf];
-  if (call !== undefined) clearTimeout(call.deadline);
+  if (call === undefined) return;
+  clearTimeout(call.deadline);
+  if (call.held > 0) {
+    call.memory?.add(-call.held);
+    call.held = 0;
+  }
 }
 
 function onError(this: CallStream, err: Error): void {
@@ -325,6 +355,11 @@ function onData(this: CallStream, chunk: Buffer): void {
   }
   if (call.first === undefined) call.first = chunk;
   else (call.more ??= [call.first]).push(chunk);
+  if (call.memory !== undefined) {
+    call.held += chunk.length;
+    // Over the connection's budget this ends the connection, this stream included.
+    call.memory.add(chunk.length);
+  }
 }
 
 function onEnd(this: CallStream): void {

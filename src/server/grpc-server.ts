@@ -19,9 +19,13 @@ import {
 import { http2LimitDefaults, type Http2Event } from "./h2/limits.js";
 import { startBuiltinHttp2Server } from "./h2/server.js";
 import {
+  connectionMemoryOf,
   containStreamListeners,
   installGrpcFastPath,
+  type ConnectionMemory,
+  type MeteredSession,
 } from "./grpc-fast-path.js";
+import { http2ConnectionDefaults } from "./h2/connection.js";
 import { limitConnectionAge } from "./connection-age.js";
 import { listen, type ListenTarget, type Listening } from "./listen.js";
 import type { ShouldRateLimitHandler } from "./should-rate-limit-handler.js";
@@ -136,6 +140,8 @@ export const grpcServerDefaults = {
   streamResetLimit: http2LimitDefaults.streamResetLimit,
 } as const;
 
+/** node:http2's `maxSessionMemory` over the connection memory budget. */
+const nodeSessionMemoryMargin = 1.25;
 /** Invalid frames a node:http2 session may receive before it is closed (Node's default). */
 const nodeMaxInvalidFrames = 1000;
 /** Streams refused on a node:http2 session before it is closed (Node's default). */
@@ -157,6 +163,7 @@ export function http2ServerOptions(
   maxSessionMemory: number;
   maxSessionInvalidFrames: number;
   maxSessionRejectedStreams: number;
+  settings: { maxConcurrentStreams: number };
 } {
   const limit = options.streamResetLimit ?? grpcServerDefaults.streamResetLimit;
   const memoryBytes =
@@ -165,10 +172,21 @@ export function http2ServerOptions(
   return {
     streamResetBurst: limit.burst,
     streamResetRate: limit.ratePerSecond,
-    // In megabytes of 1,000,000 bytes, at least 1.
-    maxSessionMemory: Math.max(1, Math.ceil(memoryBytes / 1_000_000)),
+    // In megabytes of 1,000,000 bytes, at least 1. Node also counts nghttp2's own buffers and
+    // per-stream state, and refuses streams past it without ending the session: a quarter
+    // more than the budget lets the session's own count (limitNodeSession, the builtin
+    // engine's measure) act first and end the connection; Node's stays the backstop.
+    maxSessionMemory: Math.max(
+      1,
+      Math.ceil((memoryBytes * nodeSessionMemoryMargin) / 1_000_000),
+    ),
     maxSessionInvalidFrames: nodeMaxInvalidFrames,
     maxSessionRejectedStreams: nodeMaxRejectedStreams,
+    // As the builtin engine (Node announces no limit): streams beyond it are refused, and
+    // refusals count towards maxSessionRejectedStreams.
+    settings: {
+      maxConcurrentStreams: http2ConnectionDefaults.maxConcurrentStreams,
+    },
   };
 }
 
@@ -344,6 +362,8 @@ async function startNode(
   });
   const limits: NodeSessionLimits = {
     handshakeTimeoutMs,
+    maxConnectionMemoryBytes:
+      options.maxConnectionMemoryBytes ?? d.maxConnectionMemoryBytes,
     idleTimeoutMs: options.maxConnectionIdleMs ?? d.maxConnectionIdleMs,
     keepaliveMinTimeMs: options.keepaliveMinTimeMs ?? d.keepaliveMinTimeMs,
     onEvent,
@@ -388,6 +408,8 @@ interface NodeSessionLimits {
   readonly idleTimeoutMs: number;
   /** grpc-go's keepalive enforcement `MinTime`; 0 disables. */
   readonly keepaliveMinTimeMs: number;
+  /** Request header lists and bodies the session's open streams may hold, in bytes. */
+  readonly maxConnectionMemoryBytes: number;
   readonly onEvent: (event: Http2Event) => void;
 }
 
@@ -409,7 +431,11 @@ const maxSettingsPerSecond = 100;
  *   session closing); the third strike ends the session with GOAWAY ENHANCE_YOUR_CALM
  *   "too_many_pings" (`enhance_your_calm`);
  * - SETTINGS flood: more than {@link maxSettingsPerSecond} SETTINGS frames within a second
- *   end the session the same way.
+ *   end the session the same way;
+ * - memory: the header lists of the open streams (as SETTINGS_MAX_HEADER_LIST_SIZE counts
+ *   them) and the bodies the fast path buffers ({@link ConnectionMemory}) beyond
+ *   `maxConnectionMemoryBytes` end the session the same way. (Node's `maxSessionMemory`
+ *   counts neither once a stream's headers and data have reached JavaScript.)
  *
  * Per call it costs a stream listener, a counter update and, when the session turns idle, a
  * clock read: the idle timer is set only when none is pending, and when it fires early it is
@@ -421,6 +447,7 @@ function limitNodeSession(
 ): void {
   const { onEvent } = limits;
   let open = 0;
+  let held = 0;
   let idleSince = performance.now();
   let idleTimer: NodeJS.Timeout | undefined;
   let responded = false;
@@ -452,7 +479,16 @@ function limitNodeSession(
     idleTimer = setTimeout(checkIdle, ms);
     idleTimer.unref();
   };
-  const onStreamClose = (): void => {
+  const memory: ConnectionMemory = {
+    add(bytes) {
+      held += bytes;
+      if (bytes > 0 && held > limits.maxConnectionMemoryBytes)
+        calm("memory_budget");
+    },
+  };
+  (session as MeteredSession)[connectionMemoryOf] = memory;
+  const onStreamClose = function (this: HeldStream): void {
+    held -= this[heldHeaderBytes] ?? 0;
     open -= 1;
     responded = true;
     if (open === 0 && limits.idleTimeoutMs > 0) {
@@ -461,10 +497,21 @@ function limitNodeSession(
     }
   };
 
-  session.on("stream", (stream: ServerHttp2Stream) => {
-    open += 1;
-    stream.on("close", onStreamClose);
-  });
+  session.on(
+    "stream",
+    (
+      stream: HeldStream,
+      _headers: unknown,
+      _flags: number,
+      rawHeaders: readonly string[],
+    ) => {
+      open += 1;
+      stream.on("close", onStreamClose);
+      const bytes = headerListBytes(rawHeaders);
+      stream[heldHeaderBytes] = bytes;
+      memory.add(bytes);
+    },
+  );
   if (limits.idleTimeoutMs > 0) armIdle(limits.idleTimeoutMs);
   if (limits.handshakeTimeoutMs > 0) {
     handshakeTimer = setTimeout(() => {
@@ -507,4 +554,16 @@ function limitNodeSession(
     clearTimeout(handshakeTimer);
     clearTimeout(idleTimer);
   });
+}
+
+const heldHeaderBytes = Symbol("ratelimit.heldHeaderBytes");
+type HeldStream = ServerHttp2Stream & { [heldHeaderBytes]?: number };
+
+/** Size of a header list as RFC 9113 §6.5.2 counts it: name + value + 32 per field. */
+function headerListBytes(rawHeaders: readonly string[]): number {
+  let bytes = 0;
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2)
+    bytes +=
+      (rawHeaders[i]?.length ?? 0) + (rawHeaders[i + 1]?.length ?? 0) + 32;
+  return bytes;
 }

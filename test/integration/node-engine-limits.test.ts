@@ -284,6 +284,65 @@ describe("gRPC server (node engine) against hostile clients", () => {
     expect(await call(server.port)).toBe("0");
   });
 
+  it("ends a connection whose open streams hold more header lists than its budget", async () => {
+    const events: Http2Event[] = [];
+    const server = await start(events, { maxConnectionMemoryBytes: 65_536 });
+    const client = await open(server.port);
+    // ~10 KiB header lists (10 fields of 1,000 bytes, one frame) on streams that never end.
+    const pad = Array.from({ length: 10 }, (_, i): [string, string] => [
+      `x-pad-${i}`,
+      "p".repeat(1000),
+    ]);
+    for (let id = 1; id <= 15; id += 2) {
+      client.send(
+        frame(
+          FrameType.headers,
+          Flag.endHeaders,
+          id,
+          headerBlock(grpcRequestFields(pad)),
+        ),
+      );
+    }
+    const away = await client.waitFor((f) => f.type === FrameType.goaway);
+    expect(away.payload.readUInt32BE(4)).toBe(ErrorCode.enhanceYourCalm);
+    expect(away.payload.subarray(8).toString()).toBe("memory_budget");
+    await client.closed;
+    expect(events).toEqual(["enhance_your_calm"]);
+    expect(await call(server.port)).toBe("0");
+  });
+
+  it("ends a connection whose open fast-path calls buffer more body bytes than its budget", async () => {
+    const events: Http2Event[] = [];
+    const server = await start(events, { maxConnectionMemoryBytes: 65_536 });
+    const client = await open(server.port);
+    // 16 KiB of a larger message on each stream, never ended: the fast path buffers it.
+    const body = Buffer.alloc(16 * 1024);
+    body.writeUInt32BE(100_000, 1);
+    for (let id = 1; id <= 11 && !client.socket.destroyed; id += 2) {
+      client.send(
+        Buffer.concat([
+          frame(
+            FrameType.headers,
+            Flag.endHeaders,
+            id,
+            headerBlock(grpcRequestFields()),
+          ),
+          frame(FrameType.data, 0, id, body),
+        ]),
+      );
+      // Let the server read it and open the connection window again.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(await client.goawayCode()).toBe(ErrorCode.enhanceYourCalm);
+    await client.closed;
+    expect(events).toEqual(["enhance_your_calm"]);
+    // Calls that end keep their memory only while open: 10 in turn fit the same budget.
+    const calls = await Promise.all(
+      Array.from({ length: 10 }, () => call(server.port)),
+    );
+    expect(calls).toEqual(Array.from({ length: 10 }, () => "0"));
+  });
+
   it("sends GOAWAY to a connection idle for the idle time, not while a call is open", async () => {
     const events: Http2Event[] = [];
     const server = await start(events, { maxConnectionIdleMs: 300 });

@@ -6,17 +6,18 @@ import {
 import { http2LimitDefaults } from "../../../src/server/h2/limits.js";
 
 describe("node:http2 options of the gRPC listener", () => {
-  it("passes the default limits, memory in whole megabytes rounded up", () => {
+  it("passes the default limits, memory a quarter over the budget in whole megabytes, the builtin engine's stream limit", () => {
     expect(grpcServerDefaults.streamResetLimit).toEqual(
       http2LimitDefaults.streamResetLimit,
     );
     expect(http2ServerOptions({})).toEqual({
       streamResetBurst: 1000,
       streamResetRate: 1000,
-      // 16 MiB = 16,777,216 bytes: 17 node megabytes (1,000,000 bytes each).
-      maxSessionMemory: 17,
+      // 16 MiB = 16,777,216 bytes, and a quarter more: 21 node megabytes (of 1,000,000 bytes).
+      maxSessionMemory: 21,
       maxSessionInvalidFrames: 1000,
       maxSessionRejectedStreams: 100,
+      settings: { maxConcurrentStreams: 1000 },
     });
   });
 
@@ -32,12 +33,12 @@ describe("node:http2 options of the gRPC listener", () => {
       maxSessionMemory: 1,
     });
     expect(
-      http2ServerOptions({ maxConnectionMemoryBytes: 3_000_000 })
+      http2ServerOptions({ maxConnectionMemoryBytes: 4_000_000 })
         .maxSessionMemory,
-    ).toBe(3);
+    ).toBe(5);
     expect(
-      http2ServerOptions({ maxConnectionMemoryBytes: 3_000_001 })
+      http2ServerOptions({ maxConnectionMemoryBytes: 4_000_001 })
         .maxSessionMemory,
-    ).toBe(4);
+    ).toBe(6);
   });
 });
