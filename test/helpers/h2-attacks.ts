@@ -1083,7 +1083,8 @@ const outputTailChars = 16_000;
 
 /**
  * Spawns `<repo>/dist/src/main.js` on the memory backend with a config of domain `rl`, on
- * loopback ports probed free, and waits until it answers ShouldRateLimit.
+ * loopback ports probed free, with bin/ratelimit's V8 flags, and waits until it answers
+ * ShouldRateLimit.
  */
 export async function spawnAttackTarget(
   options: SpawnOptions,
@@ -1114,10 +1115,16 @@ export async function spawnAttackTarget(
     GRPC_HTTP2_ENGINE: options.engine,
     ...options.env,
   };
-  const child: ChildProcess = spawn(options.node ?? process.execPath, [main], {
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  // V8 flags as bin/ratelimit sets them (8 MiB semi-spaces): without them the young generation
+  // alone may grow by ~190 MiB under an allocation-heavy attack, which users never run with.
+  const child: ChildProcess = spawn(
+    options.node ?? process.execPath,
+    ["--max-semi-space-size=8", main],
+    {
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let out = "";
   const keep = (d: Buffer): void => {
     out += d.toString();

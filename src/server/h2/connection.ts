@@ -158,6 +158,16 @@ const compressedBytesPerListByte = 4;
  */
 const headerShareOfMemory = 0.25;
 
+/**
+ * Work one connection may do in one event-loop turn before it yields to the others (see
+ * `yieldTurn`): requests (header blocks) and frame bytes. 100 requests of the fast path on the
+ * memory backend take about 2 ms.
+ */
+const maxStreamsPerTurn = 100;
+const maxBytesPerTurn = 256 * 1024;
+
+const emptyChunk = Buffer.alloc(0);
+
 /** PING strikes tolerated; one more ends the connection (grpc-go's `maxPingStrikes`). */
 const maxPingStrikes = 2;
 
@@ -466,6 +476,24 @@ export class Http2Connection {
   private floodAtMs = 0;
   /** An internal error was logged already (once per connection). */
   private failed = false;
+  /** Work done since the last turn ended (see yieldTurn). */
+  private turnBytes = 0;
+  private turnStreams = 0;
+  /** Reading is paused until the check phase (see yieldTurn). */
+  private yielding = false;
+  private readonly afterYield = (): void => {
+    this.yielding = false;
+    this.turnBytes = 0;
+    this.turnStreams = 0;
+    if (this.dead) return;
+    if (!this.congested) this.socket.resume();
+    if (this.pending === undefined) return;
+    try {
+      this.receive(emptyChunk);
+    } catch (err) {
+      this.internalError(err);
+    }
+  };
   private readonly onTimer = (): void => {
     this.timer = undefined;
     this.timerAtMs = Number.POSITIVE_INFINITY;
@@ -743,9 +771,20 @@ export class Http2Connection {
   /** @internal exported for tests: feeds received socket bytes. */
   receive(chunk: Buffer): void {
     if (this.dead) return;
+    if (this.yielding) {
+      // Paused for fairness (see yieldTurn): keep the bytes for the next turn.
+      this.pending =
+        this.pending === undefined
+          ? chunk
+          : Buffer.concat([this.pending, chunk]);
+      return;
+    }
     let buf = chunk;
     if (this.pending !== undefined) {
-      buf = Buffer.concat([this.pending, chunk]);
+      buf =
+        chunk.length === 0
+          ? this.pending
+          : Buffer.concat([this.pending, chunk]);
       this.pending = undefined;
     }
     let off = 0;
@@ -774,8 +813,30 @@ export class Http2Connection {
       const start = off + frameHeaderBytes;
       off = start + size;
       this.handleFrame(type, flags, streamId, buf, start, off);
+      this.turnBytes += frameHeaderBytes + size;
+      if (
+        (this.turnStreams >= maxStreamsPerTurn ||
+          this.turnBytes >= maxBytesPerTurn) &&
+        this.isAlive()
+      ) {
+        if (off < length) this.pending = buf.subarray(off);
+        this.yieldTurn();
+        return;
+      }
     }
     if (this.isAlive() && off < length) this.pending = buf.subarray(off);
+  }
+
+  /**
+   * Stops reading this connection until the event loop's check phase: one connection that
+   * sends a lot (a flood of requests, resets or large header blocks) cannot keep the others
+   * waiting for more than `maxStreamsPerTurn` requests or `maxBytesPerTurn` bytes of work at a
+   * time. Legitimate connections, a few requests per turn, never reach it.
+   */
+  private yieldTurn(): void {
+    this.yielding = true;
+    this.socket.pause();
+    setImmediate(this.afterYield);
   }
 
   private handleFrame(
@@ -1022,6 +1083,7 @@ export class Http2Connection {
     block: Buffer,
     selfDependent: boolean,
   ): void {
+    this.turnStreams++;
     let fields: string[] | undefined;
     try {
       fields = this.decoder.decode(
@@ -1086,21 +1148,24 @@ export class Http2Connection {
       stream.respondWith([[":status", "431"]], true);
       return;
     }
+    // The budget first: a refused list is not worth validating (what RFC 9113 §6.5.2 counts).
+    let listBytes = 16 * fields.length;
+    for (const text of fields) listBytes += text.length;
+    if (
+      this.memoryBytes + listBytes > this.maxMemoryBytes ||
+      this.headerMemoryBytes + listBytes >
+        this.maxMemoryBytes * headerShareOfMemory
+    ) {
+      // node:http2 refuses streams beyond maxSessionMemory the same way.
+      this.writeRstStream(streamId, ErrorCode.enhanceYourCalm);
+      this.flood(10);
+      return;
+    }
     const pseudo = parseRequestHeaders(fields);
     if (pseudo === undefined) {
       // Malformed (invalid field names or values, pseudo-header rules): a stream error (§8.1.1).
       this.writeRstStream(streamId, ErrorCode.protocolError);
       this.onEvent?.("malformed_request");
-      this.flood(10);
-      return;
-    }
-    if (
-      this.memoryBytes + pseudo.listBytes > this.maxMemoryBytes ||
-      this.headerMemoryBytes + pseudo.listBytes >
-        this.maxMemoryBytes * headerShareOfMemory
-    ) {
-      // node:http2 refuses streams beyond maxSessionMemory the same way.
-      this.writeRstStream(streamId, ErrorCode.enhanceYourCalm);
       this.flood(10);
       return;
     }
@@ -1610,6 +1675,8 @@ export class Http2Connection {
     this.block = undefined;
     this.flush();
     this.socket.end();
+    // What the peer still sends is not read (a flooder would make us read it all).
+    this.socket.pause();
     this.armEndTimer();
   }
 
@@ -1781,6 +1848,9 @@ export class Http2Connection {
   /** Writes everything buffered with one socket write. */
   private flush(): void {
     this.flushScheduled = false;
+    // Once per event-loop turn in which something was sent: a new turn's budget.
+    this.turnBytes = 0;
+    this.turnStreams = 0;
     const size = this.outPos;
     if (size === 0 || this.socket.destroyed) {
       this.outPos = 0;
