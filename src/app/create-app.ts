@@ -33,7 +33,7 @@ import {
   type RateLimitService,
 } from "../service/rate-limit-service.js";
 import type { Settings } from "../settings/settings.js";
-import { http2EventStatPrefix } from "../stats/names.js";
+import { statNames } from "../stats/names.js";
 import {
   startRuntimeStats,
   type RuntimeStats,
@@ -456,7 +456,7 @@ function http2EventCounter(store: StatsStore): (event: Http2Event) => void {
   return (event) => {
     let counter = counters.get(event);
     if (counter === undefined) {
-      counter = store.counter(`${http2EventStatPrefix}.${event}`);
+      counter = store.counter(`${statNames.http2EventScope}.${event}`);
       counters.set(event, counter);
     }
     counter.add(1);

@@ -46,18 +46,15 @@ export const statNames = {
   backendDegradedDecisions: "ratelimit.backend.degraded_decisions",
   /** Counter: times the circuit breaker opened. */
   backendCircuitOpened: "ratelimit.backend.circuit_opened",
+  /**
+   * Scope of the gRPC listener's HTTP/2 event counters, `<scope>.<event>`, one per
+   * `Http2Event` of src/server/h2/limits.ts (`internal_error`, `enhance_your_calm`,
+   * `malformed_request`, `handshake_timeout`, `idle_timeout`, `connection_limit`). Not
+   * reference names: the reference has none. Each counter is created by its first event, so a
+   * process that meets no abuse reports exactly the reference's statistics.
+   */
+  http2EventScope: "ratelimit.server.http2",
 } as const;
-
-/**
- * Prefix of the gRPC listener's HTTP/2 event counters: `<prefix>.<event>`, one per
- * `Http2Event` of src/server/h2/limits.ts (`internal_error`, `enhance_your_calm`,
- * `malformed_request`, `handshake_timeout`, `idle_timeout`, `connection_limit`). Not a
- * reference name: the reference has none. Each counter is created by its first event, so a
- * process that meets no abuse reports exactly the reference's statistics. (Outside
- * {@link statNames} until docs/statistics.md describes it: a test checks that it names every
- * entry there.)
- */
-export const http2EventStatPrefix = "ratelimit.server.http2";
 
 /**
  * Exported names and labels of the built-in pull (Prometheus) mapping, same as upstream
