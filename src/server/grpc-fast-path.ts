@@ -31,7 +31,12 @@ export interface GrpcFastPathOptions {
  * fast path adds the body bytes it buffers and takes them off when the stream closes.
  */
 export interface ConnectionMemory {
-  /** Adds `bytes` (negative to release); over the budget the connection is ended. */
+  /**
+   * Takes a new stream's header list into account before it is served; false when the
+   * stream was refused instead (RST_STREAM ENHANCE_YOUR_CALM) to stay within the budget.
+   */
+  admit(stream: ServerHttp2Stream, rawHeaders: readonly string[]): boolean;
+  /** Adds body bytes (negative to release); over the budget the connection is ended. */
   add(bytes: number): void;
 }
 
@@ -99,9 +104,10 @@ export function containStreamListeners(
 }
 
 /**
- * Replaces the server's `"stream"` listeners by one that offers each stream to `serve` first
- * and passes the rest to the listeners it replaced (the compat layer, which builds req/res
- * objects for Connect), with any exception contained by {@link failSession}.
+ * Replaces the server's `"stream"` listeners by one that admits each stream against its
+ * connection's {@link ConnectionMemory}, offers it to `serve` first and passes the rest to
+ * the listeners it replaced (the compat layer, which builds req/res objects for Connect),
+ * with any exception contained by {@link failSession}.
  */
 function takeOverStreams(
   server: Http2Server | Http2SecureServer,
@@ -119,6 +125,10 @@ function takeOverStreams(
       rawHeaders: string[],
     ) => {
       try {
+        const memory = (stream.session as MeteredSession | undefined)?.[
+          connectionMemoryOf
+        ];
+        if (memory !== undefined && !memory.admit(stream, rawHeaders)) return;
         if (serve(stream, headers)) return;
         for (const listener of fallback)
           listener.call(server, stream, headers, flags, rawHeaders);

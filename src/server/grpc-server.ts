@@ -400,6 +400,10 @@ function ignoreEvent(): void {
   // No statistics asked for.
 }
 
+function ignoreStreamError(): void {
+  // A refused stream's RST_STREAM surfaces as its error: nothing to report.
+}
+
 /** What {@link limitNodeSession} enforces on each node:http2 session; times in ms. */
 interface NodeSessionLimits {
   /** From the session's start (after TLS) to the client's first SETTINGS; 0 disables. */
@@ -417,6 +421,13 @@ interface NodeSessionLimits {
 const maxPingStrikes = 2;
 /** SETTINGS frames a peer may send within one second. */
 const maxSettingsPerSecond = 100;
+/**
+ * Share of the memory budget header lists may take, as in the builtin engine: decoded into
+ * strings they cost the heap two to three times what RFC 9113 counts.
+ */
+const headerShareOfMemory = 0.25;
+/** Streams refused in a row for memory before the connection is ended (as Node's 100). */
+const maxRefusedStreams = nodeMaxRejectedStreams;
 
 /**
  * The limits node:http2 lacks, on one session (the built-in engine enforces the same ones
@@ -432,10 +443,12 @@ const maxSettingsPerSecond = 100;
  *   "too_many_pings" (`enhance_your_calm`);
  * - SETTINGS flood: more than {@link maxSettingsPerSecond} SETTINGS frames within a second
  *   end the session the same way;
- * - memory: the header lists of the open streams (as SETTINGS_MAX_HEADER_LIST_SIZE counts
- *   them) and the bodies the fast path buffers ({@link ConnectionMemory}) beyond
- *   `maxConnectionMemoryBytes` end the session the same way. (Node's `maxSessionMemory`
- *   counts neither once a stream's headers and data have reached JavaScript.)
+ * - memory ({@link ConnectionMemory}), as the builtin engine counts it: the header lists of
+ *   the open streams (RFC 9113 §6.5.2 sizes), at most a quarter of `maxConnectionMemoryBytes`
+ *   (a new stream beyond is refused with RST_STREAM ENHANCE_YOUR_CALM; after
+ *   {@link maxRefusedStreams} refusals in a row the session ends the same way), and the
+ *   bodies the fast path buffers (beyond the budget the session ends). Node's
+ *   `maxSessionMemory` counts neither once a stream's headers and data reach JavaScript.
  *
  * Per call it costs a stream listener, a counter update and, when the session turns idle, a
  * clock read: the idle timer is set only when none is pending, and when it fires early it is
@@ -447,7 +460,10 @@ function limitNodeSession(
 ): void {
   const { onEvent } = limits;
   let open = 0;
+  /** Bytes of header lists and fast-path bodies the open streams hold, and the lists' part. */
   let held = 0;
+  let headerHeld = 0;
+  let refusedInARow = 0;
   let idleSince = performance.now();
   let idleTimer: NodeJS.Timeout | undefined;
   let responded = false;
@@ -479,7 +495,27 @@ function limitNodeSession(
     idleTimer = setTimeout(checkIdle, ms);
     idleTimer.unref();
   };
+  const maxHeaderBytes = limits.maxConnectionMemoryBytes * headerShareOfMemory;
   const memory: ConnectionMemory = {
+    admit(stream: HeldStream, rawHeaders) {
+      const bytes = headerListBytes(rawHeaders);
+      if (
+        held + bytes > limits.maxConnectionMemoryBytes ||
+        headerHeld + bytes > maxHeaderBytes
+      ) {
+        // Refused as the builtin engine does; a peer that keeps trying loses the connection.
+        stream.on("error", ignoreStreamError);
+        stream.close(constants.NGHTTP2_ENHANCE_YOUR_CALM);
+        refusedInARow += 1;
+        if (refusedInARow > maxRefusedStreams) calm("memory_budget");
+        return false;
+      }
+      refusedInARow = 0;
+      stream[heldHeaderBytes] = bytes;
+      held += bytes;
+      headerHeld += bytes;
+      return true;
+    },
     add(bytes) {
       held += bytes;
       if (bytes > 0 && held > limits.maxConnectionMemoryBytes)
@@ -488,7 +524,9 @@ function limitNodeSession(
   };
   (session as MeteredSession)[connectionMemoryOf] = memory;
   const onStreamClose = function (this: HeldStream): void {
-    held -= this[heldHeaderBytes] ?? 0;
+    const bytes = this[heldHeaderBytes] ?? 0;
+    held -= bytes;
+    headerHeld -= bytes;
     open -= 1;
     responded = true;
     if (open === 0 && limits.idleTimeoutMs > 0) {
@@ -497,21 +535,11 @@ function limitNodeSession(
     }
   };
 
-  session.on(
-    "stream",
-    (
-      stream: HeldStream,
-      _headers: unknown,
-      _flags: number,
-      rawHeaders: readonly string[],
-    ) => {
-      open += 1;
-      stream.on("close", onStreamClose);
-      const bytes = headerListBytes(rawHeaders);
-      stream[heldHeaderBytes] = bytes;
-      memory.add(bytes);
-    },
-  );
+  // (Runs after the server's "stream" listeners, which admitted the stream.)
+  session.on("stream", (stream: HeldStream) => {
+    open += 1;
+    stream.on("close", onStreamClose);
+  });
   if (limits.idleTimeoutMs > 0) armIdle(limits.idleTimeoutMs);
   if (limits.handshakeTimeoutMs > 0) {
     handshakeTimer = setTimeout(() => {

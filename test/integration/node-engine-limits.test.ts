@@ -284,8 +284,9 @@ describe("gRPC server (node engine) against hostile clients", () => {
     expect(await call(server.port)).toBe("0");
   });
 
-  it("ends a connection whose open streams hold more header lists than its budget", async () => {
+  it("refuses streams past the header share of the memory budget, then ends a connection that keeps trying", async () => {
     const events: Http2Event[] = [];
+    // Header lists may take a quarter of the budget: 16 KiB.
     const server = await start(events, { maxConnectionMemoryBytes: 65_536 });
     const client = await open(server.port);
     // ~10 KiB header lists (10 fields of 1,000 bytes, one frame) on streams that never end.
@@ -293,16 +294,20 @@ describe("gRPC server (node engine) against hostile clients", () => {
       `x-pad-${i}`,
       "p".repeat(1000),
     ]);
-    for (let id = 1; id <= 15; id += 2) {
-      client.send(
-        frame(
-          FrameType.headers,
-          Flag.endHeaders,
-          id,
-          headerBlock(grpcRequestFields(pad)),
-        ),
-      );
-    }
+    const block = headerBlock(grpcRequestFields(pad));
+    client.send(frame(FrameType.headers, Flag.endHeaders, 1, block));
+    client.send(frame(FrameType.headers, Flag.endHeaders, 3, block));
+    const refused = await client.waitFor(
+      (f) => f.type === FrameType.rstStream && f.streamId === 3,
+    );
+    expect(refused.payload.readUInt32BE(0)).toBe(ErrorCode.enhanceYourCalm);
+    expect(client.on(1)).toEqual([]);
+    expect(events).toEqual([]);
+    // A small call still fits beside the held list.
+    sendCall(client, 5);
+    await responseEnd(client, 5);
+    for (let id = 7; id < 7 + 2 * 101; id += 2)
+      client.send(frame(FrameType.headers, Flag.endHeaders, id, block));
     const away = await client.waitFor((f) => f.type === FrameType.goaway);
     expect(away.payload.readUInt32BE(4)).toBe(ErrorCode.enhanceYourCalm);
     expect(away.payload.subarray(8).toString()).toBe("memory_budget");
