@@ -16,7 +16,11 @@ import {
   createConnectDispatcher,
   createConnectHandler,
 } from "./connect-handler.js";
-import { http2LimitDefaults, type Http2Event } from "./h2/limits.js";
+import {
+  headerShareOfMemory,
+  http2LimitDefaults,
+  type Http2Event,
+} from "./h2/limits.js";
 import { startBuiltinHttp2Server } from "./h2/server.js";
 import {
   connectionMemoryOf,
@@ -421,11 +425,6 @@ interface NodeSessionLimits {
 const maxPingStrikes = 2;
 /** SETTINGS frames a peer may send within one second. */
 const maxSettingsPerSecond = 100;
-/**
- * Share of the memory budget header lists may take, as in the builtin engine: decoded into
- * strings they cost the heap two to three times what RFC 9113 counts.
- */
-const headerShareOfMemory = 0.25;
 /** Streams refused in a row for memory before the connection is ended (as Node's 100). */
 const maxRefusedStreams = nodeMaxRejectedStreams;
 

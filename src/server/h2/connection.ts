@@ -20,7 +20,11 @@ import {
   HpackDecoder,
   HpackError,
 } from "./hpack.js";
-import { type Http2Event, http2LimitDefaults } from "./limits.js";
+import {
+  headerShareOfMemory,
+  type Http2Event,
+  http2LimitDefaults,
+} from "./limits.js";
 import {
   isValidTrailers,
   parseRequestHeaders,
@@ -149,14 +153,6 @@ export const http2ConnectionDefaults = {
 
 /** Largest compressed header block we collect across CONTINUATION frames, per list byte. */
 const compressedBytesPerListByte = 4;
-
-/**
- * Share of the memory budget header lists may take: decoded into strings and arrays they cost
- * the heap two to three times what RFC 9113 counts (measured: 4 connections holding 16 MiB of
- * lists each grew the RSS by 140–180 MiB), while bodies stay in the socket's buffers. A quarter
- * (4 MiB by default) still holds 1,000 streams of 4 KiB header lists.
- */
-const headerShareOfMemory = 0.25;
 
 /**
  * Work one connection may do in one event-loop turn before it yields to the others (see
