@@ -172,7 +172,10 @@ function failSession(
   if (session !== undefined && !session.destroyed) {
     // (destroy(undefined, code) would send NO_ERROR: an undefined error defaults to code 0.)
     session.goaway(constants.NGHTTP2_INTERNAL_ERROR);
-    session.destroy();
+    // After the current node:http2 callback (see destroySoon in grpc-server.ts).
+    setImmediate(() => {
+      if (!session.destroyed) session.destroy();
+    });
   } else if (!stream.destroyed) stream.destroy();
 }
 

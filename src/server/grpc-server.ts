@@ -453,6 +453,18 @@ const maxRefusedStreams = nodeMaxRejectedStreams;
  * clock read: the idle timer is set only when none is pending, and when it fires early it is
  * set again for the time left.
  */
+/**
+ * Destroys `session` once the current node:http2 callback has returned: destroying it from
+ * inside one of its own event handlers (while nghttp2 is still processing the received
+ * bytes) made Node abort in ~Http2Session (`current_nghttp2_memory_ == 0`) under the frame
+ * fuzzer (test/fuzz/h2-frames.test.ts).
+ */
+export function destroySoon(session: ServerHttp2Session): void {
+  setImmediate(() => {
+    if (!session.destroyed) session.destroy();
+  });
+}
+
 function limitNodeSession(
   session: ServerHttp2Session,
   limits: NodeSessionLimits,
@@ -477,7 +489,7 @@ function limitNodeSession(
     if (session.destroyed) return;
     onEvent("enhance_your_calm");
     session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM, 0, Buffer.from(reason));
-    session.destroy();
+    destroySoon(session);
   };
   const checkIdle = (): void => {
     idleTimer = undefined;
@@ -544,7 +556,7 @@ function limitNodeSession(
     handshakeTimer = setTimeout(() => {
       if (ended()) return;
       onEvent("handshake_timeout");
-      session.destroy();
+      destroySoon(session);
     }, limits.handshakeTimeoutMs);
     handshakeTimer.unref();
   }

@@ -113,6 +113,11 @@ function rssMiB(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]) / 1024;
 }
 
+/** Script options per engine (see connectionScript's rapidResetBursts: a Node bug). */
+function scriptOptions(engine: GrpcHttp2Engine): { rapidResetBursts: boolean } {
+  return { rapidResetBursts: engine !== "node" };
+}
+
 /** A spawned service on one engine. */
 interface Service {
   readonly spawned: Spawned;
@@ -455,7 +460,7 @@ async function diagnoseCrash(
         }
         await runCopies(
           service.grpcPort,
-          connectionScript(seed, index),
+          connectionScript(seed, index, scriptOptions(engine)),
           tryCopies,
         );
         await sleep(30);
@@ -476,7 +481,7 @@ async function diagnoseCrash(
       `no connection among ${candidates[0] ?? ""}-${candidates.at(-1) ?? ""} breaks a fresh service alone, ` +
       `nor run ${copiesForGc} times (within ${diagnosisBudgetMs / 1000} s): the failure needs several of them`
     );
-  const script = connectionScript(seed, culprit);
+  const script = connectionScript(seed, culprit, scriptOptions(engine));
   // Minimise: one write, then without each part in turn (at most 30 tries, ~1 s each).
   let smallest: ConnectionScript = { ...script, splits: [], slow: false };
   if (!(await crashes(engine, root, smallest, copies))) smallest = script;
@@ -556,7 +561,7 @@ describe.each(engines)("HTTP/2 frame fuzzer (%s engine)", (engine) => {
 
   if (replay !== undefined) {
     it(`replays connection ${replay}`, async () => {
-      const script = connectionScript(seed, replay);
+      const script = connectionScript(seed, replay, scriptOptions(engine));
       console.log(
         `connection ${replay} (FUZZ_SEED=${seed}):\n${describeScript(script, true)}`,
       );
@@ -597,7 +602,7 @@ describe.each(engines)("HTTP/2 frame fuzzer (%s engine)", (engine) => {
         () => suspects !== undefined,
         async (index) => {
           order.push(index);
-          const script = connectionScript(seed, index);
+          const script = connectionScript(seed, index, scriptOptions(engine));
           const outcome = await runConnection(service.grpcPort, script);
           if (suspects === undefined && service.broken())
             suspects = order.slice(-2 * concurrency);

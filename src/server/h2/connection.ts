@@ -515,6 +515,8 @@ export class Http2Connection {
   /** Highest stream id we accepted for processing: the GOAWAY's last stream id. */
   private lastAcceptedStreamId = 0;
   private readonly recentlyReset: number[] = [];
+  /** Ids of streams the peer reset (RST_STREAM), remembered the same way. */
+  private readonly resetByPeer: number[] = [];
   private peerMaxFrameBytes = minMaxFrameBytes;
   private connSendWindow = defaultWindowBytes;
   private connRecvWindow: number;
@@ -1267,6 +1269,9 @@ export class Http2Connection {
     const stream = this.streams.get(streamId);
     if (stream === undefined) return;
     const code = buf.readUInt32BE(start);
+    const byPeer = this.resetByPeer;
+    if (byPeer.length >= recentlyResetCapacity) byPeer.shift();
+    byPeer.push(streamId);
     this.closeStream(stream);
     stream.sink?.onAbort(stream, code);
   }
@@ -1484,6 +1489,14 @@ export class Http2Connection {
     // Frames may still be in flight on a stream we reset or refused: ignore them (§5.1).
     this.flood(1);
     if (this.dead || this.wasRecentlyReset(streamId)) return;
+    if (this.resetByPeer.includes(streamId)) {
+      // The peer reset it itself, so it cannot have frames in flight (§5.1, "closed").
+      this.connectionError(
+        ErrorCode.streamClosed,
+        `${what} on a stream the peer reset`,
+      );
+      return;
+    }
     this.writeRstStream(streamId, ErrorCode.streamClosed);
   }
 
