@@ -485,8 +485,11 @@ function limitNodeSession(
   let handshakeTimer: NodeJS.Timeout | undefined;
 
   const ended = (): boolean => session.closed || session.destroyed;
+  /** Set once the session is being ended by a limit (destroyed after the callback). */
+  let calmed = false;
   const calm = (reason: string): void => {
-    if (session.destroyed) return;
+    if (calmed || session.destroyed) return;
+    calmed = true;
     onEvent("enhance_your_calm");
     session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM, 0, Buffer.from(reason));
     destroySoon(session);

@@ -1266,12 +1266,12 @@ export class Http2Connection {
       this.calm("too many stream resets");
       return;
     }
-    const stream = this.streams.get(streamId);
-    if (stream === undefined) return;
-    const code = buf.readUInt32BE(start);
     const byPeer = this.resetByPeer;
     if (byPeer.length >= recentlyResetCapacity) byPeer.shift();
     byPeer.push(streamId);
+    const stream = this.streams.get(streamId);
+    if (stream === undefined) return;
+    const code = buf.readUInt32BE(start);
     this.closeStream(stream);
     stream.sink?.onAbort(stream, code);
   }
@@ -1486,9 +1486,8 @@ export class Http2Connection {
       this.connectionError(ErrorCode.protocolError, `${what} on idle stream`);
       return;
     }
-    // Frames may still be in flight on a stream we reset or refused: ignore them (§5.1).
     this.flood(1);
-    if (this.dead || this.wasRecentlyReset(streamId)) return;
+    if (this.dead) return;
     if (this.resetByPeer.includes(streamId)) {
       // The peer reset it itself, so it cannot have frames in flight (§5.1, "closed").
       this.connectionError(
@@ -1497,6 +1496,8 @@ export class Http2Connection {
       );
       return;
     }
+    // Frames may still be in flight on a stream we reset or refused: ignore them (§5.1).
+    if (this.wasRecentlyReset(streamId)) return;
     this.writeRstStream(streamId, ErrorCode.streamClosed);
   }
 
