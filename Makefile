@@ -27,7 +27,7 @@ docs: build ## regenerate docs/settings.md from the settings table
 .PHONY: bench bench-memory docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration h2spec bench clean
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 node_modules/.installed: package.json package-lock.json
 	npm install --no-audit --no-fund --loglevel=error
