@@ -429,6 +429,18 @@ const maxSettingsPerSecond = 100;
 const maxRefusedStreams = nodeMaxRejectedStreams;
 
 /**
+ * Destroys `session` once the current node:http2 callback has returned: destroying it from
+ * inside one of its own event handlers (while nghttp2 is still processing the received
+ * bytes) made Node abort in ~Http2Session (`current_nghttp2_memory_ == 0`) under the frame
+ * fuzzer (test/fuzz/h2-frames.test.ts).
+ */
+export function destroySoon(session: ServerHttp2Session): void {
+  setImmediate(() => {
+    if (!session.destroyed) session.destroy();
+  });
+}
+
+/**
  * The limits node:http2 lacks, on one session (the built-in engine enforces the same ones
  * itself, see h2/limits.ts):
  *
@@ -453,18 +465,6 @@ const maxRefusedStreams = nodeMaxRejectedStreams;
  * clock read: the idle timer is set only when none is pending, and when it fires early it is
  * set again for the time left.
  */
-/**
- * Destroys `session` once the current node:http2 callback has returned: destroying it from
- * inside one of its own event handlers (while nghttp2 is still processing the received
- * bytes) made Node abort in ~Http2Session (`current_nghttp2_memory_ == 0`) under the frame
- * fuzzer (test/fuzz/h2-frames.test.ts).
- */
-export function destroySoon(session: ServerHttp2Session): void {
-  setImmediate(() => {
-    if (!session.destroyed) session.destroy();
-  });
-}
-
 function limitNodeSession(
   session: ServerHttp2Session,
   limits: NodeSessionLimits,

@@ -19,7 +19,7 @@ import type { GrpcHttp2Engine } from "../../src/server/grpc-server.js";
 import { errorCodeName, FrameType } from "../../src/server/h2/frames.js";
 import { frame } from "../helpers/h2-raw-client.js";
 import {
-  freePort,
+  memoryServiceEnv,
   repoRoot,
   spawnNode,
   type Spawned,
@@ -134,25 +134,10 @@ async function startService(
   engine: GrpcHttp2Engine,
   root: string,
 ): Promise<Service> {
-  const grpcPort = await freePort();
-  const spawned = spawnNode(entry, [], {
-    BACKEND_TYPE: "memory",
-    HOST: "127.0.0.1",
-    PORT: String(await freePort()),
-    GRPC_HOST: "127.0.0.1",
-    GRPC_PORT: String(grpcPort),
-    GRPC_HTTP2_ENGINE: engine,
-    DEBUG_HOST: "127.0.0.1",
-    DEBUG_PORT: String(await freePort()),
-    RUNTIME_ROOT: root,
-    RUNTIME_SUBDIRECTORY: "",
-    RUNTIME_APPDIRECTORY: "config",
-    RUNTIME_WATCH_ROOT: "false",
-    USE_PUSHSTATS: "false",
+  const { env, grpcPort } = await memoryServiceEnv(engine, root, {
     EXPLAIN_ENABLED: "true",
-    LOG_LEVEL: "warn",
-    LOG_FORMAT: "json",
   });
+  const spawned = spawnNode(entry, [], env);
   let exited = false;
   let loggedError = false;
   void spawned.exited.then(() => (exited = true));

@@ -22,7 +22,7 @@ import { join } from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { RateLimitRequestSchema } from "../../src/proto.js";
-import { freePort } from "./spawn-service.js";
+import { memoryServiceEnv } from "./spawn-service.js";
 
 // ---- wire format (RFC 9113, RFC 7541) ----------------------------------------------------------
 
@@ -1095,26 +1095,13 @@ export async function spawnAttackTarget(
   const root = mkdtempSync(join(tmpdir(), "h2-attacks-"));
   mkdirSync(join(root, "config"));
   writeFileSync(join(root, "config", "attack.yaml"), attackServiceConfig);
-  const port = await freePort();
-  const env: Record<string, string> = {
-    PATH: process.env["PATH"] ?? "",
-    BACKEND_TYPE: "memory",
-    HOST: "127.0.0.1",
-    PORT: String(await freePort()),
-    GRPC_HOST: "127.0.0.1",
-    GRPC_PORT: String(port),
-    DEBUG_HOST: "127.0.0.1",
-    DEBUG_PORT: String(await freePort()),
-    RUNTIME_ROOT: root,
-    RUNTIME_SUBDIRECTORY: "",
-    RUNTIME_WATCH_ROOT: "false",
-    LOG_LEVEL: "warn",
-    LOG_FORMAT: "json",
-    // Statistics are kept (the http2 counters), but not pushed to a statsd nobody runs.
-    USE_PUSHSTATS: "false",
-    GRPC_HTTP2_ENGINE: options.engine,
-    ...options.env,
-  };
+  // Statistics are kept (the http2 counters), but not pushed to a statsd nobody runs.
+  const { env: serviceEnv, grpcPort: port } = await memoryServiceEnv(
+    options.engine,
+    root,
+    options.env,
+  );
+  const env = { PATH: process.env["PATH"] ?? "", ...serviceEnv };
   // V8 flags as bin/ratelimit sets them (8 MiB semi-spaces): without them the young generation
   // alone may grow by ~190 MiB under an allocation-heavy attack, which users never run with.
   const child: ChildProcess = spawn(

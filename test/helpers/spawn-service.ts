@@ -60,3 +60,39 @@ export function spawnNode(
   });
   return { child, output: () => out, exited };
 }
+
+/**
+ * Environment of a service spawned for HTTP/2 tests: memory backend, every listener on
+ * loopback ports probed free, the config from `<root>/config` (not watched), statistics kept
+ * but not pushed, JSON logs at `warn`; `extra` added last.
+ *
+ * @returns the environment and the gRPC port in it
+ */
+export async function memoryServiceEnv(
+  engine: string,
+  root: string,
+  extra: Record<string, string> = {},
+): Promise<{ env: Record<string, string>; grpcPort: number }> {
+  const grpcPort = await freePort();
+  return {
+    grpcPort,
+    env: {
+      BACKEND_TYPE: "memory",
+      HOST: "127.0.0.1",
+      PORT: String(await freePort()),
+      GRPC_HOST: "127.0.0.1",
+      GRPC_PORT: String(grpcPort),
+      GRPC_HTTP2_ENGINE: engine,
+      DEBUG_HOST: "127.0.0.1",
+      DEBUG_PORT: String(await freePort()),
+      RUNTIME_ROOT: root,
+      RUNTIME_SUBDIRECTORY: "",
+      RUNTIME_APPDIRECTORY: "config",
+      RUNTIME_WATCH_ROOT: "false",
+      USE_PUSHSTATS: "false",
+      LOG_LEVEL: "warn",
+      LOG_FORMAT: "json",
+      ...extra,
+    },
+  };
+}
