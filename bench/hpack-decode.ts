@@ -8,7 +8,7 @@
 import { randomUUID } from "node:crypto";
 import { connect } from "node:http2";
 import { createServer, type AddressInfo } from "node:net";
-import { HpackDecoder } from "../src/server/h2/hpack.js";
+import { HpackDecoder } from "../src/http2/hpack.js";
 
 const requestCount = 1000;
 

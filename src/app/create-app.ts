@@ -20,8 +20,8 @@ import {
   createExplainHandler,
   createExplainJsonHandler,
 } from "../server/explain-handler.js";
-import { startGrpcServer } from "../server/grpc-server.js";
-import type { Http2Event } from "../server/h2/limits.js";
+import { startGrpcServer } from "../server/grpc/grpc-server.js";
+import type { Http2Event } from "../http2/limits.js";
 import { startHttpServer } from "../server/http-server.js";
 import { createJsonHandler } from "../server/json-handler.js";
 import type { Listening } from "../server/listen.js";

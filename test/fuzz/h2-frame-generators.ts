@@ -5,11 +5,11 @@ import {
   Flag,
   FrameType,
   SettingId,
-} from "../../src/server/h2/frames.js";
+} from "../../src/http2/frames.js";
 import {
   huffmanCodeLengths,
   huffmanCodes,
-} from "../../src/server/h2/huffman.js";
+} from "../../src/http2/huffman.js";
 import {
   frame,
   grpcRequestFields,

@@ -15,8 +15,8 @@ import {
   RateLimitResponse_Code,
   type RateLimitResponse,
 } from "../../src/proto.js";
-import type { GrpcHttp2Engine } from "../../src/server/grpc-server.js";
-import { errorCodeName, FrameType } from "../../src/server/h2/frames.js";
+import type { GrpcHttp2Engine } from "../../src/server/grpc/grpc-server.js";
+import { errorCodeName, FrameType } from "../../src/http2/frames.js";
 import { frame } from "../helpers/h2-raw-client.js";
 import {
   memoryServiceEnv,

@@ -1,10 +1,10 @@
 import { connect, type Socket } from "node:net";
-import { HpackDecoder, encodeHeaderBlock } from "../../src/server/h2/hpack.js";
+import { HpackDecoder, encodeHeaderBlock } from "../../src/http2/hpack.js";
 import {
   clientPreface,
   FrameType,
   writeFrameHeader,
-} from "../../src/server/h2/frames.js";
+} from "../../src/http2/frames.js";
 
 /** One frame as received. */
 export interface RawFrame {

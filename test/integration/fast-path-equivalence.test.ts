@@ -11,7 +11,7 @@ import {
 import {
   installGrpcFastPath,
   parseGrpcTimeoutMs,
-} from "../../src/server/grpc-fast-path.js";
+} from "../../src/server/grpc/grpc-fast-path.js";
 import { listen } from "../../src/server/listen.js";
 import { envelope, rawGrpc, type RawGrpcResult } from "../helpers/raw-grpc.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";

@@ -17,7 +17,7 @@ import {
   http2ServerOptions,
   startGrpcServer,
   type GrpcServerOptions,
-} from "../../src/server/grpc-server.js";
+} from "../../src/server/grpc/grpc-server.js";
 import type { Listening } from "../../src/server/listen.js";
 import { envelope } from "../helpers/raw-grpc.js";
 

@@ -17,15 +17,15 @@ import {
   createConnectDispatcher,
   type ConnectDispatcher,
 } from "../../src/server/connect-handler.js";
-import type { Http2Event } from "../../src/server/h2/limits.js";
+import type { Http2Event } from "../../src/http2/limits.js";
 import {
   ErrorCode,
   Flag,
   FrameType,
   SettingId,
-} from "../../src/server/h2/frames.js";
-import { startBuiltinHttp2Server } from "../../src/server/h2/server.js";
-import type { Http2ConnectionOptions } from "../../src/server/h2/connection.js";
+} from "../../src/http2/frames.js";
+import { startBuiltinHttp2Server } from "../../src/server/grpc/builtin-listener.js";
+import type { Http2ConnectionOptions } from "../../src/http2/connection.js";
 import type { Listening } from "../../src/server/listen.js";
 import type { ShouldRateLimitHandler } from "../../src/server/should-rate-limit-handler.js";
 import { GrpcJsRateLimitClient } from "../helpers/grpc-js-client.js";
@@ -228,7 +228,7 @@ describe("built-in HTTP/2 engine: connection setup", () => {
   it("requires SETTINGS as the first frame", async () => {
     const server = await start();
     const client = await open(server.port, { preface: false });
-    const { clientPreface } = await import("../../src/server/h2/frames.js");
+    const { clientPreface } = await import("../../src/http2/frames.js");
     client.send(
       Buffer.concat([
         clientPreface,

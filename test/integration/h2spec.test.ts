@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { GrpcHttp2Engine } from "../../src/server/grpc-server.js";
+import type { GrpcHttp2Engine } from "../../src/server/grpc/grpc-server.js";
 import {
   memoryServiceEnv,
   repoRoot,

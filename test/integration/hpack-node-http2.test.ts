@@ -5,7 +5,7 @@ import {
 } from "node:http2";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { HpackDecoder } from "../../src/server/h2/hpack.js";
+import { HpackDecoder } from "../../src/http2/hpack.js";
 
 // Cross-check of our HPACK decoder against a real encoder: node:http2's client (nghttp2) sends
 // Huffman-coded, dynamically indexed request headers. A plain TCP server captures the raw HEADERS

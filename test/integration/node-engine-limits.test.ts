@@ -9,12 +9,12 @@ import {
   RateLimitResponse_Code,
   RateLimitResponseSchema,
 } from "../../src/proto.js";
-import { ErrorCode, Flag, FrameType } from "../../src/server/h2/frames.js";
-import type { Http2Event } from "../../src/server/h2/limits.js";
+import { ErrorCode, Flag, FrameType } from "../../src/http2/frames.js";
+import type { Http2Event } from "../../src/http2/limits.js";
 import {
   startGrpcServer,
   type GrpcServerOptions,
-} from "../../src/server/grpc-server.js";
+} from "../../src/server/grpc/grpc-server.js";
 import type { Listening } from "../../src/server/listen.js";
 import { TestPki } from "../helpers/certs.js";
 import { startTestApp } from "../helpers/rls-app.js";

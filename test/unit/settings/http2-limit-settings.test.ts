@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { http2LimitDefaults } from "../../../src/server/h2/limits.js";
+import { http2LimitDefaults } from "../../../src/http2/limits.js";
 import { durationMs } from "../../../src/settings/schema/codecs.js";
 import { SettingsError } from "../../../src/settings/settings-error.js";
 import { loadSettings } from "../../../src/settings/settings.js";

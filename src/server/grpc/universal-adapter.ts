@@ -4,9 +4,9 @@ import type {
   UniversalServerResponse,
 } from "@connectrpc/connect/protocol";
 import type { ConnectDispatcher } from "../connect-handler.js";
-import type { H2Stream, StreamSink } from "./connection.js";
-import { ErrorCode } from "./frames.js";
-import { encodeHeaderBlock } from "./hpack.js";
+import type { H2Stream, StreamSink } from "../../http2/connection.js";
+import { ErrorCode } from "../../http2/frames.js";
+import { encodeHeaderBlock } from "../../http2/hpack.js";
 
 // Everything the gRPC fast path does not serve (health, Explain, gRPC-web, Connect, compressed
 // calls, unknown paths) goes to the Connect router through its universal-handler API, as

@@ -8,11 +8,11 @@ import {
 } from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
-import type { RateLimitRequest } from "../proto.js";
-import type { Http2Event } from "./h2/limits.js";
+import type { RateLimitRequest } from "../../proto.js";
+import type { Http2Event } from "../../http2/limits.js";
 import { decodeRateLimitRequest } from "./rate-limit-request-decoder.js";
 import { encodeRateLimitResponseFrame } from "./rate-limit-response-encoder.js";
-import type { ShouldRateLimitHandler } from "./should-rate-limit-handler.js";
+import type { ShouldRateLimitHandler } from "../should-rate-limit-handler.js";
 
 /** Options of {@link installGrpcFastPath}. */
 export interface GrpcFastPathOptions {

@@ -4,7 +4,7 @@ import {
   decodeHuffman,
   huffmanCodeLengths,
   huffmanCodes,
-} from "../../../../src/server/h2/huffman.js";
+} from "../../../src/http2/huffman.js";
 
 // An independent reference for the table-driven decoder: walks the input one bit at a time and
 // looks each (length, code) prefix up in a map built straight from the Appendix B table.

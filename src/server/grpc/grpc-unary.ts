@@ -1,10 +1,10 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { RateLimitRequest } from "../../proto.js";
-import { decodeUnaryEnvelope, parseGrpcTimeoutMs } from "../grpc-fast-path.js";
-import { encodeRateLimitResponseFrame } from "../rate-limit-response-encoder.js";
+import { decodeUnaryEnvelope, parseGrpcTimeoutMs } from "./grpc-fast-path.js";
+import { encodeRateLimitResponseFrame } from "./rate-limit-response-encoder.js";
 import type { ShouldRateLimitHandler } from "../should-rate-limit-handler.js";
-import type { H2Stream, StreamSink } from "./connection.js";
-import { encodeHeaderBlock } from "./hpack.js";
+import type { H2Stream, StreamSink } from "../../http2/connection.js";
+import { encodeHeaderBlock } from "../../http2/hpack.js";
 
 // Unary gRPC ShouldRateLimit served inline on the built-in HTTP/2 engine: the same semantics,
 // codes and messages as the node:http2 fast path (grpc-fast-path.ts), with one state object

@@ -15,13 +15,13 @@ import type { Logger } from "pino";
 import {
   createConnectDispatcher,
   createConnectHandler,
-} from "./connect-handler.js";
+} from "../connect-handler.js";
 import {
   headerShareOfMemory,
   http2LimitDefaults,
   type Http2Event,
-} from "./h2/limits.js";
-import { startBuiltinHttp2Server } from "./h2/server.js";
+} from "../../http2/limits.js";
+import { startBuiltinHttp2Server } from "./builtin-listener.js";
 import {
   connectionMemoryOf,
   containStreamListeners,
@@ -29,15 +29,15 @@ import {
   type ConnectionMemory,
   type MeteredSession,
 } from "./grpc-fast-path.js";
-import { http2ConnectionDefaults } from "./h2/connection.js";
+import { http2ConnectionDefaults } from "../../http2/connection.js";
 import { limitConnectionAge } from "./connection-age.js";
-import { listen, type ListenTarget, type Listening } from "./listen.js";
-import type { ShouldRateLimitHandler } from "./should-rate-limit-handler.js";
+import { listen, type ListenTarget, type Listening } from "../listen.js";
+import type { ShouldRateLimitHandler } from "../should-rate-limit-handler.js";
 import {
   hasDnsSan,
   loadTlsCredentials,
   type TlsCredentials,
-} from "./tls-credentials.js";
+} from "../tls-credentials.js";
 
 /** TLS settings of the gRPC listener. */
 export interface GrpcTlsOptions {

@@ -4,7 +4,7 @@ import {
   type HeaderValue,
   type RateLimitResponse,
   type RateLimitResponse_DescriptorStatus,
-} from "../proto.js";
+} from "../../proto.js";
 
 /**
  * Encodes a `RateLimitResponse` as one gRPC message frame (`flags:u8 length:u32be message`),

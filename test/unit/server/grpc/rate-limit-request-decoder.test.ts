@@ -5,8 +5,8 @@ import {
   OverrideRateLimitUnit,
   RateLimitRequestSchema,
   type RateLimitRequest,
-} from "../../../src/proto.js";
-import { decodeRateLimitRequest } from "../../../src/server/rate-limit-request-decoder.js";
+} from "../../../../src/proto.js";
+import { decodeRateLimitRequest } from "../../../../src/server/grpc/rate-limit-request-decoder.js";
 
 /** The message inside a larger buffer, as the fast path has it (after the 5-byte prefix). */
 function framed(bytes: Uint8Array): Buffer {

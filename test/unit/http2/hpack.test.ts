@@ -5,7 +5,7 @@ import {
   HeaderListTooLargeError,
   HpackDecoder,
   HpackError,
-} from "../../../../src/server/h2/hpack.js";
+} from "../../../src/http2/hpack.js";
 
 const noListLimit = Number.MAX_SAFE_INTEGER;
 

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { StreamTable } from "../../../../src/server/h2/stream-table.js";
+import { StreamTable } from "../../../src/http2/stream-table.js";
 
 type Op =
   | { kind: "set"; id: number; value: number }

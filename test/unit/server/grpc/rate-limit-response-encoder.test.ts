@@ -10,8 +10,8 @@ import {
   RateLimitResponse_DescriptorStatusSchema,
   RateLimitResponse_RateLimitSchema,
   type RateLimitResponse,
-} from "../../../src/proto.js";
-import { encodeRateLimitResponseFrame } from "../../../src/server/rate-limit-response-encoder.js";
+} from "../../../../src/proto.js";
+import { encodeRateLimitResponseFrame } from "../../../../src/server/grpc/rate-limit-response-encoder.js";
 
 /** What the fast path sent before: protobuf-es's bytes behind the gRPC envelope prefix. */
 function reference(response: RateLimitResponse): Buffer {

@@ -5,7 +5,7 @@ import {
   isValidFieldValue,
   isValidTrailers,
   parseRequestHeaders,
-} from "../../../../src/server/h2/request-headers.js";
+} from "../../../src/http2/request-headers.js";
 
 // Header validation of the built-in HTTP/2 engine (RFC 9113 §8.2.1, §8.3). The invariant that
 // matters most: whatever passes is accepted by the WHATWG Headers class the Connect router

@@ -5,7 +5,7 @@ import {
   type RateLimitDescriptor_Entry,
   type RateLimitDescriptor_RateLimitOverride,
   type RateLimitRequest,
-} from "../proto.js";
+} from "../../proto.js";
 
 /**
  * Decodes a `RateLimitRequest` from `bytes[start, end)` into the same plain objects protobuf-es's

@@ -2,8 +2,8 @@ import { describe, expect, it } from "vitest";
 import {
   grpcServerDefaults,
   http2ServerOptions,
-} from "../../../src/server/grpc-server.js";
-import { http2LimitDefaults } from "../../../src/server/h2/limits.js";
+} from "../../../../src/server/grpc/grpc-server.js";
+import { http2LimitDefaults } from "../../../../src/http2/limits.js";
 
 describe("node:http2 options of the gRPC listener", () => {
   it("passes the default limits, memory a quarter over the budget in whole megabytes, the builtin engine's stream limit", () => {

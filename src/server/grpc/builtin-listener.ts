@@ -6,20 +6,20 @@ import {
 } from "node:tls";
 import type { Logger } from "pino";
 import type { ConnectDispatcher } from "../connect-handler.js";
-import { limitConnectionAge } from "../connection-age.js";
+import { limitConnectionAge } from "./connection-age.js";
 import { listen, type ListenTarget, type Listening } from "../listen.js";
 import { hasDnsSan } from "../tls-credentials.js";
 import {
   Http2Connection,
   type H2Stream,
   type Http2ConnectionOptions,
-} from "./connection.js";
+} from "../../http2/connection.js";
 import {
   fastPathContentType,
   serveShouldRateLimit,
   type GrpcUnaryOptions,
 } from "./grpc-unary.js";
-import { type Http2Event, http2LimitDefaults } from "./limits.js";
+import { type Http2Event, http2LimitDefaults } from "../../http2/limits.js";
 import { serveWithConnect } from "./universal-adapter.js";
 
 /** TLS of {@link startBuiltinHttp2Server}. */
