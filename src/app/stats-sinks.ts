@@ -32,8 +32,11 @@ const quote = (text: string): string => JSON.stringify(text);
  * file cannot be read or is not a valid mapping
  */
 async function loadPullMapping(settings: Settings): Promise<PullMapping> {
-  const { builtInPullMapping, parsePullMapping, PullMappingError } =
-    await import("../stats/prometheus-mapping.js");
+  const { builtInPullMapping } =
+    await import("../stats/prometheus-builtin-mapping.js");
+  const { parsePullMapping } =
+    await import("../stats/prometheus-mapping-parser.js");
+  const { PullMappingError } = await import("../stats/prometheus-mapping.js");
   const path = settings.pullStatsMapperYaml;
   if (path === "")
     return builtInPullMapping(settings.pullStatsResponseTimeAsMilliseconds);

@@ -3,6 +3,8 @@
 // time.ParseDuration, plus its comma-separated list and `k:v` map forms. Each parser takes the
 // raw text (never undefined: "unset" is decided by the caller) and throws EnvParseError.
 
+import { formatGoDuration, parseGoDuration } from "../util/go-duration.js";
+
 /**
  * One environment value does not have the expected form. {@link loadSettings} turns it into one
  * line of a {@link SettingsError}, prefixed with the variable name and the bad value.
@@ -242,20 +244,6 @@ export function parseRatio(text: string): number {
 // ---------------------------------------------------------------------------------------------
 // duration
 
-const nanosecondsPerUnit: ReadonlyMap<string, bigint> = new Map([
-  ["ns", 1n],
-  ["us", 1_000n],
-  ["\u00b5s", 1_000n], // U+00B5 micro sign
-  ["\u03bcs", 1_000n], // U+03BC Greek small letter mu
-  ["ms", 1_000_000n],
-  ["s", 1_000_000_000n],
-  ["m", 60_000_000_000n],
-  ["h", 3_600_000_000_000n],
-]);
-const maxNanoseconds = (1n << 63n) - 1n;
-// One `<number><unit>` part: digits, optional fraction, then everything up to the next digit or dot.
-const durationPart = /^([0-9]*)(?:\.([0-9]*))?([^0-9.]*)/;
-
 const durationSyntax =
   "duration such as 300ms, 1.5h or 2h45m (units ns, us, µs, ms, s, m, h)";
 
@@ -264,40 +252,6 @@ export const durationExpected = `a ${durationSyntax}`;
 
 /** Sign restriction for {@link parseDurationMs}: any, ≥ 0, or > 0. */
 export type DurationBound = "any" | "non-negative" | "positive";
-
-/**
- * Reads a Go duration (`time.ParseDuration`) as whole nanoseconds, or undefined when invalid.
- * Go keeps a duration in a signed 64-bit count of nanoseconds; larger values are invalid.
- */
-function goDurationNanoseconds(text: string): bigint | undefined {
-  let rest = text;
-  let negative = false;
-  if (rest.startsWith("+") || rest.startsWith("-")) {
-    negative = rest.startsWith("-");
-    rest = rest.slice(1);
-  }
-  if (rest === "0") return 0n;
-  if (rest === "") return undefined;
-  let total = 0n;
-  while (rest !== "") {
-    const part = durationPart.exec(rest);
-    if (part === null) return undefined;
-    const [matched, whole = "", fraction = "", unit = ""] = part;
-    if (whole === "" && fraction === "") return undefined;
-    const scale = nanosecondsPerUnit.get(unit);
-    if (scale === undefined) return undefined;
-    let nanoseconds = BigInt(whole === "" ? "0" : whole) * scale;
-    if (fraction !== "") {
-      // Sub-nanosecond remainders are truncated, as in Go.
-      nanoseconds +=
-        (BigInt(fraction) * scale) / 10n ** BigInt(fraction.length);
-    }
-    total += nanoseconds;
-    if (total > maxNanoseconds + (negative ? 1n : 0n)) return undefined;
-    rest = rest.slice(matched.length);
-  }
-  return negative ? -total : total;
-}
 
 /**
  * Parses a Go duration (`time.ParseDuration`): a sequence of decimal numbers, each with an
@@ -314,7 +268,7 @@ export function parseDurationMs(
 ): number {
   const expected =
     bound === "any" ? durationExpected : `a ${bound} ${durationSyntax}`;
-  const nanoseconds = goDurationNanoseconds(text);
+  const nanoseconds = parseGoDuration(text);
   if (nanoseconds === undefined) throw new EnvParseError(expected);
   if (bound === "non-negative" && nanoseconds < 0n)
     throw new EnvParseError(expected, "negative");
@@ -323,34 +277,12 @@ export function parseDurationMs(
   return Number(nanoseconds) / 1e6;
 }
 
-const formatUnits: readonly (readonly [string, bigint])[] = [
-  ["h", 3_600_000_000_000n],
-  ["m", 60_000_000_000n],
-  ["s", 1_000_000_000n],
-  ["ms", 1_000_000n],
-  ["us", 1_000n],
-  ["ns", 1n],
-];
-
 /**
  * Formats milliseconds as the shortest Go duration text that {@link parseDurationMs} reads back
  * to the same value (to the nanosecond): `86400000` → `24h`, `90000` → `1m30s`, `0` → `0`.
  */
 export function formatDurationMs(durationMs: number): string {
-  let nanoseconds = BigInt(Math.round(durationMs * 1e6));
-  if (nanoseconds === 0n) return "0";
-  const sign = nanoseconds < 0n ? "-" : "";
-  if (nanoseconds < 0n) nanoseconds = -nanoseconds;
-  let text = sign;
-  for (const [unit, scale] of formatUnits) {
-    // Hours stay in hours ("24h", not "1d"): Go has no larger unit.
-    const count = nanoseconds / scale;
-    if (count > 0n) {
-      text += `${count.toString()}${unit}`;
-      nanoseconds -= count * scale;
-    }
-  }
-  return text;
+  return formatGoDuration(BigInt(Math.round(durationMs * 1e6)));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,12 +9,11 @@ import {
   Registry,
   Summary,
 } from "prom-client";
-import {
-  createPullMapper,
-  labelNamesByMetric,
-  type MappedStat,
-  type PullMapping,
-  type StatKind,
+import { createPullMapper, labelNamesByMetric } from "./prometheus-mapper.js";
+import type {
+  MappedStat,
+  PullMapping,
+  StatKind,
 } from "./prometheus-mapping.js";
 import type { StatsSink } from "./stats-sink.js";
 import type { TimerListener } from "./stats-store.js";

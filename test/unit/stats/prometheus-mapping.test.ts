@@ -1,9 +1,11 @@
 import { describe, expect, it } from "vitest";
+import { builtInPullMapping } from "../../../src/stats/prometheus-builtin-mapping.js";
 import {
-  builtInPullMapping,
   createPullMapper,
   escapeMetricName,
-  parsePullMapping,
+} from "../../../src/stats/prometheus-mapper.js";
+import { parsePullMapping } from "../../../src/stats/prometheus-mapping-parser.js";
+import {
   PullMappingError,
   type StatKind,
 } from "../../../src/stats/prometheus-mapping.js";
