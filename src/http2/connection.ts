@@ -1,5 +1,10 @@
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
+import { AbuseMeter } from "./abuse-meter.js";
+import {
+  http2ConnectionDefaults,
+  type Http2ConnectionOptions,
+} from "./connection-options.js";
 import {
   clientPreface,
   defaultWindowBytes,
@@ -12,19 +17,15 @@ import {
   maxWindowBytes,
   minMaxFrameBytes,
   SettingId,
-  writeFrameHeader,
 } from "./frames.js";
-import {
-  encodeHeaderBlock,
-  HeaderListTooLargeError,
-  HpackDecoder,
-  HpackError,
-} from "./hpack.js";
+import { H2Stream } from "./h2-stream.js";
+import { HeaderListTooLargeError, HpackDecoder, HpackError } from "./hpack.js";
 import {
   headerShareOfMemory,
   type Http2Event,
   http2LimitDefaults,
 } from "./limits.js";
+import { OutputQueue, type OutputOwner } from "./output-queue.js";
 import {
   isValidTrailers,
   parseRequestHeaders,
@@ -32,124 +33,10 @@ import {
 } from "./request-headers.js";
 import { StreamTable } from "./stream-table.js";
 
-// One HTTP/2 connection, server side (RFC 9113): frame parsing, the stream state machine, flow
-// control in both directions and the output queue. What the streams carry is someone else's
-// business: each new request is handed to `onStream`, which attaches a {@link StreamSink}.
-
-/** What a request stream reports to whoever serves it (called as methods of the sink). */
-export interface StreamSink {
-  /**
-   * A piece of the request body. `chunk` is a view into the received socket data (not
-   * copied); it stays valid, but the receiver must call {@link H2Stream.consumed} once it no
-   * longer holds bytes it has not processed, so that large bodies keep flowing.
-   */
-  onData(stream: H2Stream, chunk: Buffer): void;
-  /** The request is complete (END_STREAM, after any trailers). */
-  onEnd(stream: H2Stream): void;
-  /**
-   * The stream is gone before the response was complete: the peer reset it (RST_STREAM), the
-   * connection closed, or a protocol error reset it. Nothing written afterwards is sent.
-   */
-  onAbort(stream: H2Stream, errorCode: number): void;
-}
-
-/** Limits and settings of {@link Http2Connection}. */
-export interface Http2ConnectionOptions {
-  /** Called once per request, when its header block is complete and valid. */
-  readonly onStream: (stream: H2Stream) => void;
-  /** Called once when the socket has closed. */
-  readonly onClose?: (connection: Http2Connection) => void;
-  readonly logger: Logger;
-  /**
-   * SETTINGS_MAX_CONCURRENT_STREAMS we announce; streams beyond it are refused
-   * (RST_STREAM REFUSED_STREAM, RFC 9113 §5.1.2). @defaultValue {@link http2ConnectionDefaults}
-   */
-  readonly maxConcurrentStreams?: number;
-  /**
-   * SETTINGS_INITIAL_WINDOW_SIZE we announce: how many request body bytes a client may send
-   * on one stream before we acknowledge them, in bytes. @defaultValue {@link http2ConnectionDefaults}
-   */
-  readonly initialWindowBytes?: number;
-  /**
-   * Receive window of the whole connection, in bytes (raised from 65,535 by a WINDOW_UPDATE
-   * right after our SETTINGS). @defaultValue {@link http2ConnectionDefaults}
-   */
-  readonly connectionWindowBytes?: number;
-  /**
-   * SETTINGS_MAX_HEADER_LIST_SIZE we announce and enforce, in bytes as RFC 9113 §6.5.2
-   * counts them (name + value + 32 per field); a larger request is answered 431.
-   * @defaultValue {@link http2ConnectionDefaults}
-   */
-  readonly maxHeaderListBytes?: number;
-  /**
-   * Stream resets (RST_STREAM) accepted from the peer, a token bucket: `burst` at once,
-   * refilled at `ratePerSecond`; beyond it the connection gets GOAWAY(ENHANCE_YOUR_CALM)
-   * (rapid reset, CVE-2023-44487). @defaultValue {@link http2ConnectionDefaults}
-   */
-  readonly streamResetLimit?: {
-    readonly burst: number;
-    readonly ratePerSecond: number;
-  };
-  /** Socket bytes queued beyond which we stop reading from the peer. @defaultValue 1 MiB */
-  readonly maxQueuedOutputBytes?: number;
-  /** Monotonic clock in ms (token bucket). @defaultValue performance.now */
-  readonly nowMs?: () => number;
-  /**
-   * Time for the client preface and first SETTINGS, then for the ACK of ours, in ms; beyond
-   * it the connection is closed. @defaultValue {@link http2LimitDefaults}
-   */
-  readonly handshakeTimeoutMs?: number;
-  /**
-   * Time a connection may stay with no open stream, in ms, before GOAWAY NO_ERROR; 0
-   * disables. @defaultValue {@link http2LimitDefaults} `maxConnectionIdleMs`
-   */
-  readonly idleTimeoutMs?: number;
-  /**
-   * PING enforcement (grpc-go's keepalive policy), in ms: a PING sooner than this after the
-   * previous one with no response sent in between is a strike; the third ends the connection
-   * with GOAWAY ENHANCE_YOUR_CALM. 0 disables. @defaultValue {@link http2LimitDefaults}
-   */
-  readonly keepaliveMinTimeMs?: number;
-  /**
-   * Request header lists (as RFC 9113 §6.5.2 counts them) and body bytes the connection's open
-   * streams may hold at once, summed over the streams (a stream's bytes count until it
-   * closes), as node:http2's `maxSessionMemory` bounds a session; header lists may take a
-   * quarter of it at most (they cost more heap than they count). A new stream beyond it is
-   * refused (RST_STREAM ENHANCE_YOUR_CALM), body bytes beyond it end the connection (GOAWAY
-   * ENHANCE_YOUR_CALM). @defaultValue {@link http2LimitDefaults}
-   */
-  readonly maxConnectionMemoryBytes?: number;
-  /** CONTINUATION frames allowed in one header block. @defaultValue {@link http2LimitDefaults} */
-  readonly maxContinuationFrames?: number;
-  /** Time a header block may take to end, in ms. @defaultValue {@link http2LimitDefaults} */
-  readonly headerBlockTimeoutMs?: number;
-  /** Flood score limit (see {@link http2LimitDefaults}). */
-  readonly floodLimit?: number;
-  /** Flood score decay per second. */
-  readonly floodDecayPerSecond?: number;
-  /** Told when a limit acts or handling fails (statistics). */
-  readonly onEvent?: (event: Http2Event) => void;
-}
-
-/**
- * Defaults of {@link Http2ConnectionOptions}:
- * - 1,000 concurrent streams: far above what one proxy connection keeps in flight for a
- *   sub-millisecond call (2,000 calls/s through a 30 ms stall is 60), small enough to bound
- *   the memory one connection can hold;
- * - 1 MiB stream and connection windows: a request never waits for a WINDOW_UPDATE, while
- *   what one connection can make us buffer stays bounded;
- * - 64 KiB header lists, node:http2's default, so a caller that works with the node engine
- *   works with this one (Envoy's rate-limit calls carry a few hundred bytes);
- * - the abuse limits of {@link http2LimitDefaults} (handshake, idle, PING strikes, resets,
- *   memory, CONTINUATION frames, floods).
- */
-export const http2ConnectionDefaults = {
-  maxConcurrentStreams: 1000,
-  initialWindowBytes: 1024 * 1024,
-  connectionWindowBytes: 1024 * 1024,
-  maxHeaderListBytes: 64 * 1024,
-  maxQueuedOutputBytes: 1024 * 1024,
-} as const;
+// One HTTP/2 connection, server side (RFC 9113): frame parsing, the stream state machine,
+// receive-side flow control and the abuse limits. The write side (batching, send windows) is
+// output-queue.ts, the streams' own API h2-stream.ts. What the streams carry is someone
+// else's business: each new request is handed to `onStream`, which attaches a `StreamSink`.
 
 /** Largest compressed header block we collect across CONTINUATION frames, per list byte. */
 const compressedBytesPerListByte = 4;
@@ -164,240 +51,8 @@ const maxBytesPerTurn = 256 * 1024;
 
 const emptyChunk = Buffer.alloc(0);
 
-/** PING strikes tolerated; one more ends the connection (grpc-go's `maxPingStrikes`). */
-const maxPingStrikes = 2;
-
 /** Ids of streams we reset, remembered so that frames still in flight are ignored (§5.1). */
 const recentlyResetCapacity = 256;
-
-/** Sent frames are buffered here and written once per event-loop turn. */
-const outputInitialBytes = 16 * 1024;
-
-type StreamState = "open" | "halfClosedRemote" | "closed";
-
-/**
- * One request stream (RFC 9113 §5.1, server side): created open (or half-closed (remote)
- * when the request had no body), closed once both sides ended or either reset it.
- *
- * The request's header fields are a flat list `[name0, value0, name1, value1, …]` with
- * lower-case names as HPACK decoded them; the pseudo-header fields are also on their own
- * properties.
- */
-export class H2Stream {
-  /** Stream identifier (odd, client-initiated). */
-  readonly id: number;
-  /** Request header fields, `[name0, value0, …]`, names lower-case, in wire order. */
-  readonly headerFields: readonly string[];
-  /** `:method`. */
-  readonly method: string;
-  /** `:path` (with the query string, if any). */
-  readonly path: string;
-  /** `:scheme`. */
-  readonly scheme: string;
-  /** `:authority`, or the `host` field, or "". */
-  readonly authority: string;
-  /** Whoever serves the request; set by `onStream`. */
-  sink: StreamSink | undefined = undefined;
-  /** What the server attached to the stream (the call state). */
-  context: unknown = undefined;
-
-  /** @internal */ state: StreamState;
-  /** @internal */ readonly connection: Http2Connection;
-  /** @internal */ sendWindow: number;
-  /** @internal */ recvWindow: number;
-  /** @internal */ recvUnacked = 0;
-  /** @internal */ receivedBytes = 0;
-  /** @internal */ readonly contentLength: number;
-  /** @internal */ headersSent = false;
-  /** @internal */ localEnded = false;
-  /** @internal */ endPending = false;
-  /** @internal */ trailersPending: Buffer | undefined = undefined;
-  /** @internal */ queue: Buffer[] | undefined = undefined;
-  /** @internal */ queueOffset = 0;
-  /** @internal */ queuedBytes = 0;
-  /** @internal */ drainWaiter: (() => void) | undefined = undefined;
-  /** @internal header list bytes, counted in the connection's memory budget */
-  readonly headerBytes: number;
-  /** @internal the server is working on the request (see {@link beginWork}) */
-  working = false;
-  /** @internal closed by the peer while working: still holds a concurrency slot */
-  abandoned = false;
-
-  /** @internal */
-  constructor(
-    connection: Http2Connection,
-    id: number,
-    fields: string[],
-    pseudo: RequestPseudoHeaders,
-  ) {
-    this.connection = connection;
-    this.id = id;
-    this.headerFields = fields;
-    this.method = pseudo.method;
-    this.path = pseudo.path;
-    this.scheme = pseudo.scheme;
-    this.authority = pseudo.authority;
-    this.contentLength = pseudo.contentLength;
-    this.headerBytes = pseudo.listBytes;
-    this.state = "open";
-    this.sendWindow = connection.peerInitialWindow;
-    this.recvWindow = connection.initialWindow;
-  }
-
-  /**
-   * Marks the start of work done for this request (a decision): until {@link endWork}, the
-   * stream keeps its concurrency slot even if the peer resets it, so that resetting streams
-   * cannot make more work run at once than SETTINGS_MAX_CONCURRENT_STREAMS (rapid reset,
-   * CVE-2023-44487; grpc-go's defence).
-   */
-  beginWork(): void {
-    this.working = true;
-  }
-
-  /** The work started by {@link beginWork} is done (answered or not). */
-  endWork(): void {
-    if (!this.working) return;
-    this.working = false;
-    if (this.abandoned) {
-      this.abandoned = false;
-      this.connection.releaseAbandoned();
-    }
-  }
-
-  /**
-   * Reports an exception thrown while serving this stream outside the connection's own
-   * input handling (e.g. in an async continuation): the connection is closed with GOAWAY
-   * INTERNAL_ERROR, the failure logged and counted; the process goes on.
-   */
-  fail(err: unknown): void {
-    this.connection.internalError(err);
-  }
-
-  /** Whether the stream is closed (answered and done, reset, or its connection gone). */
-  isClosed(): boolean {
-    return this.state === "closed";
-  }
-
-  /** @internal whether the request is still arriving (state open). */
-  isOpen(): boolean {
-    return this.state === "open";
-  }
-
-  /** Whether the whole request (END_STREAM) has arrived. */
-  get requestComplete(): boolean {
-    return this.state !== "open";
-  }
-
-  /** Whether the socket is encrypted (TLS). */
-  get encrypted(): boolean {
-    return this.connection.encrypted;
-  }
-
-  /** The value of the first request header field called `name` (lower-case), if any. */
-  header(name: string): string | undefined {
-    const fields = this.headerFields;
-    for (let i = 0; i < fields.length; i += 2)
-      if (fields[i] === name) return fields[i + 1];
-    return undefined;
-  }
-
-  /**
-   * Reports that `bytes` of received body were processed, so the peer may send more: the
-   * stream window is reopened with one WINDOW_UPDATE per half window consumed.
-   */
-  consumed(bytes: number): void {
-    if (this.state !== "open") return;
-    this.recvUnacked += bytes;
-    const initial = this.connection.initialWindow;
-    if (this.recvUnacked < initial >>> 1) return;
-    this.recvWindow += this.recvUnacked;
-    this.connection.writeWindowUpdate(this.id, this.recvUnacked);
-    this.recvUnacked = 0;
-  }
-
-  /**
-   * Sends the response header block (already HPACK-encoded, e.g. by `encodeHeaderBlock`);
-   * once. Ignored when the stream is closed.
-   */
-  respond(block: Buffer, endStream: boolean): void {
-    if (this.state === "closed" || this.headersSent) return;
-    this.headersSent = true;
-    this.connection.writeHeaderBlock(this.id, block, endStream);
-    if (endStream) this.connection.localEnd(this);
-    else if (this.queue !== undefined || this.endPending)
-      this.connection.pump(this);
-  }
-
-  /** Sends response header fields (names lower-case), encoded with HPACK's static table. */
-  respondWith(
-    fields: readonly (readonly [string, string])[],
-    endStream: boolean,
-  ): void {
-    this.respond(encodeHeaderBlock(fields), endStream);
-  }
-
-  /**
-   * Queues response body bytes as DATA frames, within the peer's flow-control windows and
-   * frame size; what does not fit waits for WINDOW_UPDATE. `data` must not change afterwards.
-   */
-  write(data: Buffer): void {
-    if (this.state === "closed" || this.localEnded || this.endPending) return;
-    if (data.length === 0) return;
-    if (
-      this.headersSent &&
-      (this.queue === undefined || this.queue.length === 0) &&
-      this.connection.tryWriteData(this, data)
-    )
-      return;
-    (this.queue ??= []).push(data);
-    this.queuedBytes += data.length;
-    this.connection.pump(this);
-  }
-
-  /**
-   * Ends the response: with `trailers` (an encoded header block) as a last HEADERS frame,
-   * else with an empty DATA frame carrying END_STREAM; after any queued data.
-   */
-  end(trailers?: Buffer): void {
-    if (this.state === "closed" || this.localEnded || this.endPending) return;
-    this.endPending = true;
-    this.trailersPending = trailers;
-    this.connection.pump(this);
-  }
-
-  /** Resets the stream (RST_STREAM with `errorCode`); the sink is not told. */
-  reset(errorCode: number = ErrorCode.cancel): void {
-    if (this.state === "closed") return;
-    this.connection.resetStream(this, errorCode, false);
-  }
-
-  /**
-   * Resolves once queued body bytes have been handed to the socket and the socket is not
-   * congested, or the stream closed: the pace a streaming writer should keep.
-   */
-  writable(): Promise<void> {
-    if (
-      this.state === "closed" ||
-      (this.queuedBytes === 0 && !this.connection.congested)
-    )
-      return Promise.resolve();
-    return new Promise((resolve) => {
-      const previous = this.drainWaiter;
-      this.drainWaiter = () => {
-        previous?.();
-        resolve();
-      };
-    });
-  }
-
-  /** @internal */
-  releaseWaiter(): void {
-    const waiter = this.drainWaiter;
-    if (waiter === undefined) return;
-    this.drainWaiter = undefined;
-    waiter();
-  }
-}
 
 /** A header block being collected across HEADERS and CONTINUATION frames. */
 interface PendingBlock {
@@ -420,13 +75,13 @@ interface PendingBlock {
  * Output: frames are appended to one buffer and written with one socket write per
  * event-loop turn (`setImmediate`), so all answers decided in one turn share one syscall.
  */
-export class Http2Connection {
+export class Http2Connection implements OutputOwner {
   /** Our SETTINGS_INITIAL_WINDOW_SIZE, in bytes. @internal */
   readonly initialWindow: number;
   /** The peer's SETTINGS_INITIAL_WINDOW_SIZE, in bytes. @internal */
   peerInitialWindow = defaultWindowBytes;
-  /** Whether socket writes are backed up beyond the limit. @internal */
-  congested = false;
+  /** The write side: frames, batching, send windows. @internal */
+  readonly output: OutputQueue;
 
   private readonly socket: Socket;
   private readonly options: Http2ConnectionOptions;
@@ -445,11 +100,10 @@ export class Http2Connection {
   private abandonedStreams = 0;
   private readonly handshakeTimeoutMs: number;
   private readonly idleTimeoutMs: number;
-  private readonly keepaliveMinTimeMs: number;
   private readonly maxContinuationFrames: number;
   private readonly headerBlockTimeoutMs: number;
-  private readonly floodLimit: number;
-  private readonly floodDecayPerMs: number;
+  /** Flood score, reset token bucket, PING strikes. */
+  private readonly meter: AbuseMeter;
   private readonly onEvent: ((event: Http2Event) => void) | undefined;
   /** When the connection started (ms, nowMs clock): the handshake deadline counts from it. */
   private readonly startedAtMs: number;
@@ -462,14 +116,6 @@ export class Http2Connection {
   /** The one timer of the connection (handshake, header block, idle), re-armed lazily. */
   private timer: NodeJS.Timeout | undefined = undefined;
   private timerAtMs = Number.POSITIVE_INFINITY;
-  /** PING enforcement (grpc-go's keepalive policy). */
-  private lastPingAtMs = Number.NEGATIVE_INFINITY;
-  private pingStrikes = 0;
-  /** A response HEADERS frame was sent since the last PING: the next one is no strike. */
-  private respondedSincePing = false;
-  /** Flood score (see http2LimitDefaults.floodLimit) and when it last decayed. */
-  private floodScore = 0;
-  private floodAtMs = 0;
   /** An internal error was logged already (once per connection). */
   private failed = false;
   /** Work done since the last turn ended (see yieldTurn). */
@@ -482,7 +128,7 @@ export class Http2Connection {
     this.turnBytes = 0;
     this.turnStreams = 0;
     if (this.dead) return;
-    if (!this.congested) this.socket.resume();
+    if (!this.output.congested) this.socket.resume();
     if (this.pending === undefined) return;
     try {
       this.receive(emptyChunk);
@@ -500,9 +146,6 @@ export class Http2Connection {
     }
   };
   private readonly connectionWindow: number;
-  private readonly maxQueuedOutputBytes: number;
-  private readonly resetBurst: number;
-  private readonly resetRatePerMs: number;
   private readonly nowMs: () => number;
 
   /** Bytes of the client preface still expected (24 → 0). */
@@ -517,26 +160,13 @@ export class Http2Connection {
   private readonly recentlyReset: number[] = [];
   /** Ids of streams the peer reset (RST_STREAM), remembered the same way. */
   private readonly resetByPeer: number[] = [];
-  private peerMaxFrameBytes = minMaxFrameBytes;
-  private connSendWindow = defaultWindowBytes;
   private connRecvWindow: number;
   private connRecvUnacked = 0;
-  /** Streams with data waiting for the connection window, in arrival order. */
-  private readonly blocked = new Set<H2Stream>();
-  private resetTokens: number;
-  private resetRefilledAtMs: number;
-
-  private out = Buffer.allocUnsafe(outputInitialBytes);
-  private outPos = 0;
-  private flushScheduled = false;
   /** GOAWAY sent: no new streams; the connection ends once the open ones are done. */
   private draining = false;
   /** A connection error or close: nothing more is read or written. */
   private dead = false;
   private endTimer: NodeJS.Timeout | undefined = undefined;
-  private readonly flushNow = (): void => {
-    this.flush();
-  };
 
   constructor(socket: Socket, options: Http2ConnectionOptions) {
     this.socket = socket;
@@ -556,27 +186,31 @@ export class Http2Connection {
     this.handshakeTimeoutMs =
       options.handshakeTimeoutMs ?? l.handshakeTimeoutMs;
     this.idleTimeoutMs = options.idleTimeoutMs ?? l.maxConnectionIdleMs;
-    this.keepaliveMinTimeMs =
-      options.keepaliveMinTimeMs ?? l.keepaliveMinTimeMs;
     this.maxContinuationFrames =
       options.maxContinuationFrames ?? l.maxContinuationFrames;
     this.headerBlockTimeoutMs =
       options.headerBlockTimeoutMs ?? l.headerBlockTimeoutMs;
-    this.floodLimit = options.floodLimit ?? l.floodLimit;
-    this.floodDecayPerMs =
-      (options.floodDecayPerSecond ?? l.floodDecayPerSecond) / 1000;
     this.onEvent = options.onEvent;
-    this.maxQueuedOutputBytes =
-      options.maxQueuedOutputBytes ?? d.maxQueuedOutputBytes;
-    const limit = options.streamResetLimit ?? l.streamResetLimit;
-    this.resetBurst = limit.burst;
-    this.resetRatePerMs = limit.ratePerSecond / 1000;
-    this.resetTokens = limit.burst;
     this.nowMs = options.nowMs ?? (() => performance.now());
-    this.resetRefilledAtMs = this.nowMs();
-    this.startedAtMs = this.resetRefilledAtMs;
+    this.startedAtMs = this.nowMs();
     this.idleSinceMs = this.startedAtMs;
-    this.floodAtMs = this.startedAtMs;
+    this.meter = new AbuseMeter(
+      {
+        floodLimit: options.floodLimit ?? l.floodLimit,
+        floodDecayPerSecond:
+          options.floodDecayPerSecond ?? l.floodDecayPerSecond,
+        streamResetLimit: options.streamResetLimit ?? l.streamResetLimit,
+        keepaliveMinTimeMs:
+          options.keepaliveMinTimeMs ?? l.keepaliveMinTimeMs,
+      },
+      this.nowMs,
+      this.startedAtMs,
+    );
+    this.output = new OutputQueue(
+      socket,
+      this,
+      options.maxQueuedOutputBytes ?? d.maxQueuedOutputBytes,
+    );
     this.connRecvWindow = defaultWindowBytes;
 
     socket.setNoDelay(true);
@@ -631,7 +265,7 @@ export class Http2Connection {
   shutdown(): void {
     if (this.dead || this.draining) return;
     this.draining = true;
-    this.writeGoaway(this.lastAcceptedStreamId, ErrorCode.noError);
+    this.output.writeGoaway(this.lastAcceptedStreamId, ErrorCode.noError);
     this.endIfDrained();
   }
 
@@ -688,14 +322,7 @@ export class Http2Connection {
    * is ended (see http2LimitDefaults.floodLimit).
    */
   private flood(points: number): void {
-    const now = this.nowMs();
-    const score = Math.max(
-      0,
-      this.floodScore - (now - this.floodAtMs) * this.floodDecayPerMs,
-    );
-    this.floodAtMs = now;
-    this.floodScore = score + points;
-    if (this.floodScore > this.floodLimit)
+    if (this.meter.flood(points))
       this.calm("too many frames that make no progress");
   }
 
@@ -923,7 +550,7 @@ export class Http2Connection {
     this.connRecvUnacked += size;
     if (this.connRecvUnacked >= this.connectionWindow >>> 1) {
       this.connRecvWindow += this.connRecvUnacked;
-      this.writeWindowUpdate(0, this.connRecvUnacked);
+      this.output.writeWindowUpdate(0, this.connRecvUnacked);
       this.connRecvUnacked = 0;
     }
     let dataStart = start;
@@ -1262,7 +889,7 @@ export class Http2Connection {
       );
       return;
     }
-    if (!this.takeResetToken()) {
+    if (!this.meter.takeResetToken()) {
       this.calm("too many stream resets");
       return;
     }
@@ -1274,18 +901,6 @@ export class Http2Connection {
     const code = buf.readUInt32BE(start);
     this.closeStream(stream);
     stream.sink?.onAbort(stream, code);
-  }
-
-  private takeResetToken(): boolean {
-    const now = this.nowMs();
-    this.resetTokens = Math.min(
-      this.resetBurst,
-      this.resetTokens + (now - this.resetRefilledAtMs) * this.resetRatePerMs,
-    );
-    this.resetRefilledAtMs = now;
-    if (this.resetTokens < 1) return false;
-    this.resetTokens -= 1;
-    return true;
   }
 
   private onSettingsFrame(
@@ -1346,7 +961,7 @@ export class Http2Connection {
             this.connectionError(ErrorCode.protocolError, "bad MAX_FRAME_SIZE");
             return;
           }
-          this.peerMaxFrameBytes = value;
+          this.output.peerMaxFrameBytes = value;
           break;
         default:
           // HEADER_TABLE_SIZE: our encoder never uses the dynamic table; MAX_CONCURRENT_STREAMS:
@@ -1367,9 +982,9 @@ export class Http2Connection {
         }
       }
     }
-    this.writeFrame(FrameType.settings, Flag.ack, 0, undefined, 0, 0);
+    this.output.writeFrame(FrameType.settings, Flag.ack, 0, undefined, 0, 0);
     if (windowDelta > 0)
-      for (const stream of this.streams.values()) this.pump(stream);
+      for (const stream of this.streams.values()) this.output.pump(stream);
   }
 
   private onPingFrame(
@@ -1391,23 +1006,15 @@ export class Http2Connection {
     if (this.dead) return;
     // We send no PING of our own: an ACK is only counted above.
     if ((flags & Flag.ack) !== 0) return;
-    if (this.keepaliveMinTimeMs > 0) {
-      // grpc-go's keepalive enforcement: too frequent PINGs with no response in between are
-      // strikes; the third strike ends the connection.
-      const now = this.nowMs();
-      if (this.respondedSincePing) {
-        this.respondedSincePing = false;
-        this.pingStrikes = 0;
-      } else if (now - this.lastPingAtMs < this.keepaliveMinTimeMs) {
-        this.pingStrikes++;
-      }
-      this.lastPingAtMs = now;
-      if (this.pingStrikes > maxPingStrikes) {
-        this.calm("too_many_pings");
-        return;
-      }
+    // grpc-go's keepalive enforcement: too frequent PINGs with no response in between are
+    // strikes; the third strike ends the connection.
+    const responded = this.output.respondedSincePing;
+    this.output.respondedSincePing = false;
+    if (this.meter.tooManyPings(responded)) {
+      this.calm("too_many_pings");
+      return;
     }
-    this.writeFrame(FrameType.ping, Flag.ack, 0, buf, start, end);
+    this.output.writeFrame(FrameType.ping, Flag.ack, 0, buf, start, end);
   }
 
   private onGoawayFrame(streamId: number, size: number): void {
@@ -1441,19 +1048,11 @@ export class Http2Connection {
         this.connectionError(ErrorCode.protocolError, "zero WINDOW_UPDATE");
         return;
       }
-      this.connSendWindow += increment;
-      if (this.connSendWindow > maxWindowBytes) {
+      if (!this.output.addConnectionWindow(increment))
         this.connectionError(
           ErrorCode.flowControlError,
           "connection window overflow",
         );
-        return;
-      }
-      for (const stream of this.blocked) {
-        this.blocked.delete(stream);
-        this.pump(stream);
-        if (this.connSendWindow <= 0) break;
-      }
       return;
     }
     const stream = this.streams.get(streamId);
@@ -1477,7 +1076,7 @@ export class Http2Connection {
       this.resetStream(stream, ErrorCode.flowControlError, true);
       return;
     }
-    this.pump(stream);
+    this.output.pump(stream);
   }
 
   /** DATA (or similar) for a stream not open: idle, closed by us, or closed long ago. */
@@ -1526,8 +1125,7 @@ export class Http2Connection {
     stream.localEnded = true;
     stream.endPending = false;
     // A response is progress: it pays for some of the flood score.
-    if (this.floodScore > 0)
-      this.floodScore = Math.max(0, this.floodScore - 10);
+    this.meter.responded();
     if (stream.state === "halfClosedRemote") {
       this.closeStream(stream);
       return;
@@ -1553,100 +1151,11 @@ export class Http2Connection {
           this.armTimer(this.idleSinceMs + this.idleTimeoutMs);
       }
     }
-    this.blocked.delete(stream);
+    this.output.forget(stream);
     stream.queue = undefined;
     stream.queuedBytes = 0;
     stream.releaseWaiter();
     if (this.draining) this.endIfDrained();
-  }
-
-  /**
-   * Sends `data` as one DATA frame at once when the windows and frame size allow it (the
-   * common small answer); `false` when it must be queued. @internal
-   */
-  tryWriteData(stream: H2Stream, data: Buffer): boolean {
-    const size = data.length;
-    if (
-      size > stream.sendWindow ||
-      size > this.connSendWindow ||
-      size > this.peerMaxFrameBytes
-    )
-      return false;
-    this.writeFrame(FrameType.data, 0, stream.id, data, 0, size);
-    stream.sendWindow -= size;
-    this.connSendWindow -= size;
-    return true;
-  }
-
-  /**
-   * Sends what `stream` has queued, as far as the windows and frame size allow; then its
-   * trailers or END_STREAM once the queue is empty. @internal
-   */
-  pump(stream: H2Stream): void {
-    if (stream.state === "closed" || this.dead) return;
-    if (!stream.headersSent) return;
-    const queue = stream.queue;
-    if (queue !== undefined) {
-      for (let head = queue[0]; head !== undefined; head = queue[0]) {
-        const left = head.length - stream.queueOffset;
-        const allowed = Math.min(
-          left,
-          stream.sendWindow,
-          this.connSendWindow,
-          this.peerMaxFrameBytes,
-        );
-        if (allowed <= 0) {
-          if (this.connSendWindow <= 0 && stream.sendWindow > 0)
-            this.blocked.add(stream);
-          return;
-        }
-        const last =
-          allowed === left &&
-          queue.length === 1 &&
-          stream.endPending &&
-          stream.trailersPending === undefined;
-        this.writeFrame(
-          FrameType.data,
-          last ? Flag.endStream : 0,
-          stream.id,
-          head,
-          stream.queueOffset,
-          stream.queueOffset + allowed,
-        );
-        stream.sendWindow -= allowed;
-        this.connSendWindow -= allowed;
-        stream.queuedBytes -= allowed;
-        if (allowed === left) {
-          queue.shift();
-          stream.queueOffset = 0;
-        } else {
-          stream.queueOffset += allowed;
-        }
-        if (last) {
-          this.localEnd(stream);
-          return;
-        }
-      }
-    }
-    if (stream.endPending) {
-      const trailers = stream.trailersPending;
-      if (trailers !== undefined) {
-        stream.trailersPending = undefined;
-        this.writeHeaderBlock(stream.id, trailers, true);
-      } else {
-        this.writeFrame(
-          FrameType.data,
-          Flag.endStream,
-          stream.id,
-          undefined,
-          0,
-          0,
-        );
-      }
-      this.localEnd(stream);
-      return;
-    }
-    if (!this.congested) stream.releaseWaiter();
   }
 
   private abortAll(code: number): void {
@@ -1654,7 +1163,7 @@ export class Http2Connection {
     this.streams.clear();
     this.memoryBytes = 0;
     this.headerMemoryBytes = 0;
-    this.blocked.clear();
+    this.output.forgetAll();
     for (const stream of open) {
       stream.state = "closed";
       stream.queue = undefined;
@@ -1666,7 +1175,7 @@ export class Http2Connection {
   private endIfDrained(): void {
     if (this.dead || this.streams.size > 0) return;
     this.dead = true;
-    this.flush();
+    this.output.flush();
     this.socket.end();
     this.armEndTimer();
   }
@@ -1678,12 +1187,12 @@ export class Http2Connection {
       { code: errorCodeName(code), reason },
       "http2 connection error",
     );
-    this.writeGoaway(this.lastPeerStreamId, code, reason);
+    this.output.writeGoaway(this.lastPeerStreamId, code, reason);
     this.abortAll(code);
     this.dead = true;
     this.pending = undefined;
     this.block = undefined;
-    this.flush();
+    this.output.flush();
     this.socket.end();
     // What the peer still sends is not read (a flooder would make us read it all).
     this.socket.pause();
@@ -1707,8 +1216,7 @@ export class Http2Connection {
   }
 
   private onDrain(): void {
-    if (!this.congested) return;
-    this.congested = false;
+    if (!this.output.drained()) return;
     this.socket.resume();
     for (const stream of this.streams.values())
       if (stream.queuedBytes === 0) stream.releaseWaiter();
@@ -1729,158 +1237,27 @@ export class Http2Connection {
       payload.writeUInt32BE(value, p + 2);
       p += 6;
     }
-    this.writeFrame(FrameType.settings, 0, 0, payload, 0, p);
+    this.output.writeFrame(FrameType.settings, 0, 0, payload, 0, p);
     const raise = this.connectionWindow - defaultWindowBytes;
     if (raise > 0) {
       this.connRecvWindow += raise;
-      this.writeWindowUpdate(0, raise);
+      this.output.writeWindowUpdate(0, raise);
     }
   }
 
-  /** @internal */
-  writeWindowUpdate(streamId: number, increment: number): void {
-    this.reserve(frameHeaderBytes + 4);
-    writeFrameHeader(
-      this.out,
-      this.outPos,
-      4,
-      FrameType.windowUpdate,
-      0,
-      streamId,
-    );
-    this.out.writeUInt32BE(increment, this.outPos + frameHeaderBytes);
-    this.outPos += frameHeaderBytes + 4;
-    this.scheduleFlush();
+
+  /** The batch was handed to the socket: a new event-loop turn's budget. @internal */
+  onFlushed(): void {
+    this.turnBytes = 0;
+    this.turnStreams = 0;
   }
 
+  /** RST_STREAM, with the id remembered (frames still in flight are ignored, §5.1). */
   private writeRstStream(streamId: number, code: number): void {
     const reset = this.recentlyReset;
     if (reset.length >= recentlyResetCapacity) reset.shift();
     reset.push(streamId);
-    this.reserve(frameHeaderBytes + 4);
-    writeFrameHeader(
-      this.out,
-      this.outPos,
-      4,
-      FrameType.rstStream,
-      0,
-      streamId,
-    );
-    this.out.writeUInt32BE(code, this.outPos + frameHeaderBytes);
-    this.outPos += frameHeaderBytes + 4;
-    this.scheduleFlush();
-  }
-
-  private writeGoaway(lastStreamId: number, code: number, debug = ""): void {
-    const debugBytes = Buffer.byteLength(debug);
-    this.reserve(frameHeaderBytes + 8 + debugBytes);
-    writeFrameHeader(
-      this.out,
-      this.outPos,
-      8 + debugBytes,
-      FrameType.goaway,
-      0,
-      0,
-    );
-    const p = this.outPos + frameHeaderBytes;
-    this.out.writeUInt32BE(lastStreamId, p);
-    this.out.writeUInt32BE(code, p + 4);
-    this.out.write(debug, p + 8);
-    this.outPos = p + 8 + debugBytes;
-    this.scheduleFlush();
-  }
-
-  /** HEADERS, split into CONTINUATION frames beyond the peer's frame size. @internal */
-  writeHeaderBlock(streamId: number, block: Buffer, endStream: boolean): void {
-    this.respondedSincePing = true;
-    const max = this.peerMaxFrameBytes;
-    const endFlag = endStream ? Flag.endStream : 0;
-    if (block.length <= max) {
-      this.writeFrame(
-        FrameType.headers,
-        endFlag | Flag.endHeaders,
-        streamId,
-        block,
-        0,
-        block.length,
-      );
-      return;
-    }
-    this.writeFrame(FrameType.headers, endFlag, streamId, block, 0, max);
-    for (let p = max; p < block.length; p += max) {
-      const q = Math.min(block.length, p + max);
-      this.writeFrame(
-        FrameType.continuation,
-        q === block.length ? Flag.endHeaders : 0,
-        streamId,
-        block,
-        p,
-        q,
-      );
-    }
-  }
-
-  private writeFrame(
-    type: number,
-    flags: number,
-    streamId: number,
-    payload: Uint8Array | undefined,
-    start: number,
-    end: number,
-  ): void {
-    if (this.dead) return;
-    const size = end - start;
-    this.reserve(frameHeaderBytes + size);
-    writeFrameHeader(this.out, this.outPos, size, type, flags, streamId);
-    this.outPos += frameHeaderBytes;
-    if (payload !== undefined && size > 0) {
-      this.out.set(payload.subarray(start, end), this.outPos);
-      this.outPos += size;
-    }
-    this.scheduleFlush();
-  }
-
-  private reserve(bytes: number): void {
-    if (this.outPos + bytes <= this.out.length) return;
-    const grown = Buffer.allocUnsafe(
-      Math.max(this.out.length * 2, this.outPos + bytes),
-    );
-    this.out.copy(grown, 0, 0, this.outPos);
-    this.out = grown;
-  }
-
-  private scheduleFlush(): void {
-    if (this.flushScheduled) return;
-    this.flushScheduled = true;
-    setImmediate(this.flushNow);
-  }
-
-  /** Writes everything buffered with one socket write. */
-  private flush(): void {
-    this.flushScheduled = false;
-    // Once per event-loop turn in which something was sent: a new turn's budget.
-    this.turnBytes = 0;
-    this.turnStreams = 0;
-    const size = this.outPos;
-    if (size === 0 || this.socket.destroyed) {
-      this.outPos = 0;
-      return;
-    }
-    // The socket may hold the chunk until written: hand it a copy and keep the buffer.
-    const chunk = Buffer.allocUnsafe(size);
-    this.out.copy(chunk, 0, 0, size);
-    this.outPos = 0;
-    if (this.out.length > 4 * outputInitialBytes)
-      this.out = Buffer.allocUnsafe(outputInitialBytes);
-    this.socket.write(chunk);
-    if (
-      !this.congested &&
-      this.socket.writableLength > this.maxQueuedOutputBytes
-    ) {
-      // The peer does not read: stop reading its requests until it catches up.
-      this.congested = true;
-      this.socket.pause();
-    }
+    this.output.writeRstStream(streamId, code);
   }
 }
 

@@ -25,7 +25,7 @@ import {
   SettingId,
 } from "../../src/http2/frames.js";
 import { startBuiltinHttp2Server } from "../../src/server/grpc/builtin-listener.js";
-import type { Http2ConnectionOptions } from "../../src/http2/connection.js";
+import type { Http2ConnectionOptions } from "../../src/http2/connection-options.js";
 import type { Listening } from "../../src/server/listen.js";
 import type { ShouldRateLimitHandler } from "../../src/server/should-rate-limit-handler.js";
 import { GrpcJsRateLimitClient } from "../helpers/grpc-js-client.js";

@@ -9,11 +9,9 @@ import type { ConnectDispatcher } from "../connect-handler.js";
 import { limitConnectionAge } from "./connection-age.js";
 import { listen, type ListenTarget, type Listening } from "../listen.js";
 import { hasDnsSan } from "../tls-credentials.js";
-import {
-  Http2Connection,
-  type H2Stream,
-  type Http2ConnectionOptions,
-} from "../../http2/connection.js";
+import { Http2Connection } from "../../http2/connection.js";
+import type { Http2ConnectionOptions } from "../../http2/connection-options.js";
+import type { H2Stream } from "../../http2/h2-stream.js";
 import {
   fastPathContentType,
   serveShouldRateLimit,

@@ -29,7 +29,7 @@ import {
   type ConnectionMemory,
   type MeteredSession,
 } from "./grpc-fast-path.js";
-import { http2ConnectionDefaults } from "../../http2/connection.js";
+import { http2ConnectionDefaults } from "../../http2/connection-options.js";
 import { limitConnectionAge } from "./connection-age.js";
 import { listen, type ListenTarget, type Listening } from "../listen.js";
 import type { ShouldRateLimitHandler } from "../should-rate-limit-handler.js";

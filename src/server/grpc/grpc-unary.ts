@@ -3,7 +3,7 @@ import type { RateLimitRequest } from "../../proto.js";
 import { decodeUnaryEnvelope, parseGrpcTimeoutMs } from "./grpc-fast-path.js";
 import { encodeRateLimitResponseFrame } from "./rate-limit-response-encoder.js";
 import type { ShouldRateLimitHandler } from "../should-rate-limit-handler.js";
-import type { H2Stream, StreamSink } from "../../http2/connection.js";
+import type { H2Stream, StreamSink } from "../../http2/h2-stream.js";
 import { encodeHeaderBlock } from "../../http2/hpack.js";
 
 // Unary gRPC ShouldRateLimit served inline on the built-in HTTP/2 engine: the same semantics,

@@ -4,7 +4,7 @@ import type {
   UniversalServerResponse,
 } from "@connectrpc/connect/protocol";
 import type { ConnectDispatcher } from "../connect-handler.js";
-import type { H2Stream, StreamSink } from "../../http2/connection.js";
+import type { H2Stream, StreamSink } from "../../http2/h2-stream.js";
 import { ErrorCode } from "../../http2/frames.js";
 import { encodeHeaderBlock } from "../../http2/hpack.js";
 
