@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { allOrNothingScript } from "../../src/backends/kv/kv-client.js";
+import { allOrNothingScript } from "../../src/backends/kv/kv-scripts.js";
 import { KvRateLimitCache } from "../../src/backends/kv/kv-rate-limit-cache.js";
 import type { KvInstanceOptions } from "../../src/backends/kv/kv-options.js";
 import { McRateLimitCache } from "../../src/backends/mc/mc-rate-limit-cache.js";

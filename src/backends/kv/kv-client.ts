@@ -1,24 +1,14 @@
-import { createHash } from "node:crypto";
-import { rootCertificates, type ConnectionOptions } from "node:tls";
-import {
-  Cluster,
-  Redis,
-  type ChainableCommander,
-  type ClusterOptions,
-  type RedisOptions,
-} from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import type { Logger } from "pino";
 import { BackendError } from "../../limiter/backend-error.js";
 import type { Counter, Gauge, StatsStore } from "../../stats/stats-store.js";
 import { createExponentialBackoff } from "../../util/backoff.js";
 import { systemClock, type Clock } from "../../util/clock.js";
-import { keySlot } from "./kv-key-slot.js";
-import type {
-  KvCredentials,
-  KvNodeAddress,
-  KvTlsOptions,
-  ResolvedKvInstanceOptions,
-} from "./kv-options.js";
+import { toKvConnectionOptions } from "./kv-client-options.js";
+import { executeOnCluster } from "./kv-cluster-routing.js";
+import type { KvJob } from "./kv-job.js";
+import type { KvTlsOptions, ResolvedKvInstanceOptions } from "./kv-options.js";
+import { allOrNothingScript, allOrNothingScriptSha } from "./kv-scripts.js";
 
 /** Which instance a client talks to; names its log lines and its pool statistics scope. */
 export type KvRole = "main" | "per-second";
@@ -30,156 +20,6 @@ export type KvRole = "main" | "per-second";
  */
 export function kvPoolStatsScope(role: KvRole): string {
   return role === "main" ? "ratelimit.kv_pool" : "ratelimit.kv_per_second_pool";
-}
-
-/** ioredis constructor arguments for one instance, as built by {@link toKvConnectionOptions}. */
-export type KvConnectionOptions =
-  | { readonly kind: "redis"; readonly options: RedisOptions }
-  | {
-      readonly kind: "cluster";
-      readonly nodes: readonly KvNodeAddress[];
-      readonly options: ClusterOptions;
-    };
-
-/**
- * Delay before ioredis's next reconnect attempt after a lost connection, in ms: 100, 200,
- * 400, … capped at 2000 (or the instance's lower `reconnectMaxDelayMs`), so service resumes
- * within about 2 s of the store coming back.
- *
- * @param attempt - 1 for the first retry
- */
-export function reconnectDelayMs(attempt: number): number {
-  return Math.min(100 * 2 ** Math.min(Math.max(attempt, 1) - 1, 5), 2000);
-}
-
-/**
- * Node TLS options for {@link KvTlsOptions}: the chain is always verified; the CA is added to
- * the system roots (not instead of them), a client certificate is sent when both certificate
- * and key are given, and skipping hostname verification keeps the chain check
- * (upstream `utils/tls.go`).
- */
-export function toTlsConnectionOptions(
-  tls: KvTlsOptions | undefined,
-): ConnectionOptions {
-  const options: ConnectionOptions = { rejectUnauthorized: true };
-  if (tls?.ca !== undefined) options.ca = [...rootCertificates, tls.ca];
-  if (tls?.clientCert !== undefined && tls.clientKey !== undefined) {
-    options.cert = tls.clientCert;
-    options.key = tls.clientKey;
-  }
-  if (tls?.skipHostnameVerification === true) {
-    options.checkServerIdentity = () => undefined;
-  }
-  return options;
-}
-
-function credentialOptions(
-  credentials: KvCredentials | undefined,
-): Pick<RedisOptions, "username" | "password"> {
-  if (credentials === undefined) return {};
-  return credentials.username === undefined
-    ? { password: credentials.password }
-    : { username: credentials.username, password: credentials.password };
-}
-
-/**
- * Maps one resolved instance to ioredis options (the table in `docs/kv-backend.md`):
- * - `KV_TIMEOUT` → `connectTimeout` and `socketTimeout` (0: neither): connecting, and a
- *   connection with commands pending that receives nothing, fail after it;
- * - no offline queue and no resending of in-flight commands after a reconnect (an INCRBY must
- *   not be applied twice; waiting for a connection is done by the client, bounded);
- * - RESP2 (no `HELLO`, so proxies without it work) and no `CLIENT SETINFO`;
- * - TCP keep-alive 10 s as upstream; reconnects by {@link reconnectDelayMs}, forever;
- * - sentinel: `failoverDetector` (hears of promotions from the sentinels), TLS for sentinels
- *   too; cluster: node connections get the same options.
- */
-export function toKvConnectionOptions(
-  instance: ResolvedKvInstanceOptions,
-  tls?: KvTlsOptions,
-): KvConnectionOptions {
-  const timeoutMs = instance.timeoutMs;
-  const tlsOptions = instance.tls ? toTlsConnectionOptions(tls) : undefined;
-  const maxDelayMs = instance.reconnectMaxDelayMs;
-  const retry = (attempt: number): number =>
-    Math.min(reconnectDelayMs(attempt), maxDelayMs);
-  const connection = {
-    protocol: 2,
-    disableClientInfo: true,
-    keepAlive: 10_000,
-    connectTimeout: timeoutMs,
-    // A read timeout on the connection rather than ioredis's per-command `commandTimeout`:
-    // replies come in order, so a connection silent for `timeoutMs` with commands pending
-    // bounds every one of them, without two timers per key (about 6 µs CPU per decision).
-    ...(timeoutMs > 0 ? { socketTimeout: timeoutMs } : {}),
-    maxRetriesPerRequest: 0,
-    autoResendUnfulfilledCommands: false,
-    ...credentialOptions(instance.credentials),
-    ...(tlsOptions !== undefined ? { tls: tlsOptions } : {}),
-  } satisfies RedisOptions;
-  const target = instance.target;
-  switch (target.kind) {
-    case "tcp":
-      return {
-        kind: "redis",
-        options: {
-          ...connection,
-          host: target.host,
-          port: target.port,
-          ...(target.db !== undefined ? { db: target.db } : {}),
-          lazyConnect: true,
-          enableOfflineQueue: false,
-          retryStrategy: retry,
-        },
-      };
-    case "unix":
-      return {
-        kind: "redis",
-        options: {
-          ...connection,
-          path: target.path,
-          lazyConnect: true,
-          enableOfflineQueue: false,
-          retryStrategy: retry,
-        },
-      };
-    case "sentinel": {
-      const sentinel = instance.sentinelCredentials;
-      return {
-        kind: "redis",
-        options: {
-          ...connection,
-          name: target.masterName,
-          sentinels: target.sentinels.map(({ host, port }) => ({ host, port })),
-          ...(sentinel?.username !== undefined
-            ? { sentinelUsername: sentinel.username }
-            : {}),
-          ...(sentinel !== undefined
-            ? { sentinelPassword: sentinel.password }
-            : {}),
-          ...(tlsOptions !== undefined
-            ? { enableTLSForSentinelMode: true, sentinelTLS: tlsOptions }
-            : {}),
-          ...(timeoutMs > 0 ? { sentinelCommandTimeout: timeoutMs } : {}),
-          failoverDetector: true,
-          lazyConnect: true,
-          enableOfflineQueue: false,
-          retryStrategy: retry,
-        },
-      };
-    }
-    case "cluster":
-      return {
-        kind: "cluster",
-        nodes: target.nodes,
-        options: {
-          redisOptions: connection,
-          lazyConnect: true,
-          enableOfflineQueue: false,
-          clusterRetryStrategy: retry,
-          ...(timeoutMs > 0 ? { slotsRefreshTimeout: timeoutMs } : {}),
-        },
-      };
-  }
 }
 
 /** Backoff of the startup PING loop (behavior.md §8.6 step 6). */
@@ -212,40 +52,11 @@ export interface KvClientOptions {
   readonly random?: () => number;
 }
 
-type Reply = [error: Error | null, result: unknown];
-
 /** The part of ioredis's connection stream used to write a request's commands at once. */
 interface NetStreamLike {
   readonly writable: boolean;
   cork(): void;
   uncork(): void;
-}
-
-/** One request's commands for this instance. */
-interface KvJob {
-  /** `incr`: INCRBY + EXPIRE per key; `get`: GET per key. */
-  readonly kind: "incr" | "get";
-  readonly cacheKeys: readonly string[];
-  readonly hitsAddends: readonly number[] | undefined;
-  readonly expirationSeconds: readonly number[] | undefined;
-  /** Parallel to `cacheKeys`: counter after INCRBY, or current value (0 when absent). */
-  readonly results: number[];
-  /**
-   * `incr` of sliding windows: parallel to `cacheKeys`, the previous window's key to GET in
-   * the same pipeline (undefined: none); undefined when no key has one.
-   */
-  readonly previousKeys: readonly (string | undefined)[] | undefined;
-  /** Parallel to `previousKeys`: the previous window's counters (0 when absent). */
-  readonly previous: number[] | undefined;
-  failure: unknown;
-}
-
-/** Where a command's reply goes (cluster: commands are regrouped per node). */
-interface CommandRef {
-  readonly job: KvJob;
-  readonly index: number;
-  /** 0 INCRBY, 1 EXPIRE, 2 GET, 3 GET of the previous window's key */
-  readonly op: 0 | 1 | 2 | 3;
 }
 
 interface Batch {
@@ -263,97 +74,6 @@ interface Waiter {
 }
 
 const noop = (): void => undefined;
-
-/**
- * All-or-nothing charging on one instance, atomically (Redis runs a script alone). KEYS: per
- * descriptor its current window's key then its previous window's key (the current key again
- * for fixed windows). ARGV: per descriptor `hits, limit, expiration, windowSeconds,
- * secondsLeftInWindow, sliding (0|1), checked (1 unless shadow mode)`. Reads every counter;
- * when every checked descriptor fits (`current + ceil(previous × left / window) + earlier +
- * hits ≤ limit`, `earlier` being the hits of the request's earlier descriptors on the same
- * key), runs INCRBY + EXPIRE on every current key. Replies `[charged (0|1), current₁,
- * previous₁, current₂, previous₂, …]` with the values before the request.
- */
-export const allOrNothingScript = `
-local n = #KEYS / 2
-local reply = {1}
-local fits = true
-local earlier = {}
-for i = 1, n do
-  local a = (i - 1) * 7
-  local key = KEYS[2 * i - 1]
-  local before = earlier[key] or 0
-  earlier[key] = before + tonumber(ARGV[a + 1])
-  local current = tonumber(redis.call('GET', key) or '0')
-  local previous = 0
-  if ARGV[a + 6] == '1' then
-    previous = tonumber(redis.call('GET', KEYS[2 * i]) or '0')
-  end
-  reply[2 * i] = current
-  reply[2 * i + 1] = previous
-  if ARGV[a + 7] == '1' then
-    local weighted = current
-    if previous > 0 then
-      weighted = weighted + math.ceil(previous * tonumber(ARGV[a + 5]) / tonumber(ARGV[a + 4]))
-    end
-    if weighted + before + tonumber(ARGV[a + 1]) > tonumber(ARGV[a + 2]) then fits = false end
-  end
-end
-if fits then
-  for i = 1, n do
-    local a = (i - 1) * 7
-    redis.call('INCRBY', KEYS[2 * i - 1], ARGV[a + 1])
-    redis.call('EXPIRE', KEYS[2 * i - 1], ARGV[a + 3])
-  end
-else
-  reply[1] = 0
-end
-return reply
-`;
-
-/** SHA-1 of {@link allOrNothingScript}, the `EVALSHA` handle. */
-const allOrNothingScriptSha = createHash("sha1")
-  .update(allOrNothingScript)
-  .digest("hex");
-
-function isRedirect(err: Error): boolean {
-  return err.message.startsWith("MOVED ") || err.message.startsWith("ASK ");
-}
-
-function applyReply(ref: CommandRef, value: unknown): void {
-  if (ref.op === 0) ref.job.results[ref.index] = Number(value);
-  else if (ref.op === 2) {
-    ref.job.results[ref.index] =
-      value === null || value === undefined ? 0 : Number(value);
-  } else if (ref.op === 3) {
-    ref.job.previous![ref.index] =
-      value === null || value === undefined ? 0 : Number(value);
-  }
-}
-
-/** The key a command reference is about. */
-function refKey(ref: CommandRef): string {
-  return ref.op === 3
-    ? ref.job.previousKeys![ref.index]!
-    : ref.job.cacheKeys[ref.index]!;
-}
-
-function addCommands(
-  pipeline: ChainableCommander,
-  refs: CommandRef[],
-  job: KvJob,
-  index: number,
-): void {
-  const cacheKey = job.cacheKeys[index]!;
-  if (job.kind === "get") {
-    pipeline.get(cacheKey);
-    refs.push({ job, index, op: 2 });
-    return;
-  }
-  pipeline.incrby(cacheKey, job.hitsAddends![index]!);
-  pipeline.expire(cacheKey, job.expirationSeconds![index]!);
-  refs.push({ job, index, op: 0 }, { job, index, op: 1 });
-}
 
 /**
  * One store instance (single, sentinel or cluster) over ioredis: connection lifecycle and
@@ -770,7 +490,11 @@ export class KvClient {
   private async execute(jobs: readonly KvJob[]): Promise<void> {
     try {
       if (this.cluster !== undefined) {
-        await this.executeOnCluster(this.cluster, jobs);
+        await executeOnCluster(
+          this.cluster,
+          jobs,
+          this.instance.clusterPipelineParallelism,
+        );
         return;
       }
       await this.executeOnOne(this.redis as Redis, jobs);
@@ -871,116 +595,6 @@ export class KvClient {
       (err: unknown) => {
         job.failure ??= err;
       },
-    );
-  }
-
-  /** Executes one pipeline and routes each reply; collects the refs that got a redirect. */
-  private async execPipeline(
-    pipeline: ChainableCommander,
-    refs: readonly CommandRef[],
-    redirects?: CommandRef[],
-  ): Promise<void> {
-    let replies: Reply[] | null;
-    try {
-      replies = await pipeline.exec();
-    } catch (err) {
-      for (const ref of refs) ref.job.failure ??= err;
-      return;
-    }
-    if (replies === null) {
-      for (const ref of refs)
-        ref.job.failure ??= new Error("pipeline returned no replies");
-      return;
-    }
-    for (let j = 0; j < refs.length; j++) {
-      const ref = refs[j]!;
-      const reply = replies[j];
-      if (reply === undefined) {
-        ref.job.failure ??= new Error("pipeline reply missing");
-      } else if (reply[0] !== null) {
-        if (redirects !== undefined && isRedirect(reply[0]))
-          redirects.push(ref);
-        else ref.job.failure ??= reply[0];
-      } else applyReply(ref, reply[1]);
-    }
-  }
-
-  /**
-   * Cluster: commands are grouped by the node set serving their slot (INCRBY and EXPIRE of a
-   * key stay together), one pipeline per node, run with the configured parallelism
-   * (upstream `driver_impl.go`). Commands answered MOVED or ASK (resharding) are sent again
-   * per key; ioredis then follows the redirection and refreshes its slot map.
-   */
-  private async executeOnCluster(
-    cluster: Cluster,
-    jobs: readonly KvJob[],
-  ): Promise<void> {
-    const groups = new Map<
-      string,
-      { pipeline: ChainableCommander; refs: CommandRef[] }
-    >();
-    for (const job of jobs) {
-      for (let i = 0; i < job.cacheKeys.length; i++) {
-        const nodes = cluster.slots[keySlot(job.cacheKeys[i]!)];
-        const groupKey = nodes === undefined ? "" : nodes.join(",");
-        let group = groups.get(groupKey);
-        if (group === undefined) {
-          group = { pipeline: cluster.pipeline(), refs: [] };
-          groups.set(groupKey, group);
-        }
-        addCommands(group.pipeline, group.refs, job, i);
-      }
-      // Sliding windows: GET of the previous window's key, grouped by its own slot.
-      const previousKeys = job.previousKeys;
-      if (previousKeys === undefined) continue;
-      for (let i = 0; i < previousKeys.length; i++) {
-        const previousKey = previousKeys[i];
-        if (previousKey === undefined) continue;
-        const nodes = cluster.slots[keySlot(previousKey)];
-        const groupKey = nodes === undefined ? "" : nodes.join(",");
-        let group = groups.get(groupKey);
-        if (group === undefined) {
-          group = { pipeline: cluster.pipeline(), refs: [] };
-          groups.set(groupKey, group);
-        }
-        group.pipeline.get(previousKey);
-        group.refs.push({ job, index: i, op: 3 });
-      }
-    }
-    const redirects: CommandRef[] = [];
-    const pending = [...groups.values()];
-    const worker = async (): Promise<void> => {
-      for (let group = pending.shift(); group; group = pending.shift()) {
-        await this.execPipeline(group.pipeline, group.refs, redirects);
-      }
-    };
-    const parallelism = Math.min(
-      this.instance.clusterPipelineParallelism,
-      pending.length,
-    );
-    await Promise.all(Array.from({ length: parallelism }, worker));
-    if (redirects.length === 0) return;
-    // Commands of one key go in one pipeline: they all get the same redirection, which
-    // ioredis follows for a whole pipeline.
-    const byKey = new Map<string, CommandRef[]>();
-    for (const ref of redirects) {
-      const cacheKey = refKey(ref);
-      const refs = byKey.get(cacheKey);
-      if (refs === undefined) byKey.set(cacheKey, [ref]);
-      else refs.push(ref);
-    }
-    await Promise.all(
-      [...byKey].map(([cacheKey, refs]) => {
-        const pipeline = cluster.pipeline();
-        for (const ref of refs) {
-          if (ref.op === 0)
-            pipeline.incrby(cacheKey, ref.job.hitsAddends![ref.index]!);
-          else if (ref.op === 1)
-            pipeline.expire(cacheKey, ref.job.expirationSeconds![ref.index]!);
-          else pipeline.get(cacheKey);
-        }
-        return this.execPipeline(pipeline, refs);
-      }),
     );
   }
 

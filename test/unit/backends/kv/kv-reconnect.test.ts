@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { toKvConnectionOptions } from "../../../../src/backends/kv/kv-client.js";
+import { toKvConnectionOptions } from "../../../../src/backends/kv/kv-client-options.js";
 import { resolveKvInstanceOptions } from "../../../../src/backends/kv/kv-options.js";
 
 function retry(options: {

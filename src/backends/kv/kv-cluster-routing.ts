@@ -1,0 +1,167 @@
+// Cluster routing of a batch of kv jobs: commands grouped by the node set serving their slot,
+// one pipeline per group, replies routed back to their job, MOVED/ASK redirections resent per
+// key (upstream `driver_impl.go`).
+
+import type { ChainableCommander, Cluster } from "ioredis";
+import type { KvJob } from "./kv-job.js";
+import { keySlot } from "./kv-key-slot.js";
+
+type Reply = [error: Error | null, result: unknown];
+
+/** Where a command's reply goes (cluster: commands are regrouped per node). */
+interface CommandRef {
+  readonly job: KvJob;
+  readonly index: number;
+  /** 0 INCRBY, 1 EXPIRE, 2 GET, 3 GET of the previous window's key */
+  readonly op: 0 | 1 | 2 | 3;
+}
+
+function isRedirect(err: Error): boolean {
+  return err.message.startsWith("MOVED ") || err.message.startsWith("ASK ");
+}
+
+function applyReply(ref: CommandRef, value: unknown): void {
+  if (ref.op === 0) ref.job.results[ref.index] = Number(value);
+  else if (ref.op === 2) {
+    ref.job.results[ref.index] =
+      value === null || value === undefined ? 0 : Number(value);
+  } else if (ref.op === 3) {
+    ref.job.previous![ref.index] =
+      value === null || value === undefined ? 0 : Number(value);
+  }
+}
+
+/** The key a command reference is about. */
+function refKey(ref: CommandRef): string {
+  return ref.op === 3
+    ? ref.job.previousKeys![ref.index]!
+    : ref.job.cacheKeys[ref.index]!;
+}
+
+function addCommands(
+  pipeline: ChainableCommander,
+  refs: CommandRef[],
+  job: KvJob,
+  index: number,
+): void {
+  const cacheKey = job.cacheKeys[index]!;
+  if (job.kind === "get") {
+    pipeline.get(cacheKey);
+    refs.push({ job, index, op: 2 });
+    return;
+  }
+  pipeline.incrby(cacheKey, job.hitsAddends![index]!);
+  pipeline.expire(cacheKey, job.expirationSeconds![index]!);
+  refs.push({ job, index, op: 0 }, { job, index, op: 1 });
+}
+
+/** Executes one pipeline and routes each reply; collects the refs that got a redirect. */
+async function execPipeline(
+  pipeline: ChainableCommander,
+  refs: readonly CommandRef[],
+  redirects?: CommandRef[],
+): Promise<void> {
+  let replies: Reply[] | null;
+  try {
+    replies = await pipeline.exec();
+  } catch (err) {
+    for (const ref of refs) ref.job.failure ??= err;
+    return;
+  }
+  if (replies === null) {
+    for (const ref of refs)
+      ref.job.failure ??= new Error("pipeline returned no replies");
+    return;
+  }
+  for (let j = 0; j < refs.length; j++) {
+    const ref = refs[j]!;
+    const reply = replies[j];
+    if (reply === undefined) {
+      ref.job.failure ??= new Error("pipeline reply missing");
+    } else if (reply[0] !== null) {
+      if (redirects !== undefined && isRedirect(reply[0])) redirects.push(ref);
+      else ref.job.failure ??= reply[0];
+    } else applyReply(ref, reply[1]);
+  }
+}
+
+/**
+ * Runs a batch of jobs on a cluster: commands are grouped by the node set serving their slot
+ * (INCRBY and EXPIRE of a key stay together), one pipeline per node, run with `parallelism`
+ * pipelines in flight (`KV_CLUSTER_PIPELINE_PARALLELISM`, upstream `driver_impl.go`). Commands answered
+ * MOVED or ASK (resharding) are sent again per key; ioredis then follows the redirection and
+ * refreshes its slot map. Never rejects for a failed command: each failure is recorded in its
+ * job's `failure` (the first one wins).
+ *
+ * @param parallelism - pipelines in flight at once, ≥ 1
+ */
+export async function executeOnCluster(
+  cluster: Cluster,
+  jobs: readonly KvJob[],
+  parallelism: number,
+): Promise<void> {
+  const groups = new Map<
+    string,
+    { pipeline: ChainableCommander; refs: CommandRef[] }
+  >();
+  for (const job of jobs) {
+    for (let i = 0; i < job.cacheKeys.length; i++) {
+      const nodes = cluster.slots[keySlot(job.cacheKeys[i]!)];
+      const groupKey = nodes === undefined ? "" : nodes.join(",");
+      let group = groups.get(groupKey);
+      if (group === undefined) {
+        group = { pipeline: cluster.pipeline(), refs: [] };
+        groups.set(groupKey, group);
+      }
+      addCommands(group.pipeline, group.refs, job, i);
+    }
+    // Sliding windows: GET of the previous window's key, grouped by its own slot.
+    const previousKeys = job.previousKeys;
+    if (previousKeys === undefined) continue;
+    for (let i = 0; i < previousKeys.length; i++) {
+      const previousKey = previousKeys[i];
+      if (previousKey === undefined) continue;
+      const nodes = cluster.slots[keySlot(previousKey)];
+      const groupKey = nodes === undefined ? "" : nodes.join(",");
+      let group = groups.get(groupKey);
+      if (group === undefined) {
+        group = { pipeline: cluster.pipeline(), refs: [] };
+        groups.set(groupKey, group);
+      }
+      group.pipeline.get(previousKey);
+      group.refs.push({ job, index: i, op: 3 });
+    }
+  }
+  const redirects: CommandRef[] = [];
+  const pending = [...groups.values()];
+  const worker = async (): Promise<void> => {
+    for (let group = pending.shift(); group; group = pending.shift()) {
+      await execPipeline(group.pipeline, group.refs, redirects);
+    }
+  };
+  const inFlight = Math.min(parallelism, pending.length);
+  await Promise.all(Array.from({ length: inFlight }, worker));
+  if (redirects.length === 0) return;
+  // Commands of one key go in one pipeline: they all get the same redirection, which
+  // ioredis follows for a whole pipeline.
+  const byKey = new Map<string, CommandRef[]>();
+  for (const ref of redirects) {
+    const cacheKey = refKey(ref);
+    const refs = byKey.get(cacheKey);
+    if (refs === undefined) byKey.set(cacheKey, [ref]);
+    else refs.push(ref);
+  }
+  await Promise.all(
+    [...byKey].map(([cacheKey, refs]) => {
+      const pipeline = cluster.pipeline();
+      for (const ref of refs) {
+        if (ref.op === 0)
+          pipeline.incrby(cacheKey, ref.job.hitsAddends![ref.index]!);
+        else if (ref.op === 1)
+          pipeline.expire(cacheKey, ref.job.expirationSeconds![ref.index]!);
+        else pipeline.get(cacheKey);
+      }
+      return execPipeline(pipeline, refs);
+    }),
+  );
+}

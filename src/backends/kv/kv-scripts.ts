@@ -1,0 +1,53 @@
+import { createHash } from "node:crypto";
+
+/**
+ * All-or-nothing charging on one instance, atomically (Redis runs a script alone). KEYS: per
+ * descriptor its current window's key then its previous window's key (the current key again
+ * for fixed windows). ARGV: per descriptor `hits, limit, expiration, windowSeconds,
+ * secondsLeftInWindow, sliding (0|1), checked (1 unless shadow mode)`. Reads every counter;
+ * when every checked descriptor fits (`current + ceil(previous × left / window) + earlier +
+ * hits ≤ limit`, `earlier` being the hits of the request's earlier descriptors on the same
+ * key), runs INCRBY + EXPIRE on every current key. Replies `[charged (0|1), current₁,
+ * previous₁, current₂, previous₂, …]` with the values before the request.
+ */
+export const allOrNothingScript = `
+local n = #KEYS / 2
+local reply = {1}
+local fits = true
+local earlier = {}
+for i = 1, n do
+  local a = (i - 1) * 7
+  local key = KEYS[2 * i - 1]
+  local before = earlier[key] or 0
+  earlier[key] = before + tonumber(ARGV[a + 1])
+  local current = tonumber(redis.call('GET', key) or '0')
+  local previous = 0
+  if ARGV[a + 6] == '1' then
+    previous = tonumber(redis.call('GET', KEYS[2 * i]) or '0')
+  end
+  reply[2 * i] = current
+  reply[2 * i + 1] = previous
+  if ARGV[a + 7] == '1' then
+    local weighted = current
+    if previous > 0 then
+      weighted = weighted + math.ceil(previous * tonumber(ARGV[a + 5]) / tonumber(ARGV[a + 4]))
+    end
+    if weighted + before + tonumber(ARGV[a + 1]) > tonumber(ARGV[a + 2]) then fits = false end
+  end
+end
+if fits then
+  for i = 1, n do
+    local a = (i - 1) * 7
+    redis.call('INCRBY', KEYS[2 * i - 1], ARGV[a + 1])
+    redis.call('EXPIRE', KEYS[2 * i - 1], ARGV[a + 3])
+  end
+else
+  reply[1] = 0
+end
+return reply
+`;
+
+/** SHA-1 of {@link allOrNothingScript}, hex: the `EVALSHA` handle. */
+export const allOrNothingScriptSha = createHash("sha1")
+  .update(allOrNothingScript)
+  .digest("hex");
