@@ -66,8 +66,8 @@ async function loadPullMapping(settings: Settings): Promise<PullMapping> {
 }
 
 /**
- * Starts the statistics sink chosen by the settings (behavior.md §10.1) and its flush loop
- * every `STATS_FLUSH_INTERVAL`:
+ * Starts the statistics sink chosen by the settings (docs/reference-parity.md#stats-sinks) and its
+ * flush loop every `STATS_FLUSH_INTERVAL`:
  * - `DISABLE_STATS=true`: nothing leaves the process (statistics still count for `/stats`);
  * - `USE_TAGGED_PUSHSTATS`: DogStatsD-style lines with tags and mogrifiers over UDP;
  * - `USE_PUSHSTATS` (default): statsd lines to `PUSHSTATS_HOST:PUSHSTATS_PORT` over

@@ -12,7 +12,7 @@ import type { Settings } from "../settings/settings.js";
  * Builds the xDS (ADS state-of-the-world) config provider (`CONFIG_TYPE=GRPC_XDS_SOTW`) from the
  * `CONFIG_GRPC_XDS_*` and `XDS_CLIENT_*` settings; see docs/xds.md.
  * `CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL` is read but has no effect, as in the reference
- * (behavior.md §11): the `XDS_CLIENT_BACKOFF_*` settings govern every retry.
+ * (docs/reference-parity.md#xds): the `XDS_CLIENT_BACKOFF_*` settings govern every retry.
  *
  * @param load - turns the resources of one response into a config update (all or nothing)
  * @throws {@link SettingsError} listing every problem: an invalid server address, a zero

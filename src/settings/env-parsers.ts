@@ -1,7 +1,7 @@
 // Parsers for environment variable values, with the syntax of the reference service's env
-// library (behavior.md §1.1): Go's strconv.ParseBool / ParseInt(base 0) / ParseFloat and
-// time.ParseDuration, plus its comma-separated list and `k:v` map forms. Each parser takes the
-// raw text (never undefined: "unset" is decided by the caller) and throws EnvParseError.
+// library (docs/reference-parity.md#settings-parsing): Go's strconv.ParseBool / ParseInt(base 0) /
+// ParseFloat and time.ParseDuration, plus its comma-separated list and `k:v` map forms. Each parser
+// takes the raw text (never undefined: "unset" is decided by the caller) and throws EnvParseError.
 
 import { formatGoDuration, parseGoDuration } from "../util/go-duration.js";
 

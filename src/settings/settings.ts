@@ -2,10 +2,11 @@
 // its default and its validation are declared once, in ./schema/ (see its index.ts for how to
 // add one); this file derives the `Settings` type, `settingsDefaults` and the parse from it.
 // Names are the spec's neutral ones (KV_*, MC_*, PUSHSTATS_*, TAGGED_PUSHSTATS_*, PULLSTATS_*);
-// defaults the spec leaves open come from behavior.md §1.2. Parsing follows the reference's env
-// library (behavior.md §1.1): an unset variable takes its default, a variable set to "" is
-// parsed as "" (invalid for bool, integer, duration and number fields; fine for strings, lists
-// and maps), and every problem is collected before failing.
+// defaults the spec leaves open come from docs/reference-parity.md#settings-defaults. Parsing
+// follows the reference's env library (docs/reference-parity.md#settings-parsing): an unset
+// variable takes its default, a variable set to "" is parsed as "" (invalid for bool, integer,
+// duration and number fields; fine for strings, lists and maps), and every problem is collected
+// before failing.
 
 import { randomUUID as cryptoRandomUUID } from "node:crypto";
 import { createEnvReader, type SettingsEnv } from "./env-reader.js";

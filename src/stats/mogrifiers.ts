@@ -41,7 +41,7 @@ function expand(template: string, match: RegExpExecArray): string {
  * Compiles the rules, in priority order, into a function that splits the serialized tags off a
  * name (`a.b.__k=v` → `a.b` with tag `k:v`), then applies the first rule whose pattern
  * matches: its NAME template gives the name and its TAGS templates add tags
- * (behavior.md §10.5). Without a match the name is kept.
+ * (docs/reference-parity.md#mogrifiers). Without a match the name is kept.
  *
  * @throws SyntaxError when a pattern does not compile (settings already check this)
  */

@@ -1,7 +1,7 @@
 /**
  * Every statistic name and scope. These are an external contract with dashboards built for the
- * reference service (behavior.md §10.3); the product words are replaced by the spec's neutral
- * ones (`kv`, `mc`, `pushstats`).
+ * reference service (docs/reference-parity.md#stat-names); the product words are replaced by the
+ * spec's neutral ones (`kv`, `mc`, `pushstats`).
  */
 export const statNames = {
   /** Scope of per-rate-limit stats: `<scope>.<statsKey>.<stat>`. */
@@ -22,7 +22,10 @@ export const statNames = {
   serverScope: "ratelimit_server",
   totalRequests: "total_requests",
   responseTime: "response_time",
-  /** Scope of the local over-limit cache gauges: `<scope>.<gauge>` (behavior.md §10.3). */
+  /**
+   * Scope of the local over-limit cache gauges: `<scope>.<gauge>`
+   * (docs/reference-parity.md#stat-names).
+   */
   localCacheScope: "ratelimit.localcache",
   /**
    * Stats-key part that stands in for every value-derived stats key past the cardinality cap
@@ -58,7 +61,8 @@ export const statNames = {
 
 /**
  * Exported names and labels of the built-in pull (Prometheus) mapping, same as upstream
- * `src/stats/prom/default_mapper.yaml` (behavior.md §10.4). Also an external contract.
+ * `src/stats/prom/default_mapper.yaml` (docs/reference-parity.md#pull-mapping). Also an external
+ * contract.
  */
 export const pullStatNames = {
   /** `ratelimit_service_rate_limit_<stat>` for the per-rule counters. */
@@ -101,8 +105,8 @@ export interface StatTag {
 
 /**
  * Serializes tags into a name suffix the way the reference's stats library does
- * (behavior.md §10.2): `.__<key>=<value>` per tag, sorted by key; `.`, `:` and `|` in values
- * become `_`; tags with an empty key or value are dropped. Returns "" for no tags.
+ * (docs/reference-parity.md#stat-tags): `.__<key>=<value>` per tag, sorted by key; `.`, `:` and `|`
+ * in values become `_`; tags with an empty key or value are dropped. Returns "" for no tags.
  */
 export function serializeTags(tags: readonly StatTag[]): string {
   const kept = tags

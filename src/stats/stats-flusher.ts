@@ -86,9 +86,9 @@ class DurationSample {
  * Starts the flush loop of one sink: every `intervalMs` it delivers each counter's increase
  * since the previous flush (only when non-zero), every gauge, and the durations timers
  * recorded, then calls `endFlush`. Same cadence and delta semantics as the reference's stats
- * library (behavior.md §10.1), except that timers are delivered at flush time instead of when
- * recorded (unless the sink takes them at record time via `timerListener`), which keeps I/O off
- * the request path.
+ * library (docs/reference-parity.md#stats-sinks), except that timers are delivered at flush time
+ * instead of when recorded (unless the sink takes them at record time via `timerListener`), which
+ * keeps I/O off the request path.
  *
  * @throws RangeError when `intervalMs` or `maxTimerSamplesPerFlush` is not > 0
  */

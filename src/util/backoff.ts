@@ -57,7 +57,7 @@ const defaultRandomFactor = 0.5;
  * `maxIntervalMs`. With the xDS defaults (10 s, 60 s, factor 0.5, jitter on) the bases are
  * 10, 20, 40, 60, 60 … seconds and the waits 5–15, 10–30, 20–60, 30–60 … seconds.
  *
- * Deliberate difference (behavior.md "Where we deliberately differ" item 5): upstream
+ * Deliberate difference (docs/reference-parity.md#diff-xds-backoff): upstream
  * `xds_grpc_sotw_provider.go` feeds `XDS_CLIENT_BACKOFF_RANDOM_FACTOR` to jpillora/backoff as
  * its growth factor, so the default 0.5 is clamped to a constant 10 s wait. Here the growth is
  * a fixed multiplier and the random factor is what its name says: the spread of the jitter.

@@ -193,8 +193,9 @@ describe("KvRateLimitCache on a single redis-server", () => {
   });
 
   it("with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT increments only the keys that would go over", async () => {
-    // The reference's integration expectation (behavior.md §4.8): key2 (20/min) and key3
-    // (10/h) sent together; once key3 goes over, key2 stays at 10 and reports 10 remaining.
+    // The reference's integration expectation (docs/reference-parity.md#stop-increment): key2
+    // (20/min) and key3 (10/h) sent together; once key3 goes over, key2 stays at 10 and reports 10
+    // remaining.
     const { cache, stats } = setup({
       stopCacheKeyIncrementWhenOverlimit: true,
     });

@@ -57,7 +57,7 @@ export function hasIllegalKeyCharacter(text: string): boolean {
  * the seconds themselves up to 30 days, otherwise the absolute Unix time `nowSeconds +
  * expirationSeconds`, because memcached reads values over 30 days as a timestamp. (The
  * reference sends the relative value, so its MONTH and YEAR counters expire at once;
- * behavior.md §9.3 and "Where we deliberately differ" item 3.)
+ * docs/reference-parity.md#mc-expiry.)
  *
  * @param expirationSeconds - lifetime in seconds, ≥ 0
  * @param nowSeconds - seconds since the Unix epoch

@@ -81,7 +81,7 @@ export const mc = settingsGroup("mc backend", {
 
 const srvName = /^_(.+?)\._(.+?)\.(.+)$/;
 
-/** Exactly one node source (behavior.md §9.3, §9.4). */
+/** Exactly one node source (docs/reference-parity.md#mc-nodes). */
 export const mcChecks: readonly SettingsCheck<
   SettingsOf<typeof mc> & Pick<SettingsOf<typeof rateLimiting>, "backendType">
 >[] = [

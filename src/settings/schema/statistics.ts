@@ -25,8 +25,9 @@ import {
 export type PushStatsProtocol = "tcp" | "udp" | "udp4" | "udp6";
 /**
  * The statistics sink in use, derived from `DISABLE_STATS`, `USE_TAGGED_PUSHSTATS`,
- * `USE_PUSHSTATS` and `USE_PULLSTATS` in the reference's order (behavior.md §10.1):
- * `none` when disabled, `log` when no sink is switched on (statistics are logged).
+ * `USE_PUSHSTATS` and `USE_PULLSTATS` in the reference's order
+ * (docs/reference-parity.md#stats-sinks): `none` when disabled, `log` when no sink is switched on
+ * (statistics are logged).
  */
 export type StatsSinkKind =
   "none" | "tagged-pushstats" | "pushstats" | "pullstats" | "log";
@@ -88,8 +89,8 @@ const mogrifierParts = [
 
 /**
  * Reads the tagged sink's rewrite rules. Checks mirror the reference's startup failures
- * (behavior.md §10.5): PATTERN and NAME required, PATTERN must compile, TAGS is a `k:v` map
- * whose keys and values are non-empty.
+ * (docs/reference-parity.md#mogrifiers): PATTERN and NAME required, PATTERN must compile, TAGS is a
+ * `k:v` map whose keys and values are non-empty.
  */
 function readMogrifiers(reader: EnvReader): TaggedPushStatsMogrifier[] {
   const list = readEitherSpelling(reader, mogrifierList, mogrifierListAlias);
@@ -321,7 +322,10 @@ export const statistics = settingsGroup("statistics", {
   }),
 });
 
-/** Statistics sinks: at most one, unless statistics are disabled (behavior.md §10.1). */
+/**
+ * Statistics sinks: at most one, unless statistics are disabled
+ * (docs/reference-parity.md#stats-sinks).
+ */
 export const statisticsChecks: readonly SettingsCheck<
   SettingsOf<typeof statistics>
 >[] = [

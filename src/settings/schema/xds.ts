@@ -49,7 +49,7 @@ export const xds = settingsGroup("xds", {
     meaning: "xDS server address.",
   }),
   /**
-   * Connect retry interval in milliseconds; the reference ignores it (behavior.md §11)
+   * Connect retry interval in milliseconds; the reference ignores it (docs/reference-parity.md#xds)
    * (Go duration).
    */
   xdsServerConnectRetryIntervalMs: setting({
@@ -123,8 +123,7 @@ export const xds = settingsGroup("xds", {
   /**
    * Jitter spread of the xDS reconnect wait as a ratio, ≥ 0 (above 1 acts as 1); the wait itself
    * doubles from the initial interval up to the maximum. The reference used this value as the
-   * growth factor, a constant wait with the default (behavior.md "Where we deliberately differ"
-   * item 5).
+   * growth factor, a constant wait with the default (docs/reference-parity.md#diff-xds-backoff).
    */
   xdsClientBackoffRandomFactor: setting({
     env: "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",

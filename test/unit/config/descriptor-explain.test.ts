@@ -40,7 +40,7 @@ function walk(
   };
 }
 
-// behavior.md §3.2–3.5, row by row.
+// docs/reference-parity.md#matching, row by row.
 const tree = `domain: d
 descriptors:
   - key: k
@@ -65,7 +65,7 @@ descriptors:
         rate_limit: { unit: day, requests_per_unit: 7 }
 `;
 
-describe("match path (behavior.md §3 matching table)", () => {
+describe("match path (docs/reference-parity.md#matching)", () => {
   const config = load(tree);
 
   it("1. exact key_value beats a wildcard and the key-only default", () => {

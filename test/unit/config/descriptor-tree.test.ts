@@ -11,7 +11,8 @@ import { descriptor, loadFixtures } from "./config-fixtures.js";
 type Entries = readonly (readonly [string, string])[];
 
 describe("matchesWildcard", () => {
-  // behavior.md §3.3: each `*` matches zero or more characters, anywhere, several times.
+  // docs/reference-parity.md#wildcards: each `*` matches zero or more characters, anywhere, several
+  // times.
   const cases = [
     ["wild_foo*", "wild_foo", true],
     ["wild_foo*", "wild_foobar", true],
@@ -58,7 +59,8 @@ describe("RateLimitConfig getLimit matching", () => {
   const limitOf = (entries: Entries) =>
     config.getLimit("test-domain", descriptor(entries));
 
-  // behavior.md §3.2 and §3.4; the number is the matched rule's requests_per_unit.
+  // docs/reference-parity.md#lookup-order and #depth-rule; the number is the matched rule's
+  // requests_per_unit.
   const cases: readonly [string, Entries, number | undefined][] = [
     ["exact key_value beats wildcard and key-only", [["route", "exact"]], 1],
     ["a wildcard beats the key-only default", [["route", "exactly"]], 2],
@@ -252,7 +254,7 @@ describe("RateLimitConfig getLimit detailed_metric", () => {
   const limitOf = (entries: Entries) =>
     config.getLimit("d", descriptor(entries));
 
-  // behavior.md §3.6: `<domain>` + `.key_value` for every request entry.
+  // docs/reference-parity.md#stats-key: `<domain>` + `.key_value` for every request entry.
   const cases: readonly [Entries, string][] = [
     [[["route", "abc"]], "d.route_abc"],
     [[["route", ""]], "d.route_"],
@@ -384,8 +386,8 @@ describe("RateLimitConfig getLimit share_threshold", () => {
     expect(limit?.stats.key).toBe("test-domain.top_top/*.files_nested/*");
   });
 
-  // behavior.md §3.6: with detailed_metric, `key_<pattern>` for shared entries, else
-  // `key_value` (or `key` for an empty value).
+  // docs/reference-parity.md#stats-key: with detailed_metric, `key_<pattern>` for shared entries,
+  // else `key_value` (or `key` for an empty value).
   const detailed: readonly [string, string][] = [
     ["", "test-domain.route_api/*.method"],
     ["GET", "test-domain.route_api/*.method_GET"],

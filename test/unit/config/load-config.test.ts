@@ -46,7 +46,7 @@ function rule(
 }
 
 describe("loadConfig validation", () => {
-  // behavior.md §2.3, one fixture per message.
+  // docs/reference-parity.md#config-errors, one fixture per message.
   const cases = [
     [
       ["empty-domain.yaml"],

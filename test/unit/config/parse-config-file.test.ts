@@ -29,7 +29,7 @@ function byKey(
 }
 
 describe("parseConfigFile key validation", () => {
-  // behavior.md §2.2 step 2, one fixture per message.
+  // docs/reference-parity.md#yaml-key-check, one fixture per message.
   const cases = [
     ["non-string-key-int.yaml", "config error, key is not of type string: 1"],
     [
@@ -92,7 +92,7 @@ describe("parseConfigFile key validation", () => {
 });
 
 describe("parseConfigFile typed decode", () => {
-  // behavior.md §2.1: requests_per_unit must decode into uint32.
+  // docs/reference-parity.md#yaml-dialect: requests_per_unit must decode into uint32.
   const cases = [
     [
       "requests-per-unit-negative.yaml",
@@ -248,7 +248,8 @@ describe("parseConfigFile typed decode", () => {
 describe("parseConfigFile YAML 1.1 scalars", () => {
   const root = parseFixture("yaml11-scalars.yaml");
 
-  // behavior.md §2.1: string fields keep the scalar text as written; null forms become "".
+  // docs/reference-parity.md#yaml-dialect: string fields keep the scalar text as written; null
+  // forms become "".
   const values = [
     ["number", "123"],
     ["hex", "0x1F"],

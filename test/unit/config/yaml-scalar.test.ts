@@ -6,7 +6,7 @@ import {
 } from "../../../src/config/yaml-scalar.js";
 
 describe("resolveYamlScalar", () => {
-  // gopkg.in/yaml.v2 resolution of untagged plain scalars (behavior.md §2.1).
+  // gopkg.in/yaml.v2 resolution of untagged plain scalars (docs/reference-parity.md#yaml-dialect).
   const plain = [
     ["yes", { kind: "bool", value: true }],
     ["Y", { kind: "bool", value: true }],

@@ -22,7 +22,8 @@ function counts(stats: ReturnType<typeof createStatsManager>, key: string) {
 }
 
 describe("createBaseLimiter descriptorStatus", () => {
-  // Worked examples of behavior.md §4.7 (ratio 0.8), plus the edges of each branch.
+  // Worked examples of docs/reference-parity.md#stat-arithmetic (ratio 0.8), plus the edges of each
+  // branch.
   const cases = [
     {
       limit: 8,

@@ -215,7 +215,8 @@ describe("createRateLimitService shouldRateLimit", () => {
   });
 
   it("increments only the keys that would go over with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", async () => {
-    // behavior.md §4.8: key b (10/h) and key a (2/min) together; once a goes over, b stays.
+    // docs/reference-parity.md#stop-increment: key b (10/h) and key a (2/min) together; once a goes
+    // over, b stays.
     const { service } = setup({}, true);
     for (let i = 0; i < 2; i++)
       await service.shouldRateLimit(request("d", [[["b", "1"]], [["a", "1"]]]));
