@@ -42,11 +42,7 @@ export class AbuseMeter {
    * @param nowMs monotonic clock, in ms
    * @param startMs when the connection started, on that clock
    */
-  constructor(
-    limits: AbuseMeterLimits,
-    nowMs: () => number,
-    startMs: number,
-  ) {
+  constructor(limits: AbuseMeterLimits, nowMs: () => number, startMs: number) {
     this.nowMs = nowMs;
     this.floodLimit = limits.floodLimit;
     this.floodDecayPerMs = limits.floodDecayPerSecond / 1000;

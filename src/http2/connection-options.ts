@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import type { Http2Connection } from "./connection.js";
 import type { H2Stream } from "./h2-stream.js";
-import type { Http2Event, http2LimitDefaults } from "./limits.js";
+import type { Http2Event } from "./limits.js";
 
 // What can be configured on an {@link Http2Connection}, and the defaults of the protocol
 // settings it announces (the abuse limits' defaults are in limits.ts).

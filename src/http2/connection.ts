@@ -1,15 +1,12 @@
 import type { Socket } from "node:net";
-import type { Logger } from "pino";
-import { AbuseMeter } from "./abuse-meter.js";
+import type { Http2ConnectionOptions } from "./connection-options.js";
 import {
-  http2ConnectionDefaults,
-  type Http2ConnectionOptions,
-} from "./connection-options.js";
+  ConnectionLifecycle,
+  recentlyResetCapacity,
+} from "./connection-lifecycle.js";
 import {
   clientPreface,
-  defaultWindowBytes,
   ErrorCode,
-  errorCodeName,
   Flag,
   frameHeaderBytes,
   FrameType,
@@ -20,23 +17,18 @@ import {
 } from "./frames.js";
 import { H2Stream } from "./h2-stream.js";
 import { HeaderListTooLargeError, HpackDecoder, HpackError } from "./hpack.js";
-import {
-  headerShareOfMemory,
-  type Http2Event,
-  http2LimitDefaults,
-} from "./limits.js";
-import { OutputQueue, type OutputOwner } from "./output-queue.js";
+import { headerShareOfMemory, http2LimitDefaults } from "./limits.js";
 import {
   isValidTrailers,
   parseRequestHeaders,
   type RequestPseudoHeaders,
 } from "./request-headers.js";
-import { StreamTable } from "./stream-table.js";
 
-// One HTTP/2 connection, server side (RFC 9113): frame parsing, the stream state machine,
-// receive-side flow control and the abuse limits. The write side (batching, send windows) is
-// output-queue.ts, the streams' own API h2-stream.ts. What the streams carry is someone
-// else's business: each new request is handed to `onStream`, which attaches a `StreamSink`.
+// One HTTP/2 connection, server side (RFC 9113): the frame state machine (preface, frames,
+// header blocks, the stream states, receive-side flow control, the abuse limits a frame can
+// hit). Lifecycle and stream bookkeeping are connection-lifecycle.ts, the write side
+// output-queue.ts, the streams' API h2-stream.ts. What the streams carry is someone else's
+// business: each new request is handed to `onStream`, which attaches a `StreamSink`.
 
 /** Largest compressed header block we collect across CONTINUATION frames, per list byte. */
 const compressedBytesPerListByte = 4;
@@ -51,73 +43,18 @@ const maxBytesPerTurn = 256 * 1024;
 
 const emptyChunk = Buffer.alloc(0);
 
-/** Ids of streams we reset, remembered so that frames still in flight are ignored (§5.1). */
-const recentlyResetCapacity = 256;
-
-/** A header block being collected across HEADERS and CONTINUATION frames. */
-interface PendingBlock {
-  readonly streamId: number;
-  /** Flags of the HEADERS frame (END_STREAM). */
-  readonly flags: number;
-  readonly fragments: Buffer[];
-  size: number;
-  /** CONTINUATION frames received so far. */
-  continuations: number;
-  /** The HEADERS frame depended on its own stream: a stream error once decoded. */
-  readonly selfDependent: boolean;
-}
-
 /**
  * A server-side HTTP/2 connection over a connected socket (cleartext or TLS). It starts by
  * sending its SETTINGS, expects the client preface, and serves until the socket closes, a
  * connection error ends it (GOAWAY with the error, then close), or {@link shutdown} drains it.
  *
  * Output: frames are appended to one buffer and written with one socket write per
- * event-loop turn (`setImmediate`), so all answers decided in one turn share one syscall.
+ * event-loop turn (`setImmediate`), so all answers decided in one turn share one syscall
+ * (output-queue.ts).
  */
-export class Http2Connection implements OutputOwner {
-  /** Our SETTINGS_INITIAL_WINDOW_SIZE, in bytes. @internal */
-  readonly initialWindow: number;
-  /** The peer's SETTINGS_INITIAL_WINDOW_SIZE, in bytes. @internal */
-  peerInitialWindow = defaultWindowBytes;
-  /** The write side: frames, batching, send windows. @internal */
-  readonly output: OutputQueue;
-
-  private readonly socket: Socket;
-  private readonly options: Http2ConnectionOptions;
-  private readonly logger: Logger;
+export class Http2Connection extends ConnectionLifecycle {
   private readonly decoder = new HpackDecoder();
-  /** Open streams by id (not a Map: see StreamTable). */
-  private readonly streams = new StreamTable<H2Stream>();
-  private readonly maxConcurrentStreams: number;
-  private readonly maxHeaderListBytes: number;
-  private readonly maxMemoryBytes: number;
-  /** Header list and body bytes held by the streams still open (see maxConnectionMemoryBytes). */
-  private memoryBytes = 0;
-  /** The header list part of memoryBytes. */
-  private headerMemoryBytes = 0;
-  /** Streams reset by the peer whose work is not done (they keep a concurrency slot). */
-  private abandonedStreams = 0;
-  private readonly handshakeTimeoutMs: number;
-  private readonly idleTimeoutMs: number;
   private readonly maxContinuationFrames: number;
-  private readonly headerBlockTimeoutMs: number;
-  /** Flood score, reset token bucket, PING strikes. */
-  private readonly meter: AbuseMeter;
-  private readonly onEvent: ((event: Http2Event) => void) | undefined;
-  /** When the connection started (ms, nowMs clock): the handshake deadline counts from it. */
-  private readonly startedAtMs: number;
-  /** Our SETTINGS were acknowledged (with the peer's preface and SETTINGS: handshake done). */
-  private settingsAcked = false;
-  /** When the last stream closed (ms); the idle time counts from it while none is open. */
-  private idleSinceMs: number;
-  /** When the header block in progress started (ms). */
-  private blockStartedAtMs = 0;
-  /** The one timer of the connection (handshake, header block, idle), re-armed lazily. */
-  private timer: NodeJS.Timeout | undefined = undefined;
-  private timerAtMs = Number.POSITIVE_INFINITY;
-  /** An internal error was logged already (once per connection). */
-  private failed = false;
   /** Work done since the last turn ended (see yieldTurn). */
   private turnBytes = 0;
   private turnStreams = 0;
@@ -136,262 +73,19 @@ export class Http2Connection implements OutputOwner {
       this.internalError(err);
     }
   };
-  private readonly onTimer = (): void => {
-    this.timer = undefined;
-    this.timerAtMs = Number.POSITIVE_INFINITY;
-    try {
-      this.checkDeadlines();
-    } catch (err) {
-      this.internalError(err);
-    }
-  };
-  private readonly connectionWindow: number;
-  private readonly nowMs: () => number;
-
-  /** Bytes of the client preface still expected (24 → 0). */
-  private prefaceLeft = clientPreface.length;
-  private settingsReceived = false;
-  private pending: Buffer | undefined = undefined;
-  private block: PendingBlock | undefined = undefined;
-  /** Highest stream id the peer used (ids must increase, §5.1.1). */
-  private lastPeerStreamId = 0;
-  /** Highest stream id we accepted for processing: the GOAWAY's last stream id. */
-  private lastAcceptedStreamId = 0;
-  private readonly recentlyReset: number[] = [];
-  /** Ids of streams the peer reset (RST_STREAM), remembered the same way. */
+  /** Ids of streams the peer reset (RST_STREAM), remembered as the ones we reset. */
   private readonly resetByPeer: number[] = [];
-  private connRecvWindow: number;
   private connRecvUnacked = 0;
-  /** GOAWAY sent: no new streams; the connection ends once the open ones are done. */
-  private draining = false;
-  /** A connection error or close: nothing more is read or written. */
-  private dead = false;
-  private endTimer: NodeJS.Timeout | undefined = undefined;
 
+  /**
+   * Serves `socket`, connected (and TLS-handshaken, if TLS) with a client that speaks HTTP/2
+   * with prior knowledge or negotiated `h2`.
+   */
   constructor(socket: Socket, options: Http2ConnectionOptions) {
-    this.socket = socket;
-    this.options = options;
-    this.logger = options.logger;
-    const d = http2ConnectionDefaults;
-    this.maxConcurrentStreams =
-      options.maxConcurrentStreams ?? d.maxConcurrentStreams;
-    this.initialWindow = options.initialWindowBytes ?? d.initialWindowBytes;
-    this.connectionWindow =
-      options.connectionWindowBytes ?? d.connectionWindowBytes;
-    this.maxHeaderListBytes =
-      options.maxHeaderListBytes ?? d.maxHeaderListBytes;
-    const l = http2LimitDefaults;
-    this.maxMemoryBytes =
-      options.maxConnectionMemoryBytes ?? l.maxConnectionMemoryBytes;
-    this.handshakeTimeoutMs =
-      options.handshakeTimeoutMs ?? l.handshakeTimeoutMs;
-    this.idleTimeoutMs = options.idleTimeoutMs ?? l.maxConnectionIdleMs;
+    super(socket, options);
     this.maxContinuationFrames =
-      options.maxContinuationFrames ?? l.maxContinuationFrames;
-    this.headerBlockTimeoutMs =
-      options.headerBlockTimeoutMs ?? l.headerBlockTimeoutMs;
-    this.onEvent = options.onEvent;
-    this.nowMs = options.nowMs ?? (() => performance.now());
-    this.startedAtMs = this.nowMs();
-    this.idleSinceMs = this.startedAtMs;
-    this.meter = new AbuseMeter(
-      {
-        floodLimit: options.floodLimit ?? l.floodLimit,
-        floodDecayPerSecond:
-          options.floodDecayPerSecond ?? l.floodDecayPerSecond,
-        streamResetLimit: options.streamResetLimit ?? l.streamResetLimit,
-        keepaliveMinTimeMs:
-          options.keepaliveMinTimeMs ?? l.keepaliveMinTimeMs,
-      },
-      this.nowMs,
-      this.startedAtMs,
-    );
-    this.output = new OutputQueue(
-      socket,
-      this,
-      options.maxQueuedOutputBytes ?? d.maxQueuedOutputBytes,
-    );
-    this.connRecvWindow = defaultWindowBytes;
-
-    socket.setNoDelay(true);
-    socket.on("data", (chunk: Buffer) => {
-      try {
-        this.receive(chunk);
-      } catch (err) {
-        this.internalError(err);
-      }
-    });
-    socket.on("drain", () => {
-      this.onDrain();
-    });
-    socket.on("error", (err: Error) => {
-      this.logger.debug({ err }, "http2 socket error");
-    });
-    socket.on("close", () => {
-      this.onSocketClose();
-    });
-    this.writeSettings();
-    this.armTimer(
-      this.startedAtMs +
-        (this.idleTimeoutMs > 0
-          ? Math.min(this.handshakeTimeoutMs, this.idleTimeoutMs)
-          : this.handshakeTimeoutMs),
-    );
+      options.maxContinuationFrames ?? http2LimitDefaults.maxContinuationFrames;
   }
-
-  /** Whether the socket is TLS. */
-  get encrypted(): boolean {
-    return "encrypted" in this.socket && this.socket.encrypted === true;
-  }
-
-  /** Number of open streams. */
-  get openStreams(): number {
-    return this.streams.size;
-  }
-
-  /** Whether the connection is closed, or closing after an error or a drain. */
-  isClosed(): boolean {
-    return this.dead;
-  }
-
-  private isAlive(): boolean {
-    return !this.dead;
-  }
-
-  /**
-   * Starts a graceful close: GOAWAY(NO_ERROR) with the last stream accepted, so the client
-   * opens new calls elsewhere; open streams finish, then the socket is ended. Idempotent.
-   */
-  shutdown(): void {
-    if (this.dead || this.draining) return;
-    this.draining = true;
-    this.output.writeGoaway(this.lastAcceptedStreamId, ErrorCode.noError);
-    this.endIfDrained();
-  }
-
-  /** Closes the socket now; open streams are aborted. Idempotent. */
-  destroy(): void {
-    this.abortAll(ErrorCode.cancel);
-    this.dead = true;
-    this.clearTimer();
-    this.socket.destroy();
-  }
-
-  /**
-   * Contains an exception thrown while handling this connection or one of its streams: logs
-   * it once with the peer, counts `internal_error`, and ends the connection with GOAWAY
-   * INTERNAL_ERROR (then closes the socket). Never throws. @internal
-   */
-  internalError(err: unknown): void {
-    try {
-      if (!this.failed) {
-        this.failed = true;
-        this.logger.warn(
-          {
-            err,
-            peer: `${this.socket.remoteAddress ?? "unix"}:${String(this.socket.remotePort ?? "")}`,
-          },
-          "http2 connection failed; closing it with GOAWAY INTERNAL_ERROR",
-        );
-        this.onEvent?.("internal_error");
-      }
-      this.connectionError(ErrorCode.internalError, "internal error");
-    } catch {
-      // Whatever state the connection is in, the socket goes.
-      this.dead = true;
-      this.socket.destroy();
-    }
-  }
-
-  /** A stream reset while working has finished its work: its slot is free. @internal */
-  releaseAbandoned(): void {
-    if (this.abandonedStreams > 0) this.abandonedStreams--;
-  }
-
-  /** Ends the connection with GOAWAY ENHANCE_YOUR_CALM (a limit acted), counted. */
-  private calm(reason: string): void {
-    if (this.dead) return;
-    this.logger.debug({ reason }, "http2 peer exceeded a limit");
-    this.onEvent?.("enhance_your_calm");
-    this.connectionError(ErrorCode.enhanceYourCalm, reason);
-  }
-
-  /**
-   * Adds `points` to the flood score (frames that make no progress, refused and malformed
-   * streams); the score decays with time and responses sent; beyond the limit the connection
-   * is ended (see http2LimitDefaults.floodLimit).
-   */
-  private flood(points: number): void {
-    if (this.meter.flood(points))
-      this.calm("too many frames that make no progress");
-  }
-
-  /** Makes the connection's timer fire at `atMs` (nowMs clock) unless it fires sooner. */
-  private armTimer(atMs: number): void {
-    if (this.dead || atMs >= this.timerAtMs) return;
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timerAtMs = atMs;
-    this.timer = setTimeout(
-      this.onTimer,
-      Math.max(1, Math.ceil(atMs - this.nowMs())),
-    );
-    this.timer.unref();
-  }
-
-  private clearTimer(): void {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.timerAtMs = Number.POSITIVE_INFINITY;
-  }
-
-  /** The timer fired: end what is overdue, re-arm for what is still pending. */
-  private checkDeadlines(): void {
-    if (this.dead) return;
-    const now = this.nowMs();
-    let next = Number.POSITIVE_INFINITY;
-    if (!this.handshakeDone()) {
-      const at = this.startedAtMs + this.handshakeTimeoutMs;
-      if (now >= at) {
-        this.onEvent?.("handshake_timeout");
-        this.logger.debug(
-          { preface: this.prefaceLeft === 0, settings: this.settingsReceived },
-          "http2 handshake timed out",
-        );
-        if (this.prefaceLeft === 0 && this.settingsReceived)
-          this.connectionError(
-            ErrorCode.settingsTimeout,
-            "SETTINGS not acknowledged in time",
-          );
-        else this.destroy();
-        return;
-      }
-      next = at;
-    }
-    if (this.block !== undefined) {
-      const at = this.blockStartedAtMs + this.headerBlockTimeoutMs;
-      if (now >= at) {
-        this.calm("header block not ended in time");
-        return;
-      }
-      next = Math.min(next, at);
-    }
-    if (this.idleTimeoutMs > 0 && this.streams.size === 0 && !this.draining) {
-      const at = this.idleSinceMs + this.idleTimeoutMs;
-      if (now >= at) {
-        this.onEvent?.("idle_timeout");
-        this.shutdown();
-        return;
-      }
-      next = Math.min(next, at);
-    }
-    if (next !== Number.POSITIVE_INFINITY) this.armTimer(next);
-  }
-
-  private handshakeDone(): boolean {
-    return this.settingsAcked && this.settingsReceived;
-  }
-
-  // ---- input -------------------------------------------------------------------------------
 
   /** @internal exported for tests: feeds received socket bytes. */
   receive(chunk: Buffer): void {
@@ -1100,164 +794,14 @@ export class Http2Connection implements OutputOwner {
     this.writeRstStream(streamId, ErrorCode.streamClosed);
   }
 
-  private wasRecentlyReset(streamId: number): boolean {
-    return this.recentlyReset.includes(streamId);
-  }
-
-  // ---- streams -----------------------------------------------------------------------------
-
-  /** Resets `stream`; tells its sink when `notify`. @internal */
-  resetStream(stream: H2Stream, code: number, notify: boolean): void {
-    if (stream.state === "closed") return;
-    this.writeRstStream(stream.id, code);
-    this.closeStream(stream);
-    if (notify) stream.sink?.onAbort(stream, code);
-  }
-
-  private streamError(streamId: number, code: number): void {
-    const stream = this.streams.get(streamId);
-    if (stream !== undefined) this.resetStream(stream, code, true);
-    else this.writeRstStream(streamId, code);
-  }
-
-  /** We sent END_STREAM on `stream`. @internal */
-  localEnd(stream: H2Stream): void {
-    stream.localEnded = true;
-    stream.endPending = false;
-    // A response is progress: it pays for some of the flood score.
-    this.meter.responded();
-    if (stream.state === "halfClosedRemote") {
-      this.closeStream(stream);
-      return;
-    }
-    // Answered before the request ended: tell the client to stop sending (§8.1).
-    this.writeRstStream(stream.id, ErrorCode.noError);
-    this.closeStream(stream);
-  }
-
-  private closeStream(stream: H2Stream): void {
-    stream.state = "closed";
-    if (this.streams.delete(stream.id)) {
-      this.memoryBytes -= stream.receivedBytes + stream.headerBytes;
-      this.headerMemoryBytes -= stream.headerBytes;
-      if (stream.working) {
-        // Its work goes on: it keeps a concurrency slot until endWork.
-        stream.abandoned = true;
-        this.abandonedStreams++;
-      }
-      if (this.streams.size === 0) {
-        this.idleSinceMs = this.nowMs();
-        if (this.idleTimeoutMs > 0)
-          this.armTimer(this.idleSinceMs + this.idleTimeoutMs);
-      }
-    }
-    this.output.forget(stream);
-    stream.queue = undefined;
-    stream.queuedBytes = 0;
-    stream.releaseWaiter();
-    if (this.draining) this.endIfDrained();
-  }
-
-  private abortAll(code: number): void {
-    const open = [...this.streams.values()];
-    this.streams.clear();
-    this.memoryBytes = 0;
-    this.headerMemoryBytes = 0;
-    this.output.forgetAll();
-    for (const stream of open) {
-      stream.state = "closed";
-      stream.queue = undefined;
-      stream.releaseWaiter();
-      stream.sink?.onAbort(stream, code);
-    }
-  }
-
-  private endIfDrained(): void {
-    if (this.dead || this.streams.size > 0) return;
-    this.dead = true;
-    this.output.flush();
-    this.socket.end();
-    this.armEndTimer();
-  }
-
-  /** Connection error: GOAWAY with `code`, abort the streams, close (§5.4.1). */
-  private connectionError(code: number, reason: string): void {
-    if (this.dead) return;
-    this.logger.debug(
-      { code: errorCodeName(code), reason },
-      "http2 connection error",
-    );
-    this.output.writeGoaway(this.lastPeerStreamId, code, reason);
-    this.abortAll(code);
-    this.dead = true;
-    this.pending = undefined;
-    this.block = undefined;
-    this.output.flush();
-    this.socket.end();
-    // What the peer still sends is not read (a flooder would make us read it all).
-    this.socket.pause();
-    this.armEndTimer();
-  }
-
-  private armEndTimer(): void {
-    // A peer that does not close its side is cut off after a second.
-    this.endTimer ??= setTimeout(() => {
-      this.socket.destroy();
-    }, 1000);
-    this.endTimer.unref();
-  }
-
-  private onSocketClose(): void {
-    clearTimeout(this.endTimer);
-    this.clearTimer();
-    this.dead = true;
-    this.abortAll(ErrorCode.cancel);
-    this.options.onClose?.(this);
-  }
-
-  private onDrain(): void {
-    if (!this.output.drained()) return;
-    this.socket.resume();
-    for (const stream of this.streams.values())
-      if (stream.queuedBytes === 0) stream.releaseWaiter();
-  }
-
-  // ---- output ------------------------------------------------------------------------------
-
-  private writeSettings(): void {
-    const payload = Buffer.allocUnsafe(4 * 6);
-    let p = 0;
-    for (const [id, value] of [
-      [SettingId.maxConcurrentStreams, this.maxConcurrentStreams],
-      [SettingId.initialWindowSize, this.initialWindow],
-      [SettingId.maxHeaderListSize, this.maxHeaderListBytes],
-      [SettingId.enablePush, 0],
-    ] as const) {
-      payload.writeUInt16BE(id, p);
-      payload.writeUInt32BE(value, p + 2);
-      p += 6;
-    }
-    this.output.writeFrame(FrameType.settings, 0, 0, payload, 0, p);
-    const raise = this.connectionWindow - defaultWindowBytes;
-    if (raise > 0) {
-      this.connRecvWindow += raise;
-      this.output.writeWindowUpdate(0, raise);
-    }
-  }
-
-
   /** The batch was handed to the socket: a new event-loop turn's budget. @internal */
   onFlushed(): void {
     this.turnBytes = 0;
     this.turnStreams = 0;
   }
 
-  /** RST_STREAM, with the id remembered (frames still in flight are ignored, §5.1). */
-  private writeRstStream(streamId: number, code: number): void {
-    const reset = this.recentlyReset;
-    if (reset.length >= recentlyResetCapacity) reset.shift();
-    reset.push(streamId);
-    this.output.writeRstStream(streamId, code);
+  protected onClosed(): void {
+    this.options.onClose?.(this);
   }
 }
 

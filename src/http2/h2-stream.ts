@@ -24,7 +24,6 @@ export interface StreamSink {
   onAbort(stream: H2Stream, errorCode: number): void;
 }
 
-
 /** State of a stream (RFC 9113 §5.1), as far as a server-side request stream has one. */
 export type StreamState = "open" | "halfClosedRemote" | "closed";
 

@@ -60,7 +60,11 @@ export class OutputQueue {
    * @param maxQueuedOutputBytes socket bytes queued beyond which reading from the peer is
    *   paused until the socket drains
    */
-  constructor(socket: Socket, owner: OutputOwner, maxQueuedOutputBytes: number) {
+  constructor(
+    socket: Socket,
+    owner: OutputOwner,
+    maxQueuedOutputBytes: number,
+  ) {
     this.socket = socket;
     this.owner = owner;
     this.maxQueuedOutputBytes = maxQueuedOutputBytes;
