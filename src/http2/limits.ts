@@ -1,6 +1,7 @@
 // Abuse limits of the gRPC listener's HTTP/2 connections, shared by both engines (the built-in
-// one in this folder and node:http2): their defaults, where each number comes from, and the
-// events they report. docs/security.md has the table against nghttp2, Node and grpc-go.
+// one in this folder and node:http2, both served by src/server/grpc/): their defaults, where
+// each number comes from, and the events they report. docs/security.md has the table against
+// nghttp2, Node and grpc-go.
 
 /**
  * What an HTTP/2 connection reports when a limit acts or something fails; counted as

@@ -26,7 +26,7 @@ import {
   RateLimitResponse_Code,
   type RateLimitResponse,
 } from "../../src/proto.js";
-import { decodeUnaryEnvelope } from "../../src/server/grpc/grpc-fast-path.js";
+import { decodeUnaryEnvelope } from "../../src/server/grpc/envelope.js";
 import { remapDecodeErrors } from "../../src/server/connect-handler.js";
 import { createJsonHandler } from "../../src/server/json-handler.js";
 import { createRoutes } from "../../src/server/routes.js";

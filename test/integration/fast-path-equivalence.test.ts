@@ -8,10 +8,8 @@ import {
   RateLimitResponseSchema,
   type RateLimitResponse,
 } from "../../src/proto.js";
-import {
-  installGrpcFastPath,
-  parseGrpcTimeoutMs,
-} from "../../src/server/grpc/grpc-fast-path.js";
+import { parseGrpcTimeoutMs } from "../../src/server/grpc/envelope.js";
+import { installGrpcFastPath } from "../../src/server/grpc/grpc-fast-path.js";
 import { listen } from "../../src/server/listen.js";
 import { envelope, rawGrpc, type RawGrpcResult } from "../helpers/raw-grpc.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";

@@ -6,20 +6,18 @@ import {
   type IncomingHttpHeaders,
   type ServerHttp2Stream,
 } from "node:http2";
-import { Code, ConnectError } from "@connectrpc/connect";
+import type { Code } from "@connectrpc/connect";
 import type { Logger } from "pino";
-import type { RateLimitRequest } from "../../proto.js";
 import type { Http2Event } from "../../http2/limits.js";
-import { decodeRateLimitRequest } from "./rate-limit-request-decoder.js";
-import { encodeRateLimitResponseFrame } from "./rate-limit-response-encoder.js";
-import type { ShouldRateLimitHandler } from "../should-rate-limit-handler.js";
+import {
+  grpcContentTypes,
+  shouldRateLimitPath,
+  UnaryCall,
+  type UnaryCallOptions,
+} from "./unary-call.js";
 
 /** Options of {@link installGrpcFastPath}. */
-export interface GrpcFastPathOptions {
-  /** The shared ShouldRateLimit entry point (the Connect router calls the same one). */
-  readonly handler: ShouldRateLimitHandler;
-  /** Largest accepted request message, in bytes (gRPC default 4 MiB). */
-  readonly readMaxBytes: number;
+export interface GrpcFastPathOptions extends UnaryCallOptions {
   readonly logger: Logger;
   /** Told when serving a stream throws (`internal_error`). */
   readonly onEvent?: (event: Http2Event) => void;
@@ -53,9 +51,6 @@ export type StreamGuardOptions = Pick<
   GrpcFastPathOptions,
   "logger" | "onEvent"
 >;
-
-const shouldRateLimitPath =
-  "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
 type StreamListener = (
   stream: ServerHttp2Stream,
@@ -188,8 +183,8 @@ function isFastPathCall(headers: IncomingHttpHeaders): boolean {
     return false;
   const contentType = headers["content-type"];
   if (
-    contentType !== "application/grpc" &&
-    contentType !== "application/grpc+proto"
+    contentType !== grpcContentTypes[0] &&
+    contentType !== grpcContentTypes[1]
   )
     return false;
   const encoding = headers["grpc-encoding"];
@@ -197,53 +192,63 @@ function isFastPathCall(headers: IncomingHttpHeaders): boolean {
 }
 
 /**
- * Parses a `grpc-timeout` header (`<1-8 digits><H|M|S|m|u|n>`) into milliseconds.
- *
- * @returns the timeout in ms, `undefined` when absent, `NaN` when malformed
+ * One unary call on a node:http2 stream, kept on the stream: the stream's listeners are the
+ * shared module-level functions below (called with the stream as `this`), so a call
+ * allocates this one object instead of a closure per listener.
  */
-export function parseGrpcTimeoutMs(
-  value: string | string[] | undefined,
-): number | undefined {
-  if (value === undefined) return undefined;
-  const text = Array.isArray(value) ? value[0] : value;
-  const match = /^(\d{1,8})([HMSmun])$/.exec(text ?? "");
-  if (match === null) return Number.NaN;
-  const amount = Number(match[1]);
-  return amount * (msPerTimeoutUnit[match[2] ?? ""] ?? Number.NaN);
-}
-
-const msPerTimeoutUnit: Readonly<Record<string, number>> = {
-  H: 3_600_000,
-  M: 60_000,
-  S: 1000,
-  m: 1,
-  u: 0.001,
-  n: 0.000001,
-};
-
-/**
- * State of one unary call, kept on its stream: the stream's listeners are the shared
- * module-level functions below (called with the stream as `this`), so a call allocates this
- * one object instead of a closure per listener.
- */
-interface UnaryCall {
+class NodeUnaryCall extends UnaryCall<GrpcFastPathOptions> {
   readonly stream: ServerHttp2Stream;
-  readonly headers: IncomingHttpHeaders;
-  readonly options: GrpcFastPathOptions;
   readonly contentType: string;
-  answered: boolean;
-  deadline: NodeJS.Timeout | undefined;
-  /** The first chunk of the body; later ones (rare: large requests) go to `more`. */
-  first: Buffer | undefined;
-  more: Buffer[] | undefined;
-  received: number;
   /** The session's memory account, and the body bytes added to it. */
   readonly memory: ConnectionMemory | undefined;
-  held: number;
+  held = 0;
+
+  constructor(
+    stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
+    options: GrpcFastPathOptions,
+  ) {
+    super(options, headers);
+    this.stream = stream;
+    this.contentType = headers["content-type"] ?? grpcContentTypes[0];
+    this.memory = (stream.session as MeteredSession | undefined)?.[
+      connectionMemoryOf
+    ];
+  }
+
+  protected isGone(): boolean {
+    return this.stream.destroyed || this.stream.closed;
+  }
+
+  protected respondError(code: Code, message: string): void {
+    this.stream.respond(
+      {
+        ":status": 200,
+        "content-type": this.contentType,
+        "grpc-status": String(code),
+        "grpc-message": encodeURIComponent(message),
+      },
+      { endStream: true },
+    );
+  }
+
+  protected respondMessage(frame: Buffer): void {
+    const stream = this.stream;
+    stream.respond(
+      { ":status": 200, "content-type": this.contentType },
+      { waitForTrailers: true },
+    );
+    stream.on("wantTrailers", onWantTrailers);
+    stream.end(frame);
+  }
+
+  protected contain(err: unknown): void {
+    failSession(this.stream, err, this.options);
+  }
 }
 
 const callOf = Symbol("ratelimit.fastPathCall");
-type CallStream = ServerHttp2Stream & { [callOf]?: UnaryCall };
+type CallStream = ServerHttp2Stream & { [callOf]?: NodeUnaryCall };
 
 /** One unary call on one stream: read the envelope, decide, answer once. */
 function serveUnary(
@@ -251,37 +256,14 @@ function serveUnary(
   headers: IncomingHttpHeaders,
   options: GrpcFastPathOptions,
 ): void {
-  const call: UnaryCall = {
-    stream,
-    headers,
-    options,
-    contentType: headers["content-type"] ?? "application/grpc",
-    answered: false,
-    deadline: undefined,
-    first: undefined,
-    more: undefined,
-    received: 0,
-    memory: (stream.session as MeteredSession | undefined)?.[
-      connectionMemoryOf
-    ],
-    held: 0,
-  };
+  const call = new NodeUnaryCall(stream, headers, options);
   (stream as CallStream)[callOf] = call;
   // Before any early answer: a stream still open for reading can be destroyed with an error
   // later (a client GOAWAY with an error code), and an unhandled "error" ends the process.
   stream.on("error", onError);
-  const timeoutMs = parseGrpcTimeoutMs(headers["grpc-timeout"]);
-  if (timeoutMs !== undefined) {
-    if (Number.isNaN(timeoutMs)) {
-      fail(
-        call,
-        Code.InvalidArgument,
-        `protocol error: invalid grpc timeout value: ${String(headers["grpc-timeout"])}`,
-      );
-      stream.resume();
-      return;
-    }
-    call.deadline = setTimeout(onDeadline, timeoutMs, call);
+  if (!call.startDeadline(headers["grpc-timeout"])) {
+    stream.resume();
+    return;
   }
   // The client cancelled or the connection went away: there is nobody to answer.
   stream.on("aborted", onAborted);
@@ -290,52 +272,12 @@ function serveUnary(
   stream.on("end", onEnd);
 }
 
-/** Answers with a trailers-only error response (status in the only header block), once. */
-function fail(call: UnaryCall, code: Code, message: string): void {
-  if (call.answered) return;
-  call.answered = true;
-  clearTimeout(call.deadline);
-  const stream = call.stream;
-  if (stream.destroyed || stream.closed) return;
-  stream.respond(
-    {
-      ":status": 200,
-      "content-type": call.contentType,
-      "grpc-status": String(code),
-      "grpc-message": encodeURIComponent(message),
-    },
-    { endStream: true },
-  );
-}
-
-/** Answers with one response message and OK trailers, once. */
-function succeed(call: UnaryCall, frame: Buffer): void {
-  if (call.answered) return;
-  call.answered = true;
-  clearTimeout(call.deadline);
-  const stream = call.stream;
-  if (stream.destroyed || stream.closed) return;
-  stream.respond(
-    { ":status": 200, "content-type": call.contentType },
-    { waitForTrailers: true },
-  );
-  stream.on("wantTrailers", onWantTrailers);
-  stream.end(frame);
-}
-
 function onWantTrailers(this: ServerHttp2Stream): void {
   this.sendTrailers({ "grpc-status": "0" });
 }
 
-function onDeadline(call: UnaryCall): void {
-  fail(call, Code.DeadlineExceeded, "the operation timed out");
-}
-
 function onAborted(this: CallStream): void {
-  const call = this[callOf];
-  if (call === undefined) return;
-  call.answered = true;
-  clearTimeout(call.deadline);
+  this[callOf]?.abort();
 }
 
 function onClose(this: CallStream): void {
@@ -354,20 +296,7 @@ function onError(this: CallStream, err: Error): void {
 
 function onData(this: CallStream, chunk: Buffer): void {
   const call = this[callOf];
-  if (call === undefined || call.answered) return;
-  call.received += chunk.length;
-  const maxBytes = call.options.readMaxBytes;
-  if (call.received > maxBytes + 5) {
-    contained(
-      call,
-      fail,
-      Code.ResourceExhausted,
-      `message size is larger than configured readMaxBytes ${maxBytes}`,
-    );
-    return;
-  }
-  if (call.first === undefined) call.first = chunk;
-  else (call.more ??= [call.first]).push(chunk);
+  if (call?.receive(chunk) !== true) return;
   if (call.memory !== undefined) {
     call.held += chunk.length;
     // Over the connection's budget this ends the connection, this stream included.
@@ -379,122 +308,8 @@ function onEnd(this: CallStream): void {
   const call = this[callOf];
   if (call === undefined || call.answered) return;
   try {
-    decide(call);
+    call.end();
   } catch (err) {
     failSession(call.stream, err, call.options);
-  }
-}
-
-/** Decodes the request and answers with the handler's decision (or its error). */
-function decide(call: UnaryCall): void {
-  let request: RateLimitRequest;
-  try {
-    request = decodeUnaryEnvelope(
-      call.more !== undefined
-        ? Buffer.concat(call.more)
-        : (call.first ?? emptyBody),
-      call.options.readMaxBytes,
-    );
-  } catch (err) {
-    const e = ConnectError.from(err);
-    fail(call, e.code, e.rawMessage);
-    return;
-  }
-  // The headers carry the caller's trace context (read only when tracing is on).
-  call.options.handler(request, call.headers).then(
-    (response) => {
-      try {
-        succeed(call, encodeRateLimitResponseFrame(response));
-      } catch (err) {
-        failSession(call.stream, err, call.options);
-      }
-    },
-    (err: unknown) => {
-      const e = ConnectError.from(err);
-      contained(call, fail, e.code, e.rawMessage);
-    },
-  );
-}
-
-/**
- * Runs `answer` (a listener or promise callback's last step) so that an exception closes the
- * call's connection ({@link failSession}) instead of reaching the process.
- */
-function contained(
-  call: UnaryCall,
-  answer: (call: UnaryCall, code: Code, message: string) => void,
-  code: Code,
-  message: string,
-): void {
-  try {
-    answer(call, code, message);
-  } catch (err) {
-    failSession(call.stream, err, call.options);
-  }
-}
-
-const emptyBody = Buffer.alloc(0);
-
-/**
- * Decodes the body of a unary gRPC call: exactly one uncompressed envelope
- * (`flags:u8 length:u32be message`) holding a `RateLimitRequest`.
- *
- * @throws {@link ConnectError} (codes as Connect's gRPC handler answers them) UNIMPLEMENTED
- *   for zero or several messages (gRPC's cardinality rule), INVALID_ARGUMENT for a truncated
- *   envelope or an undecodable message, INTERNAL for a compressed flag without an encoding,
- *   RESOURCE_EXHAUSTED when the message is larger than `maxBytes`
- */
-export function decodeUnaryEnvelope(
-  body: Buffer,
-  maxBytes: number,
-): RateLimitRequest {
-  if (body.length === 0) {
-    throw new ConnectError(
-      "protocol error: missing input message for unary method",
-      Code.Unimplemented,
-    );
-  }
-  if (body.length < 5)
-    throw new ConnectError(
-      "protocol error: incomplete envelope",
-      Code.InvalidArgument,
-    );
-  const flags = body.readUInt8(0);
-  const length = body.readUInt32BE(1);
-  if (length > maxBytes) {
-    throw new ConnectError(
-      `message size ${length} is larger than configured readMaxBytes ${maxBytes}`,
-      Code.ResourceExhausted,
-    );
-  }
-  if (body.length < 5 + length)
-    throw new ConnectError(
-      "protocol error: incomplete envelope",
-      Code.InvalidArgument,
-    );
-  if (body.length > 5 + length) {
-    throw new ConnectError(
-      "protocol error: received extra input message for unary method",
-      Code.Unimplemented,
-    );
-  }
-  if ((flags & 0b1) === 0b1) {
-    throw new ConnectError(
-      "received compressed envelope, but do not know how to decompress",
-      Code.Internal,
-    );
-  }
-  if (flags !== 0)
-    throw new ConnectError(
-      `protocol error: invalid envelope flags ${flags}`,
-      Code.Internal,
-    );
-  try {
-    return decodeRateLimitRequest(body, 5, 5 + length);
-  } catch (err) {
-    throw new ConnectError(
-      `parse binary: ${err instanceof Error ? err.message : String(err)}`,
-      Code.InvalidArgument,
-    );
   }
 }

@@ -17,7 +17,7 @@ import {
  * strings, repeated singular message fields that protobuf would merge, unknown fields, large
  * or negative numbers, truncated or malformed input) is decoded by protobuf-es itself, so the
  * result and the errors thrown are protobuf-es's in every case
- * (test/unit/server/rate-limit-request-decoder.test.ts checks both agree).
+ * (test/unit/server/grpc/rate-limit-request-decoder.test.ts checks both agree).
  *
  * @param bytes - the buffer holding the message
  * @param start - offset of the message's first byte

@@ -5,11 +5,12 @@ import {
   type RateLimitResponse,
   type RateLimitResponse_DescriptorStatus,
 } from "../../proto.js";
+import { envelopePrefixBytes, writeEnvelopePrefix } from "./envelope.js";
 
 /**
  * Encodes a `RateLimitResponse` as one gRPC message frame (`flags:u8 length:u32be message`),
  * byte for byte what `toBinary(RateLimitResponseSchema, response)` produces behind the same
- * 5-byte prefix (test/unit/server/rate-limit-response-encoder.test.ts checks it with random
+ * 5-byte prefix (test/unit/server/grpc/rate-limit-response-encoder.test.ts checks it with random
  * messages).
  *
  * Why: protobuf-es's reflective writer walks the schema and allocates a writer and a chunk
@@ -25,19 +26,17 @@ export function encodeRateLimitResponseFrame(
   response: RateLimitResponse,
 ): Buffer {
   if (isSpecialised(response)) {
-    pos = 5;
+    pos = envelopePrefixBytes;
     writeResponse(response);
     const frame = Buffer.allocUnsafe(pos);
     scratch.copy(frame, 0, 0, pos);
-    frame[0] = 0;
-    frame.writeUInt32BE(pos - 5, 1);
+    writeEnvelopePrefix(frame, pos - envelopePrefixBytes);
     return frame;
   }
   const payload = toBinary(RateLimitResponseSchema, response);
-  const frame = Buffer.allocUnsafe(5 + payload.length);
-  frame[0] = 0;
-  frame.writeUInt32BE(payload.length, 1);
-  frame.set(payload, 5);
+  const frame = Buffer.allocUnsafe(envelopePrefixBytes + payload.length);
+  writeEnvelopePrefix(frame, payload.length);
+  frame.set(payload, envelopePrefixBytes);
   return frame;
 }
 

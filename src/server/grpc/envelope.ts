@@ -1,0 +1,108 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { RateLimitRequest } from "../../proto.js";
+import { decodeRateLimitRequest } from "./rate-limit-request-decoder.js";
+
+// The gRPC wire format of a unary call as both HTTP/2 engines' fast paths read and write it:
+// the message envelope (`flags:u8 length:u32be message`) and the `grpc-timeout` header. The
+// errors are the ones Connect's gRPC handler raises for the same input, code and text.
+
+/** Bytes of an envelope's prefix: the flags byte and the 32-bit message length. */
+export const envelopePrefixBytes = 5;
+
+/**
+ * Writes the prefix of an uncompressed envelope (flags 0, then `messageBytes` big-endian) at
+ * the start of `frame`, whose message follows at {@link envelopePrefixBytes}.
+ */
+export function writeEnvelopePrefix(frame: Buffer, messageBytes: number): void {
+  frame[0] = 0;
+  frame.writeUInt32BE(messageBytes, 1);
+}
+
+/**
+ * Decodes the body of a unary gRPC call: exactly one uncompressed envelope
+ * (`flags:u8 length:u32be message`) holding a `RateLimitRequest`.
+ *
+ * @throws {@link ConnectError} (codes as Connect's gRPC handler answers them) UNIMPLEMENTED
+ *   for zero or several messages (gRPC's cardinality rule), INVALID_ARGUMENT for a truncated
+ *   envelope or an undecodable message, INTERNAL for a compressed flag without an encoding,
+ *   RESOURCE_EXHAUSTED when the message is larger than `maxBytes`
+ */
+export function decodeUnaryEnvelope(
+  body: Buffer,
+  maxBytes: number,
+): RateLimitRequest {
+  if (body.length === 0) {
+    throw new ConnectError(
+      "protocol error: missing input message for unary method",
+      Code.Unimplemented,
+    );
+  }
+  if (body.length < 5)
+    throw new ConnectError(
+      "protocol error: incomplete envelope",
+      Code.InvalidArgument,
+    );
+  const flags = body.readUInt8(0);
+  const length = body.readUInt32BE(1);
+  if (length > maxBytes) {
+    throw new ConnectError(
+      `message size ${length} is larger than configured readMaxBytes ${maxBytes}`,
+      Code.ResourceExhausted,
+    );
+  }
+  if (body.length < 5 + length)
+    throw new ConnectError(
+      "protocol error: incomplete envelope",
+      Code.InvalidArgument,
+    );
+  if (body.length > 5 + length) {
+    throw new ConnectError(
+      "protocol error: received extra input message for unary method",
+      Code.Unimplemented,
+    );
+  }
+  if ((flags & 0b1) === 0b1) {
+    throw new ConnectError(
+      "received compressed envelope, but do not know how to decompress",
+      Code.Internal,
+    );
+  }
+  if (flags !== 0)
+    throw new ConnectError(
+      `protocol error: invalid envelope flags ${flags}`,
+      Code.Internal,
+    );
+  try {
+    return decodeRateLimitRequest(body, 5, 5 + length);
+  } catch (err) {
+    throw new ConnectError(
+      `parse binary: ${err instanceof Error ? err.message : String(err)}`,
+      Code.InvalidArgument,
+    );
+  }
+}
+
+/**
+ * Parses a `grpc-timeout` header (`<1-8 digits><H|M|S|m|u|n>`) into milliseconds.
+ *
+ * @returns the timeout in ms, `undefined` when absent, `NaN` when malformed
+ */
+export function parseGrpcTimeoutMs(
+  value: string | string[] | undefined,
+): number | undefined {
+  if (value === undefined) return undefined;
+  const text = Array.isArray(value) ? value[0] : value;
+  const match = /^(\d{1,8})([HMSmun])$/.exec(text ?? "");
+  if (match === null) return Number.NaN;
+  const amount = Number(match[1]);
+  return amount * (msPerTimeoutUnit[match[2] ?? ""] ?? Number.NaN);
+}
+
+const msPerTimeoutUnit: Readonly<Record<string, number>> = {
+  H: 3_600_000,
+  M: 60_000,
+  S: 1000,
+  m: 1,
+  u: 0.001,
+  n: 0.000001,
+};
