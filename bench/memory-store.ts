@@ -1,12 +1,13 @@
 // `node --expose-gc dist/bench/memory-store.js [keys]`: heap cost of the memory backend's
-// counters. Fills `keys` distinct cache keys (default 1,000,000) through MemoryRateLimitCache,
+// counters. Fills `keys` distinct cache keys (default 1,000,000) through the pipeline over the memory backend,
 // prints bytes of heap per live key, then moves the clock past the window, lets the sweep free
 // them and prints heapUsed/RSS against the values before the fill. One process, no network.
 import { create } from "@bufbuild/protobuf";
-import { MemoryRateLimitCache } from "../src/backends/memory/memory-rate-limit-cache.js";
+import { MemoryCounterBackend } from "../src/backends/memory/memory-rate-limit-cache.js";
 import { unitToSeconds } from "../src/config/units.js";
 import type { RateLimit } from "../src/config/rate-limit-config.js";
 import { createBaseLimiter } from "../src/limiter/base-limiter.js";
+import { RateLimitPipeline } from "../src/limiter/pipeline.js";
 import {
   RateLimitDescriptorSchema,
   RateLimitResponse_RateLimit_Unit as Unit,
@@ -25,11 +26,13 @@ const mib = (bytes: number): string => (bytes / 1048576).toFixed(1);
 let now = 1_764_000_000;
 const clock = { nowSeconds: () => now, nowMs: () => now * 1000 };
 const stats = createStatsManager();
-const cache = new MemoryRateLimitCache({
+const cache = new RateLimitPipeline({
+  backend: new MemoryCounterBackend({
+    clock,
+    sweepIntervalMs: 50,
+    maxKeys: Math.max(keys, 1),
+  }),
   baseLimiter: createBaseLimiter({ clock }),
-  clock,
-  sweepIntervalMs: 50,
-  maxKeys: Math.max(keys, 1),
 });
 const limit: RateLimit = {
   fullKey: "bench.remote_address",
@@ -79,10 +82,10 @@ for (let done = 0; done < keys; done += perCall) {
 }
 collect();
 const full = process.memoryUsage();
-const live = cache.size;
+const live = cache.backend.size;
 now += 120; // past the minute window
 const start = Date.now();
-while (cache.size > 0) await new Promise((r) => setTimeout(r, 20));
+while (cache.backend.size > 0) await new Promise((r) => setTimeout(r, 20));
 const freedMs = Date.now() - start;
 collect();
 await new Promise((r) => setTimeout(r, 100));

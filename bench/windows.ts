@@ -9,10 +9,11 @@ import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
-import { KvRateLimitCache } from "../src/backends/kv/kv-rate-limit-cache.js";
+import { KvCounterBackend } from "../src/backends/kv/kv-rate-limit-cache.js";
 import type { RateLimit } from "../src/config/rate-limit-config.js";
 import { unitToSeconds, windowShape } from "../src/config/units.js";
 import { createBaseLimiter } from "../src/limiter/base-limiter.js";
+import { RateLimitPipeline } from "../src/limiter/pipeline.js";
 import {
   RateLimitDescriptorSchema,
   RateLimitResponse_RateLimit_Unit as Unit,
@@ -120,12 +121,14 @@ async function main(): Promise<void> {
     { stdio: "ignore" },
   );
   try {
-    const cache = new KvRateLimitCache({
-      main: { type: "single", socketType: "tcp", url: `127.0.0.1:${port}` },
+    const cache = new RateLimitPipeline({
+      backend: new KvCounterBackend({
+        main: { type: "single", socketType: "tcp", url: `127.0.0.1:${port}` },
+        logger: pino({ level: "silent" }),
+        startupInitialIntervalMs: 50,
+        startupMaxElapsedTimeMs: 10_000,
+      }),
       baseLimiter: createBaseLimiter({ clock: systemClock }),
-      logger: pino({ level: "silent" }),
-      startupInitialIntervalMs: 50,
-      startupMaxElapsedTimeMs: 10_000,
     });
     await cache.start();
     const admin = await import("ioredis").then(

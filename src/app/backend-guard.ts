@@ -1,8 +1,9 @@
 import type { AppContext } from "./app-context.js";
-import { MemoryRateLimitCache } from "../backends/memory/memory-rate-limit-cache.js";
+import { MemoryCounterBackend } from "../backends/memory/memory-rate-limit-cache.js";
 import type { FailureMode } from "../config/failure-mode.js";
 import { BackendGuard } from "../limiter/backend-guard.js";
 import { createBaseLimiter } from "../limiter/base-limiter.js";
+import { RateLimitPipeline } from "../limiter/pipeline.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
 
 /**
@@ -53,14 +54,14 @@ export function guardBackend(
       ? { localShare: failure.localShare }
       : {}),
     createLocalLimiter: () =>
-      new MemoryRateLimitCache({
+      new RateLimitPipeline({
+        backend: new MemoryCounterBackend({ clock }),
         baseLimiter: createBaseLimiter({
           clock,
           nearLimitRatio: limiter.nearLimitRatio,
           cacheKeyPrefix: limiter.cacheKeyPrefix,
           expirationJitterMaxSeconds: 0,
         }),
-        clock,
       }),
     clock,
     logger: context.logger.child({ component: "backend-guard" }),

@@ -2,7 +2,8 @@ import type { Logger } from "pino";
 import type { AppContext } from "./app-context.js";
 import { guardBackend, type BackendFailureOptions } from "./backend-guard.js";
 import { startStatsSinks, type StatsSinks } from "./stats-sinks.js";
-import { MemoryRateLimitCache } from "../backends/memory/memory-rate-limit-cache.js";
+import { MemoryCounterBackend } from "../backends/memory/memory-rate-limit-cache.js";
+import { RateLimitPipeline } from "../limiter/pipeline.js";
 import { ConfigError } from "../config/config-error.js";
 import type { ConfigUpdate } from "../config/config-update.js";
 import { loadConfig, loadConfigFromRoots } from "../config/load-config.js";
@@ -190,14 +191,17 @@ export async function createApp(
         : undefined;
   const cache: RateLimitCache =
     guard ??
-    new MemoryRateLimitCache({
+    new RateLimitPipeline({
+      backend: new MemoryCounterBackend({
+        clock,
+        statsStore: statsManager.store,
+        reportKeys: settings.runtimeStatsEnabled,
+        maxKeys: settings.memoryMaxKeys,
+      }),
       baseLimiter,
-      clock,
       stopCacheKeyIncrementWhenOverlimit:
         settings.stopCacheKeyIncrementWhenOverlimit,
       statsStore: statsManager.store,
-      reportKeys: settings.runtimeStatsEnabled,
-      maxKeys: settings.memoryMaxKeys,
     });
   const service = createRateLimitService({
     cache,

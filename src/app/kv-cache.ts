@@ -6,8 +6,8 @@ import {
   type KvOptionName,
   type KvTlsOptions,
 } from "../backends/kv/kv-options.js";
-import { KvRateLimitCache } from "../backends/kv/kv-rate-limit-cache.js";
-import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
+import { KvCounterBackend } from "../backends/kv/kv-rate-limit-cache.js";
+import { RateLimitPipeline } from "../limiter/pipeline.js";
 import { SettingsError } from "../settings/settings-error.js";
 import type { Settings } from "../settings/settings.js";
 
@@ -55,7 +55,7 @@ export function createKvCache(
   settings: Settings,
   context: AppContext,
   reconnectMaxDelayMs?: number,
-): RateLimitCache {
+): RateLimitPipeline<KvCounterBackend> {
   const reconnect =
     reconnectMaxDelayMs !== undefined
       ? { reconnectMaxDelayMs, reconnectOnRequest: true }
@@ -109,13 +109,10 @@ export function createKvCache(
     };
   }
   try {
-    return new KvRateLimitCache({
+    const backend = new KvCounterBackend({
       main,
       ...(perSecond !== undefined ? { perSecond } : {}),
       ...(tls !== undefined ? { tls } : {}),
-      baseLimiter: context.baseLimiter,
-      stopCacheKeyIncrementWhenOverlimit:
-        settings.stopCacheKeyIncrementWhenOverlimit,
       healthCheckActiveConnection: settings.kvHealthCheckActiveConnection,
       startupInitialIntervalMs: settings.kvStartupInitialIntervalMs,
       startupMaxIntervalMs: settings.kvStartupMaxIntervalMs,
@@ -124,6 +121,13 @@ export function createKvCache(
       health: context.health,
       statsStore: context.statsManager.store,
       clock: context.clock,
+    });
+    return new RateLimitPipeline({
+      backend,
+      baseLimiter: context.baseLimiter,
+      stopCacheKeyIncrementWhenOverlimit:
+        settings.stopCacheKeyIncrementWhenOverlimit,
+      statsStore: context.statsManager.store,
     });
   } catch (err) {
     if (!(err instanceof KvOptionsError)) throw err;

@@ -5,8 +5,8 @@ import {
   parseNodeAddress,
   type McTlsOptions,
 } from "../backends/mc/mc-options.js";
-import { McRateLimitCache } from "../backends/mc/mc-rate-limit-cache.js";
-import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
+import { McCounterBackend } from "../backends/mc/mc-rate-limit-cache.js";
+import { RateLimitPipeline } from "../limiter/pipeline.js";
 import { SettingsError } from "../settings/settings-error.js";
 import type { Settings } from "../settings/settings.js";
 
@@ -24,7 +24,7 @@ export function createMcCache(
   settings: Settings,
   context: AppContext,
   failOpen = true,
-): RateLimitCache {
+): RateLimitPipeline<McCounterBackend> {
   const problems: string[] = [];
   for (const item of settings.mcHostPort) {
     try {
@@ -69,8 +69,7 @@ export function createMcCache(
     };
   }
   if (problems.length > 0) throw new SettingsError(problems);
-  return new McRateLimitCache({
-    baseLimiter: context.baseLimiter,
+  const backend = new McCounterBackend({
     clock: context.clock,
     logger: context.logger.child({ component: "mc" }),
     health: context.health,
@@ -81,5 +80,11 @@ export function createMcCache(
     maxIdleConns: settings.mcMaxIdleConns,
     ...(tls !== undefined ? { tls } : {}),
     failOpen,
+  });
+  // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT does not apply to mc, as upstream.
+  return new RateLimitPipeline({
+    backend,
+    baseLimiter: context.baseLimiter,
+    statsStore: context.statsManager.store,
   });
 }

@@ -8,6 +8,7 @@ import {
 import type { Clock } from "../util/clock.js";
 import { cacheKeyStem, isPerSecond, type CacheKey } from "./cache-key.js";
 import type { LocalCache } from "./local-cache.js";
+import { PlannedDescriptor, type RequestPlan } from "./request-plan.js";
 import { counterDecision, weightedCount } from "./counter-decision.js";
 import { secondsUntilReset, windowStartSeconds } from "./window.js";
 
@@ -44,6 +45,22 @@ export interface BaseLimiterOptions {
 export interface BaseLimiter {
   /** Current time in whole seconds since the Unix epoch (one clock read per request). */
   nowSeconds(): number;
+  /**
+   * Builds the plan of one request (one clock read): for every descriptor with a limit, its
+   * cache key(s), expiration, and local-cache verdict; counts `total_hits` when `hitsAddends`
+   * is given (upstream `GenerateCacheKeys`).
+   *
+   * @param limits - parallel to `descriptors`: the limit to apply, or `undefined` for "not
+   *   checked" (no match, unlimited, replaced)
+   * @param hitsAddends - parallel to `descriptors`: hits to add (≥ 0); undefined for a
+   *   read-only plan (hits 0, no statistic, no expiration drawn)
+   */
+  plan(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[] | undefined,
+  ): RequestPlan;
   /**
    * Returns the cache keys of a request and counts `total_hits` for every descriptor with a
    * limit (upstream `GenerateCacheKeys`).
@@ -209,8 +226,63 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
     return result;
   }
 
+  function expirationSeconds(limit: RateLimit): number {
+    const lifetime = limit.sliding
+      ? 2 * limit.windowSeconds
+      : limit.windowSeconds;
+    return jitterMax > 0
+      ? lifetime + Math.floor(random() * jitterMax)
+      : lifetime;
+  }
+
   return {
     nowSeconds: () => clock.nowSeconds(),
+
+    plan(domain, descriptors, limits, hitsAddends) {
+      const nowSeconds = clock.nowSeconds();
+      const counted: PlannedDescriptor[] = [];
+      // Built only once a local-cache hit shows up; until then `counted` is sent whole.
+      let sent: PlannedDescriptor[] | undefined;
+      let allOrNothing: boolean | undefined;
+      const n = descriptors.length;
+      for (let i = 0; i < n; i++) {
+        const limit = limits[i];
+        if (limit === undefined) continue;
+        allOrNothing ??= limit.allOrNothing;
+        const descriptor = descriptors[i]!;
+        const stem = cacheKeyStem(prefix, domain, descriptor, limit);
+        const windowSeconds = limit.windowSeconds;
+        const start = windowStartSeconds(nowSeconds, windowSeconds);
+        const cacheKey = stem + String(start) + limit.cacheKeySuffix;
+        const hits = hitsAddends === undefined ? 0 : hitsAddends[i]!;
+        if (hitsAddends !== undefined) limit.stats.totalHits.add(hits);
+        const cached = localCache?.has(cacheKey) === true;
+        const planned = new PlannedDescriptor(
+          i,
+          descriptor,
+          limit,
+          hits,
+          cacheKey,
+          limit.sliding
+            ? stem + String(start - windowSeconds) + limit.cacheKeySuffix
+            : undefined,
+          isPerSecond(limit),
+          cached || hitsAddends === undefined ? 0 : expirationSeconds(limit),
+          cached,
+        );
+        counted.push(planned);
+        if (cached) sent ??= counted.slice(0, counted.length - 1);
+        else sent?.push(planned);
+      }
+      return {
+        domain,
+        nowSeconds,
+        size: n,
+        counted,
+        sent: sent ?? counted,
+        allOrNothing: allOrNothing ?? false,
+      };
+    },
 
     generateCacheKeys(domain, descriptors, limits, hitsAddends, nowSeconds) {
       const keys: (CacheKey | undefined)[] = new Array<CacheKey | undefined>(
@@ -264,14 +336,7 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
       return limitStatus(Code.OVER_LIMIT, limit, 0, reset);
     },
 
-    expirationSeconds(limit) {
-      const lifetime = limit.sliding
-        ? 2 * limit.windowSeconds
-        : limit.windowSeconds;
-      return jitterMax > 0
-        ? lifetime + Math.floor(random() * jitterMax)
-        : lifetime;
-    },
+    expirationSeconds,
 
     weightedCount,
 

@@ -7,7 +7,6 @@ import {
 } from "@connectrpc/connect";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { MemoryRateLimitCache } from "../../src/backends/memory/memory-rate-limit-cache.js";
 import { loadConfig } from "../../src/config/load-config.js";
 import { HealthChecker } from "../../src/health/health.js";
 import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
@@ -23,6 +22,7 @@ import { createShouldRateLimitHandler } from "../../src/server/should-rate-limit
 import { createRateLimitService } from "../../src/service/rate-limit-service.js";
 import { createStatsManager } from "../../src/stats/stats-manager.js";
 import { FakeClock } from "../helpers/fake-clock.js";
+import { memoryLimiter } from "../helpers/limiters.js";
 
 // The whole decision path through the Connect router, in memory (no sockets), with a fake
 // clock on either side of a window boundary.
@@ -31,7 +31,7 @@ function setup() {
   const statsManager = createStatsManager();
   const health = new HealthChecker([{ name: "sigterm", healthy: true }]);
   const service = createRateLimitService({
-    cache: new MemoryRateLimitCache({
+    cache: memoryLimiter({
       baseLimiter: createBaseLimiter({ clock }),
       clock,
     }),

@@ -7,7 +7,6 @@ import type {
   KvInstanceOptions,
   KvTlsOptions,
 } from "../../src/backends/kv/kv-options.js";
-import { KvRateLimitCache } from "../../src/backends/kv/kv-rate-limit-cache.js";
 import { BackendError } from "../../src/limiter/backend-error.js";
 import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
 import { RateLimitDescriptorSchema } from "../../src/proto.js";
@@ -22,6 +21,7 @@ import {
   type RedisServer,
   type TestCertificates,
 } from "../helpers/redis-server.js";
+import { kvLimiter } from "../helpers/limiters.js";
 
 const nowSeconds = 1_700_000_040;
 const windowStart = nowSeconds - (nowSeconds % 60);
@@ -86,7 +86,7 @@ async function decide(
   main: KvInstanceOptions,
   tls?: KvTlsOptions,
 ): Promise<number> {
-  const cache = new KvRateLimitCache({
+  const cache = kvLimiter({
     main,
     ...(tls !== undefined ? { tls } : {}),
     baseLimiter: createBaseLimiter({ clock: new FakeClock(nowSeconds) }),
@@ -118,7 +118,7 @@ async function startError(
 const tcp = (url: string, extra: Partial<KvInstanceOptions> = {}) =>
   ({ type: "single", socketType: "tcp", url, ...extra }) as const;
 
-describe("KvRateLimitCache authentication", () => {
+describe("KvCounterBackend authentication", () => {
   it("authenticates with KV_AUTH=<password> (requirepass)", async () => {
     expect(await decide(tcp(withPassword.address, { auth: "s3cret" }))).toBe(9);
   });
@@ -154,7 +154,7 @@ describe("KvRateLimitCache authentication", () => {
   });
 });
 
-describe("KvRateLimitCache over TLS", () => {
+describe("KvCounterBackend over TLS", () => {
   it("connects with a client certificate and the CA", async () => {
     const tls: KvTlsOptions = {
       ca: readFileSync(certs.caFile),

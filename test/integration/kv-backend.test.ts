@@ -2,7 +2,6 @@ import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import type { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { KvRateLimitCache } from "../../src/backends/kv/kv-rate-limit-cache.js";
 import type { KvBackendOptions } from "../../src/backends/kv/kv-options.js";
 import { BackendError } from "../../src/limiter/backend-error.js";
 import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
@@ -23,6 +22,9 @@ import {
   type RedisServer,
 } from "../helpers/redis-server.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { kvLimiter } from "../helpers/limiters.js";
+import type { KvCounterBackend } from "../../src/backends/kv/kv-rate-limit-cache.js";
+import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 
 // Keys embed the window start, so a fixed clock gives exact key names; TTLs are real.
 const nowSeconds = 1_700_000_123;
@@ -38,7 +40,7 @@ let main: RedisServer;
 let perSecond: RedisServer;
 let admin: Redis;
 let perSecondAdmin: Redis;
-const caches: KvRateLimitCache[] = [];
+const caches: RateLimitPipeline<KvCounterBackend>[] = [];
 
 beforeAll(async () => {
   [main, perSecond] = await Promise.all([
@@ -61,6 +63,7 @@ afterAll(async () => {
 
 function setup(
   options: Partial<KvBackendOptions> & {
+    stopCacheKeyIncrementWhenOverlimit?: boolean;
     jitter?: number;
     prefix?: string;
     localCacheBytes?: number;
@@ -78,7 +81,7 @@ function setup(
     cacheKeyPrefix: options.prefix ?? "",
     ...(localCache !== undefined ? { localCache } : {}),
   });
-  const cache = new KvRateLimitCache({
+  const cache = kvLimiter({
     main: { type: "single", socketType: "tcp", url: main.address },
     logger: silent,
     statsStore: stats.store,
@@ -89,7 +92,7 @@ function setup(
   return { cache, stats, clock };
 }
 
-describe("KvRateLimitCache on a single redis-server", () => {
+describe("KvCounterBackend on a single redis-server", () => {
   it("counts, answers over limit, and stores the reference's keys, values and TTLs", async () => {
     const { cache, stats } = setup();
     await cache.start();

@@ -4,7 +4,6 @@ import { pino } from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { keySlot } from "../../src/backends/kv/kv-key-slot.js";
 import type { KvInstanceOptions } from "../../src/backends/kv/kv-options.js";
-import { KvRateLimitCache } from "../../src/backends/kv/kv-rate-limit-cache.js";
 import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
 import { RateLimitDescriptorSchema } from "../../src/proto.js";
 import { createStatsManager } from "../../src/stats/stats-manager.js";
@@ -17,6 +16,9 @@ import {
   track,
   type RedisCluster,
 } from "../helpers/redis-server.js";
+import { kvLimiter } from "../helpers/limiters.js";
+import type { KvCounterBackend } from "../../src/backends/kv/kv-rate-limit-cache.js";
+import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 
 const nowSeconds = 1_700_000_200;
 const windowStart = nowSeconds - (nowSeconds % 60);
@@ -29,7 +31,7 @@ function descriptor(value: string) {
 
 let cluster: RedisCluster;
 let admin: Cluster;
-const caches: KvRateLimitCache[] = [];
+const caches: RateLimitPipeline<KvCounterBackend>[] = [];
 
 beforeAll(async () => {
   cluster = track(await startRedisCluster(3));
@@ -44,7 +46,7 @@ afterAll(async () => {
 });
 
 async function startCache(extra: Partial<KvInstanceOptions> = {}) {
-  const cache = new KvRateLimitCache({
+  const cache = kvLimiter({
     main: { type: "cluster", url: cluster.url, ...extra },
     baseLimiter: createBaseLimiter({ clock: new FakeClock(nowSeconds) }),
     logger: pino({ level: "silent" }),
@@ -68,7 +70,7 @@ async function ownerPort(slot: number): Promise<number> {
   }
 }
 
-describe("KvRateLimitCache with KV_TYPE=cluster", () => {
+describe("KvCounterBackend with KV_TYPE=cluster", () => {
   it("computes the same slots as the cluster", async () => {
     const client = cluster.nodes[0]!.client();
     for (const cacheKey of [

@@ -2,7 +2,6 @@ import { create } from "@bufbuild/protobuf";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { KvRateLimitCache } from "../../src/backends/kv/kv-rate-limit-cache.js";
 import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
 import { RateLimitDescriptorSchema } from "../../src/proto.js";
 import { createStatsManager } from "../../src/stats/stats-manager.js";
@@ -15,6 +14,7 @@ import {
   type RedisServer,
 } from "../helpers/redis-server.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { kvLimiter } from "../helpers/limiters.js";
 
 // Master and replica require "kvpass" (KV_AUTH); the sentinels require "sentpass"
 // (KV_SENTINEL_AUTH) and share it with each other.
@@ -100,14 +100,14 @@ afterAll(async () => {
   await stopAllRedisServers();
 });
 
-describe("KvRateLimitCache with KV_TYPE=sentinel", () => {
+describe("KvCounterBackend with KV_TYPE=sentinel", () => {
   it("finds the master through authenticated sentinels and follows a failover", async () => {
     const stats = createStatsManager();
     const limit = testRateLimit(stats, "d.k", 100);
     const descriptor = create(RateLimitDescriptorSchema, {
       entries: [{ key: "k", value: "v" }],
     });
-    const cache = new KvRateLimitCache({
+    const cache = kvLimiter({
       main: {
         type: "sentinel",
         url: `mymaster,${sentinels.map((s) => s.address).join(",")}`,

@@ -10,7 +10,6 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { pino } from "pino";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { KvRateLimitCache } from "../../src/backends/kv/kv-rate-limit-cache.js";
 import { BackendError } from "../../src/limiter/backend-error.js";
 import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
 import {
@@ -31,6 +30,7 @@ import {
 } from "../helpers/redis-server.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { kvLimiter } from "../helpers/limiters.js";
 
 const config = `
 domain: rl
@@ -155,7 +155,7 @@ describe("the service with BACKEND_TYPE=kv", () => {
   });
 });
 
-describe("KvRateLimitCache start-up and waiting", () => {
+describe("KvCounterBackend start-up and waiting", () => {
   it("retries PING with backoff, logging each retry, and gives up after KV_STARTUP_MAX_ELAPSED_TIME", async () => {
     const lines: string[] = [];
     const logger = pino(
@@ -168,7 +168,7 @@ describe("KvRateLimitCache start-up and waiting", () => {
       }),
     );
     const port = await freePort();
-    const cache = new KvRateLimitCache({
+    const cache = kvLimiter({
       main: {
         type: "single",
         socketType: "tcp",
@@ -198,7 +198,7 @@ describe("KvRateLimitCache start-up and waiting", () => {
 
   it("with WAIT, holds a request until the store is back (bounded by KV_TIMEOUT)", async () => {
     const server = track(await startRedisServer());
-    const cache = new KvRateLimitCache({
+    const cache = kvLimiter({
       main: {
         type: "single",
         socketType: "tcp",

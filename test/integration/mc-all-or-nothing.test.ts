@@ -5,7 +5,6 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nodeIndexForKey } from "../../src/backends/mc/mc-client.js";
 import { McConnection } from "../../src/backends/mc/mc-connection.js";
-import { McRateLimitCache } from "../../src/backends/mc/mc-rate-limit-cache.js";
 import type { RateLimit } from "../../src/config/rate-limit-config.js";
 import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
 import {
@@ -21,6 +20,9 @@ import {
   type MemcachedServer,
 } from "../helpers/memcached-server.js";
 import { windowedRateLimit } from "../helpers/rate-limit.js";
+import { mcLimiter } from "../helpers/limiters.js";
+import type { McCounterBackend } from "../../src/backends/mc/mc-rate-limit-cache.js";
+import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 
 // All-or-nothing charging on the memcached backend (check-then-increment with compensation),
 // on real memcached: the race between the check and the increment is forced by two requests
@@ -99,8 +101,8 @@ describe("all-or-nothing charging on memcached", () => {
   async function newCache(
     nodes: readonly MemcachedServer[],
     statsStore = new StatsStore(),
-  ): Promise<McRateLimitCache> {
-    const cache = new McRateLimitCache({
+  ): Promise<RateLimitPipeline<McCounterBackend>> {
+    const cache = mcLimiter({
       baseLimiter: createBaseLimiter({
         clock,
         expirationJitterMaxSeconds: 0,

@@ -4,7 +4,6 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nodeIndexForKey } from "../../src/backends/mc/mc-client.js";
 import type { McBackendOptions } from "../../src/backends/mc/mc-options.js";
-import { McRateLimitCache } from "../../src/backends/mc/mc-rate-limit-cache.js";
 import { HealthChecker } from "../../src/health/health.js";
 import {
   createBaseLimiter,
@@ -25,6 +24,9 @@ import {
 } from "../helpers/memcached-server.js";
 import { testRateLimit } from "../helpers/rate-limit.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { mcLimiter } from "../helpers/limiters.js";
+import type { McCounterBackend } from "../../src/backends/mc/mc-rate-limit-cache.js";
+import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 
 const silent = pino({ level: "silent" });
 
@@ -47,7 +49,7 @@ async function rawGet(client: Client, key: string): Promise<string | null> {
   return value === null ? null : value.toString();
 }
 
-describe("McRateLimitCache against memcached", () => {
+describe("McCounterBackend against memcached", () => {
   let nodeA: MemcachedServer;
   let nodeB: MemcachedServer;
   let rawA: Client;
@@ -55,13 +57,13 @@ describe("McRateLimitCache against memcached", () => {
   // A fixed "now" close to real time (absolute expirations are compared with memcached's clock).
   const clock = new FakeClock(Math.floor(Date.now() / 1000));
   const minuteStart = clock.seconds - (clock.seconds % 60);
-  const caches: McRateLimitCache[] = [];
+  const caches: RateLimitPipeline<McCounterBackend>[] = [];
 
   function newCache(
     options: Partial<McBackendOptions> = {},
     limiter: Partial<BaseLimiterOptions> = {},
-  ): McRateLimitCache {
-    const cache = new McRateLimitCache({
+  ): RateLimitPipeline<McCounterBackend> {
+    const cache = mcLimiter({
       baseLimiter: createBaseLimiter({ clock, ...limiter }),
       clock,
       logger: silent,
@@ -106,7 +108,7 @@ describe("McRateLimitCache against memcached", () => {
     expect(await rawGet(rawA, cacheKey)).toBe("4");
     expect(limit.stats.totalHits.value()).toBe(4);
     expect(limit.stats.overLimit.value()).toBe(1);
-    expect(cache.stats.incrementSuccess.value()).toBe(3);
+    expect(cache.backend.stats.incrementSuccess.value()).toBe(3);
   });
 
   it("decides before incrementing, so increments show after flush()", async () => {
@@ -153,7 +155,7 @@ describe("McRateLimitCache against memcached", () => {
     );
     expect(status!.limitRemaining).toBe(4);
     await cache.flush();
-    expect(cache.stats.incrementError.value()).toBe(1);
+    expect(cache.backend.stats.incrementError.value()).toBe(1);
   });
 
   it("places each key on the node the CRC-32 mapping names", async () => {
@@ -227,10 +229,10 @@ describe("McRateLimitCache against memcached", () => {
     const [over] = await cache.doLimit("local", [d], [limit], [2]);
     expect(over!.code).toBe(Code.OVER_LIMIT);
     await cache.flush();
-    const requested = cache.stats.keysRequested.value();
+    const requested = cache.backend.stats.keysRequested.value();
     const [cached] = await cache.doLimit("local", [d], [limit], [1]);
     expect(cached!.code).toBe(Code.OVER_LIMIT);
-    expect(cache.stats.keysRequested.value()).toBe(requested);
+    expect(cache.backend.stats.keysRequested.value()).toBe(requested);
     expect(limit.stats.overLimitWithLocalCache.value()).toBe(1);
   });
 
@@ -247,7 +249,7 @@ describe("McRateLimitCache against memcached", () => {
       const [before] = await cache.doLimit("drop", [d], [limit], [1]);
       expect(before!.limitRemaining).toBe(4);
       await cache.flush();
-      expect(cache.stats.incrementSuccess.value()).toBe(1);
+      expect(cache.backend.stats.incrementSuccess.value()).toBe(1);
 
       node.pause();
       const pending = cache.doLimit("drop", [d], [limit], [2]);
@@ -258,9 +260,9 @@ describe("McRateLimitCache against memcached", () => {
       const [during] = await pending;
       expect(during!.code).toBe(Code.OK);
       expect(during!.limitRemaining).toBe(3);
-      expect(cache.stats.multigetError.value()).toBe(1);
+      expect(cache.backend.stats.multigetError.value()).toBe(1);
       await cache.flush();
-      expect(cache.stats.incrementError.value()).toBe(1);
+      expect(cache.backend.stats.incrementError.value()).toBe(1);
     } finally {
       await node.stop();
     }
@@ -299,8 +301,8 @@ describe("McRateLimitCache against memcached", () => {
     // Node A still counts; node B's key reads 0 and its increment fails: fail-open.
     expect(await decide()).toEqual([Code.OVER_LIMIT, Code.OK]);
     expect(await decide()).toEqual([Code.OVER_LIMIT, Code.OK]);
-    expect(cache.stats.multigetError.value()).toBeGreaterThan(0);
-    expect(cache.stats.incrementError.value()).toBeGreaterThan(0);
+    expect(cache.backend.stats.multigetError.value()).toBeGreaterThan(0);
+    expect(cache.backend.stats.incrementError.value()).toBeGreaterThan(0);
     expect(health.isHealthy()).toBe(true);
 
     await nodeA.kill();

@@ -1,13 +1,13 @@
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { McRateLimitCache } from "../../src/backends/mc/mc-rate-limit-cache.js";
 import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
 import { RateLimitDescriptorSchema } from "../../src/proto.js";
 import { createStatsManager } from "../../src/stats/stats-manager.js";
 import { systemClock } from "../../src/util/clock.js";
 import { startMemcached } from "../helpers/memcached-server.js";
 import { testRateLimit } from "../helpers/rate-limit.js";
+import { mcLimiter } from "../helpers/limiters.js";
 
 /**
  * Backend-alone throughput: `doLimit` in a loop against a real memcached, 64 calls in flight,
@@ -29,7 +29,7 @@ describe.runIf(process.env["RLS_BENCH"] === "1")(
         Array.from({ length: nodeCount }, () => startMemcached()),
       );
       const stats = createStatsManager();
-      const cache = new McRateLimitCache({
+      const cache = mcLimiter({
         baseLimiter: createBaseLimiter({ clock: systemClock }),
         clock: systemClock,
         logger: pino({ level: "silent" }),
@@ -70,7 +70,7 @@ describe.runIf(process.env["RLS_BENCH"] === "1")(
             `${((used.user + used.system) / calls).toFixed(1)} CPU µs/decision`,
         );
         expect(limit.stats.totalHits.value()).toBe(calls);
-        expect(cache.stats.incrementSuccess.value()).toBe(calls);
+        expect(cache.backend.stats.incrementSuccess.value()).toBe(calls);
       } finally {
         await cache.close();
         await Promise.all(nodes.map((node) => node.stop()));

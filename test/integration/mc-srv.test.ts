@@ -5,7 +5,6 @@ import { Resolver } from "node:dns/promises";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nodeIndexForKey } from "../../src/backends/mc/mc-client.js";
-import { McRateLimitCache } from "../../src/backends/mc/mc-rate-limit-cache.js";
 import { BackendError } from "../../src/limiter/backend-error.js";
 import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
 import { RateLimitDescriptorSchema } from "../../src/proto.js";
@@ -17,6 +16,9 @@ import {
 } from "../helpers/memcached-server.js";
 import { testRateLimit } from "../helpers/rate-limit.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { mcLimiter } from "../helpers/limiters.js";
+import type { McCounterBackend } from "../../src/backends/mc/mc-rate-limit-cache.js";
+import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 
 const srvName = "_memcache._tcp.rls.test";
 
@@ -90,7 +92,7 @@ function memoryLogger() {
   return { logger, lines };
 }
 
-describe("McRateLimitCache with SRV discovery", () => {
+describe("McCounterBackend with SRV discovery", () => {
   let dns: TestDns;
   let servers: MemcachedServer[];
   let raw: Map<MemcachedServer, Client>;
@@ -131,7 +133,10 @@ describe("McRateLimitCache with SRV discovery", () => {
   });
 
   /** Counts 16 descriptors and checks each key landed on the node the mapping names. */
-  async function checkPlacement(cache: McRateLimitCache, round: string) {
+  async function checkPlacement(
+    cache: RateLimitPipeline<McCounterBackend>,
+    round: string,
+  ) {
     const limit = testRateLimit(createStatsManager(), "srv.k", 100);
     const descriptors = Array.from({ length: 16 }, (_, i) =>
       create(RateLimitDescriptorSchema, {
@@ -145,7 +150,7 @@ describe("McRateLimitCache with SRV discovery", () => {
       descriptors.map(() => 1),
     );
     await cache.flush();
-    const nodes = cache.nodes;
+    const nodes = cache.backend.nodes;
     for (let i = 0; i < descriptors.length; i++) {
       const cacheKey = `srv_k_${round}${i}_${minuteStart}`;
       const home = nodes[nodeIndexForKey(cacheKey, nodes.length)]!;
@@ -166,7 +171,7 @@ describe("McRateLimitCache with SRV discovery", () => {
     ];
     dns.targets = [s2, s1];
     const { logger, lines } = memoryLogger();
-    const cache = new McRateLimitCache({
+    const cache = mcLimiter({
       baseLimiter: createBaseLimiter({ clock }),
       clock,
       logger,
@@ -178,12 +183,12 @@ describe("McRateLimitCache with SRV discovery", () => {
       await cache.start();
       const sorted = (targets: MemcachedServer[]) =>
         targets.map(srvAddress).sort();
-      expect(cache.nodes).toEqual([srvAddress(s1), srvAddress(s2)]);
+      expect(cache.backend.nodes).toEqual([srvAddress(s1), srvAddress(s2)]);
       await checkPlacement(cache, "a");
 
       dns.targets = [s3, s2];
       await waitFor(
-        () => cache.nodes.join() === sorted([s2, s3]).join(),
+        () => cache.backend.nodes.join() === sorted([s2, s3]).join(),
         "the refreshed node list",
       );
       const change = lines.find(
@@ -206,7 +211,7 @@ describe("McRateLimitCache with SRV discovery", () => {
           ),
         "the refresh failure log",
       );
-      expect(cache.nodes).toEqual(sorted([s2, s3]));
+      expect(cache.backend.nodes).toEqual(sorted([s2, s3]));
       await checkPlacement(cache, "c");
     } finally {
       dns.failing = false;
@@ -216,7 +221,7 @@ describe("McRateLimitCache with SRV discovery", () => {
 
   it("refuses to start when the SRV record has no targets", async () => {
     dns.targets = [];
-    const cache = new McRateLimitCache({
+    const cache = mcLimiter({
       baseLimiter: createBaseLimiter({ clock }),
       clock,
       logger: pino({ level: "silent" }),

@@ -5,7 +5,6 @@ import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { McTlsOptions } from "../../src/backends/mc/mc-options.js";
-import { McRateLimitCache } from "../../src/backends/mc/mc-rate-limit-cache.js";
 import { HealthChecker } from "../../src/health/health.js";
 import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
 import {
@@ -20,9 +19,10 @@ import {
   type MemcachedServer,
 } from "../helpers/memcached-server.js";
 import { testRateLimit } from "../helpers/rate-limit.js";
+import { mcLimiter } from "../helpers/limiters.js";
 
 // Debian's memcached 1.6.18 is built with TLS (`memcached -h` lists -Z / ssl_* options).
-describe("McRateLimitCache over TLS", () => {
+describe("McCounterBackend over TLS", () => {
   let dir: string | undefined;
   let server: MemcachedServer | undefined;
   let files: { ca: Buffer; cert: Buffer; key: Buffer };
@@ -48,7 +48,7 @@ describe("McRateLimitCache over TLS", () => {
 
   async function decideTwice(tls: McTlsOptions) {
     const health = new HealthChecker([]);
-    const cache = new McRateLimitCache({
+    const cache = mcLimiter({
       baseLimiter: createBaseLimiter({ clock }),
       clock,
       logger: pino({ level: "silent" }),
@@ -71,7 +71,7 @@ describe("McRateLimitCache over TLS", () => {
       return {
         codes,
         healthy: health.isHealthy(),
-        errors: cache.stats.multigetError.value(),
+        errors: cache.backend.stats.multigetError.value(),
       };
     } finally {
       await cache.close();

@@ -3,10 +3,7 @@ import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { allOrNothingScript } from "../../src/backends/kv/kv-scripts.js";
-import { KvRateLimitCache } from "../../src/backends/kv/kv-rate-limit-cache.js";
 import type { KvInstanceOptions } from "../../src/backends/kv/kv-options.js";
-import { McRateLimitCache } from "../../src/backends/mc/mc-rate-limit-cache.js";
-import { MemoryRateLimitCache } from "../../src/backends/memory/memory-rate-limit-cache.js";
 import type { RateLimit } from "../../src/config/rate-limit-config.js";
 import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
 import type { RateLimitCache } from "../../src/limiter/rate-limit-cache.js";
@@ -32,6 +29,9 @@ import {
   type RedisCluster,
   type RedisServer,
 } from "../helpers/redis-server.js";
+import { kvLimiter, mcLimiter, memoryLimiter } from "../helpers/limiters.js";
+import type { KvCounterBackend } from "../../src/backends/kv/kv-rate-limit-cache.js";
+import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 
 // Sliding windows, unit_multiplier and all-or-nothing charging on real stores: the same
 // request sequences give the same answers on every backend as on the memory backend.
@@ -83,8 +83,8 @@ async function backend(
   const kv = (
     main: KvInstanceOptions,
     perSecond?: KvInstanceOptions,
-  ): KvRateLimitCache =>
-    new KvRateLimitCache({
+  ): RateLimitPipeline<KvCounterBackend> =>
+    kvLimiter({
       main,
       ...(perSecond !== undefined ? { perSecond } : {}),
       baseLimiter,
@@ -93,7 +93,7 @@ async function backend(
     });
   switch (name) {
     case "memory":
-      cache = new MemoryRateLimitCache({ baseLimiter, clock });
+      cache = memoryLimiter({ baseLimiter, clock });
       break;
     case "kv":
       cache = kv({ type: "single", socketType: "tcp", url: single.address });
@@ -108,7 +108,7 @@ async function backend(
       cache = kv({ type: "cluster", url: cluster.url });
       break;
     case "mc":
-      cache = new McRateLimitCache({
+      cache = mcLimiter({
         baseLimiter,
         clock,
         logger: silent,

@@ -1,7 +1,6 @@
 import type { Logger } from "pino";
 import type { HealthChecker } from "../../health/health.js";
 import { BackendError } from "../../limiter/backend-error.js";
-import type { BaseLimiter } from "../../limiter/base-limiter.js";
 import type { StatsStore } from "../../stats/stats-store.js";
 import type { Clock } from "../../util/clock.js";
 
@@ -127,14 +126,6 @@ export interface KvBackendOptions {
   readonly perSecond?: KvInstanceOptions;
   /** TLS material for instances with `tls: true`. @defaultValue none (system roots only) */
   readonly tls?: KvTlsOptions;
-  /** Shared fixed-window logic: cache keys, expiration with jitter, stats, local cache. */
-  readonly baseLimiter: BaseLimiter;
-  /**
-   * When a request has a descriptor that would go over its limit, increment only the
-   * descriptors that would go over (`STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`, behavior.md
-   * §4.8). @defaultValue false
-   */
-  readonly stopCacheKeyIncrementWhenOverlimit?: boolean;
   /**
    * The `backend` health component follows the connections: unhealthy while an instance has
    * no connection up (`KV_HEALTH_CHECK_ACTIVE_CONNECTION`). @defaultValue false
@@ -516,8 +507,6 @@ export interface ResolvedKvBackendOptions {
   readonly main: ResolvedKvInstanceOptions;
   /** The per-second instance; undefined when SECOND limits use the main one. */
   readonly perSecond: ResolvedKvInstanceOptions | undefined;
-  /** See {@link KvBackendOptions.stopCacheKeyIncrementWhenOverlimit}. */
-  readonly stopCacheKeyIncrementWhenOverlimit: boolean;
   /** See {@link KvBackendOptions.healthCheckActiveConnection}. */
   readonly healthCheckActiveConnection: boolean;
   /** First startup wait in ms, > 0. */
@@ -530,7 +519,6 @@ export interface ResolvedKvBackendOptions {
 
 /** Defaults of the backend-wide {@link KvBackendOptions}. */
 export const kvBackendDefaults = {
-  stopCacheKeyIncrementWhenOverlimit: false, // flag
   healthCheckActiveConnection: false, // flag
   startupInitialIntervalMs: 1_000, // ms (1s)
   startupMaxIntervalMs: 30_000, // ms (30s)
@@ -591,9 +579,6 @@ export function resolveKvBackendOptions(
   return {
     main,
     perSecond,
-    stopCacheKeyIncrementWhenOverlimit:
-      options.stopCacheKeyIncrementWhenOverlimit ??
-      kvBackendDefaults.stopCacheKeyIncrementWhenOverlimit,
     healthCheckActiveConnection:
       options.healthCheckActiveConnection ??
       kvBackendDefaults.healthCheckActiveConnection,

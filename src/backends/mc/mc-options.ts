@@ -2,7 +2,6 @@ import { Resolver } from "node:dns/promises";
 import { rootCertificates, type ConnectionOptions } from "node:tls";
 import type { Logger } from "pino";
 import type { HealthChecker } from "../../health/health.js";
-import type { BaseLimiter } from "../../limiter/base-limiter.js";
 import { StatsStore } from "../../stats/stats-store.js";
 import type { Clock } from "../../util/clock.js";
 
@@ -43,12 +42,10 @@ export interface McTlsOptions {
 }
 
 /**
- * Options of {@link McRateLimitCache} (`BACKEND_TYPE=mc`). Exactly one of {@link hostPorts}
+ * Options of {@link McCounterBackend} (`BACKEND_TYPE=mc`). Exactly one of {@link hostPorts}
  * and {@link srv} is set; `app/mc-cache.ts` builds this from the `MC_*` settings.
  */
 export interface McBackendOptions {
-  /** Shared fixed-window logic: cache keys, thresholds, stats, local cache, jitter. */
-  readonly baseLimiter: BaseLimiter;
   /** Time source; also the "now" of absolute expirations (> 30 days). */
   readonly clock: Clock;
   /** Logger of the backend (the app passes a child with `component: "mc"`). */
@@ -68,7 +65,7 @@ export interface McBackendOptions {
   readonly hostPorts?: readonly string[];
   /**
    * SRV record `_service._proto.name` listing the nodes (`MC_SRV`), resolved in
-   * {@link McRateLimitCache.start}. @defaultValue "" (use {@link hostPorts})
+   * {@link McCounterBackend.start}. @defaultValue "" (use {@link hostPorts})
    */
   readonly srv?: string;
   /**
@@ -110,7 +107,6 @@ export interface McBackendOptions {
 
 /** {@link McBackendOptions} checked and completed by {@link resolveMcBackendOptions}. */
 export interface ResolvedMcBackendOptions {
-  readonly baseLimiter: BaseLimiter;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly health: HealthChecker | undefined;
@@ -246,7 +242,6 @@ export function resolveMcBackendOptions(
     );
   }
   return {
-    baseLimiter: options.baseLimiter,
     clock: options.clock,
     logger: options.logger,
     health: options.health,

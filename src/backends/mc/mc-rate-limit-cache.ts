@@ -1,23 +1,9 @@
 import type { Logger } from "pino";
-import type { RateLimit } from "../../config/rate-limit-config.js";
-import {
-  lazyCompensatedCounter,
-  chargesAllOrNothing,
-  checkThenIncrement,
-} from "../../limiter/all-or-nothing.js";
-import type { BaseLimiter } from "../../limiter/base-limiter.js";
-import { CacheKeyError } from "../../limiter/cache-key-error.js";
-import type { CacheKey } from "../../limiter/cache-key.js";
-import type { Counter } from "../../stats/stats-store.js";
-import { counterReadings, readingKeys } from "../../limiter/counter-reading.js";
 import type {
-  CounterReading,
-  RateLimitCache,
-} from "../../limiter/rate-limit-cache.js";
-import type {
-  RateLimitDescriptor,
-  RateLimitResponse_DescriptorStatus,
-} from "../../proto.js";
+  CacheKeyRules,
+  CounterBackend,
+  CounterSlot,
+} from "../../limiter/counter-backend.js";
 import { createMcStats, McClient, type McStats } from "./mc-client.js";
 import type { McDecrement, McIncrement } from "./mc-connection.js";
 import {
@@ -34,35 +20,38 @@ import {
 /** Largest counter value upstream parses (Go `strconv.ParseInt(value, 10, 32)`). */
 const maxCounterValue = 2_147_483_647;
 
+/** What memcached can hold as a key: at most 250 bytes, no whitespace or control characters. */
+const mcCacheKeyRules: CacheKeyRules = Object.freeze({
+  backendLabel: "the memcached-protocol backend",
+  maxKeyBytes: maxMcKeyBytes,
+  problem: mcKeyProblem,
+  hasIllegalCharacter: hasIllegalKeyCharacter,
+});
+
 /**
  * The memcached-protocol backend (`BACKEND_TYPE=mc`, experimental), port of upstream
- * `memcached/cache_impl.go`: per request, descriptors known over limit in the local cache are
- * answered without a round trip; the other cache keys are read with one multi-get per node;
- * each descriptor is decided at once with `after = stored value + hits`; then the counters are
- * incremented in the background (created with the hits and an expiration of one unit plus
- * jitter when missing), so a client may briefly exceed its quota under exactly simultaneous
- * requests (spec "Memcached-protocol backend settings"). {@link flush} and {@link close} wait
- * for those increments. Domains charged all-or-nothing are decided by a check-then-increment
- * with compensation instead, whose increments are awaited (docs/mc-backend.md).
+ * `memcached/cache_impl.go`. The usual charge reads the counters with one multi-get per node
+ * and answers `stored value + hits` at once; the counters are then incremented in the
+ * background (created with the hits and an expiration of one unit plus jitter when missing),
+ * so a client may briefly exceed its quota under exactly simultaneous requests (spec
+ * "Memcached-protocol backend settings"). {@link flush} and {@link close} wait for those
+ * increments. All-or-nothing charging has no atomic operation here: the pipeline runs a
+ * check-then-increment over {@link peek} and {@link add}, whose increments are awaited
+ * (docs/mc-backend.md).
  *
  * Node failures fail open as upstream does: the node's keys read as 0, the request succeeds,
- * the failure is logged and counted in `ratelimit.mc.*`. Unlike upstream, a descriptor whose
- * cache key memcached cannot hold (over 250 bytes, whitespace or control characters) fails its
- * request with {@link CacheKeyError} before any counter is touched, and MONTH/YEAR counters
- * live for their window (behavior.md "Where we deliberately differ" item 3).
+ * the failure is logged and counted in `ratelimit.mc.*`. Unlike upstream, a cache key
+ * memcached cannot hold (over 250 bytes, whitespace or control characters) fails its request
+ * with a `CacheKeyError` before any counter is touched ({@link cacheKeyRules}), and MONTH/YEAR
+ * counters live for their window (docs/reference-parity.md#deliberate-differences).
  * `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` does not apply, as upstream.
  */
-export class McRateLimitCache implements RateLimitCache {
-  private readonly base: BaseLimiter;
+export class McCounterBackend implements CounterBackend {
   private readonly logger: Logger;
   private readonly client: McClient;
   /** Counters of the memcached operations (`ratelimit.mc.*`). */
   readonly stats: McStats;
-  /**
-   * `ratelimit.all_or_nothing.compensated`, as the kv backend's; allocated on the first
-   * compensation, so without all-or-nothing domains the statistics are unchanged.
-   */
-  private readonly compensated: Pick<Counter, "add">;
+  readonly cacheKeyRules = mcCacheKeyRules;
   private pendingIncrements = 0;
   private flushWaiters: (() => void)[] = [];
   private closing: Promise<void> | undefined;
@@ -73,10 +62,8 @@ export class McRateLimitCache implements RateLimitCache {
    */
   constructor(options: McBackendOptions) {
     const resolved = resolveMcBackendOptions(options);
-    this.base = resolved.baseLimiter;
     this.logger = resolved.logger;
     this.stats = createMcStats(resolved.statsStore);
-    this.compensated = lazyCompensatedCounter(resolved.statsStore)!;
     this.client = new McClient(resolved, this.stats);
   }
 
@@ -96,98 +83,26 @@ export class McRateLimitCache implements RateLimitCache {
   }
 
   /**
-   * Decides a request; see the class description.
-   *
-   * @throws {@link CacheKeyError} when a descriptor's cache key is over 250 bytes or holds
-   *   whitespace or control characters (nothing is read or written then); `total_hits` of the
-   *   request's descriptors has been counted, as for a backend failure
+   * The usual charge: one multi-get of the counters (and previous windows' for sliding
+   * windows); `current` is the stored value plus the slot's increment; the increments are
+   * sent in the background (upstream runs them on a worker queue after answering).
    */
-  async doLimit(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[],
-  ): Promise<RateLimitResponse_DescriptorStatus[]> {
-    const base = this.base;
-    const now = base.nowSeconds();
-    const keys = base.generateCacheKeys(
-      domain,
-      descriptors,
-      limits,
-      hitsAddends,
-      now,
-    );
-    const n = descriptors.length;
-    // Check every key before touching any counter or stat, so a bad descriptor changes nothing.
-    for (let i = 0; i < n; i++) {
-      const cacheKey = keys[i]?.key;
-      if (cacheKey === undefined) continue;
-      const problem = mcKeyProblem(cacheKey);
-      if (problem !== undefined) {
-        throw keyError(
-          problem,
-          i,
-          domain,
-          descriptors[i]!,
-          limits[i]!,
-          cacheKey,
-        );
-      }
-    }
-    if (chargesAllOrNothing(limits))
-      return this.doLimitAllOrNothing(keys, limits, hitsAddends, now);
-    const statuses = new Array<RateLimitResponse_DescriptorStatus>(n);
-    const fetched: number[] = [];
-    const fetchKeys: string[] = [];
-    let previousKeys: string[] | undefined;
-    for (let i = 0; i < n; i++) {
-      const cacheKey = keys[i]?.key;
-      if (cacheKey === undefined) {
-        statuses[i] = base.okWithoutLimit();
-      } else if (base.isOverLimitWithLocalCache(cacheKey)) {
-        statuses[i] = base.localCacheStatus(limits[i]!, hitsAddends[i]!, now);
-      } else {
-        fetched.push(i);
-        fetchKeys.push(cacheKey);
-        // Sliding windows: the previous window's counter comes in the same multi-get.
-        const previousKey = keys[i]!.previousKey;
-        if (previousKey !== undefined) (previousKeys ??= []).push(previousKey);
-      }
-    }
-    if (fetched.length === 0) return statuses;
-
-    // The service traces the whole round trip as one span.
-    const found = await this.client.getMulti(
-      previousKeys === undefined ? fetchKeys : [...fetchKeys, ...previousKeys],
-    );
-    const increments = new Array<McIncrement>(fetched.length);
-    for (let j = 0; j < fetched.length; j++) {
-      const i = fetched[j]!;
-      const cacheKey = fetchKeys[j]!;
-      const limit = limits[i]!;
-      const hits = hitsAddends[i]!;
-      const stored = found.get(cacheKey);
-      const before =
-        stored === undefined ? 0 : this.counterValue(stored, cacheKey);
-      statuses[i] = limit.sliding
-        ? base.counterStatus(
-            cacheKey,
-            limit,
-            before + hits,
-            this.storedCounter(found, keys[i]!.previousKey),
-            hits,
-            now,
-            true,
-          )
-        : base.descriptorStatus(cacheKey, limit, before + hits, hits, now);
+  async increment(
+    slots: readonly CounterSlot[],
+    nowSeconds: number,
+  ): Promise<void> {
+    await this.peek(slots);
+    const increments = new Array<McIncrement>(slots.length);
+    for (let j = 0; j < slots.length; j++) {
+      const slot = slots[j]!;
+      slot.current += slot.increment;
       increments[j] = {
-        key: cacheKey,
-        hits,
-        expiration: toMcExpiration(base.expirationSeconds(limit), now),
+        key: slot.cacheKey,
+        hits: slot.increment,
+        expiration: toMcExpiration(slot.expirationSeconds, nowSeconds),
       };
     }
-    // Background work, tracked so flush()/close() can wait for it (upstream runs it on a
-    // worker queue after answering).
+    // Background work, tracked so flush()/close() can wait for it.
     this.pendingIncrements++;
     this.client.incrementMulti(increments, () => {
       if (--this.pendingIncrements > 0 || this.flushWaiters.length === 0)
@@ -196,138 +111,59 @@ export class McRateLimitCache implements RateLimitCache {
       this.flushWaiters = [];
       for (const resolve of waiters) resolve();
     });
-    return statuses;
   }
 
   /**
-   * Reads the counters with one multi-get per node without changing them (see
-   * {@link RateLimitCache.peekCounters}); keys known over limit in the local cache, and keys
-   * memcached cannot hold, are not read (they read as 0). Node failures read as 0, as in
-   * `doLimit`.
+   * Reads the counters (and previous windows') with one multi-get per node, without changing
+   * them. Node failures read as 0.
    */
-  async peekCounters(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-  ): Promise<(CounterReading | undefined)[]> {
-    const read = readingKeys(this.base, domain, descriptors, limits);
-    const fetchKeys: string[] = [];
-    read.keys.forEach((k, i) => {
-      if (k === undefined || read.localCacheHits?.[i] === true) return;
-      if (mcKeyProblem(k.key) !== undefined) return;
-      fetchKeys.push(k.key);
-      // Sliding windows: the previous window's counter, as doLimit reads it.
-      if (k.previousKey !== undefined) fetchKeys.push(k.previousKey);
-    });
-    const found =
-      fetchKeys.length === 0
-        ? new Map<string, Buffer>()
-        : await this.client.getMulti(fetchKeys);
-    const values = read.keys.map((k) => {
-      const stored = k === undefined ? undefined : found.get(k.key);
-      return stored === undefined || k === undefined
-        ? 0
-        : this.counterValue(stored, k.key);
-    });
-    const previous = read.keys.map((k) =>
-      this.storedCounter(found, k?.previousKey),
+  async peek(slots: readonly CounterSlot[]): Promise<void> {
+    let reads: string[] | undefined;
+    const fetchKeys = new Array<string>(slots.length);
+    for (let j = 0; j < slots.length; j++) {
+      const slot = slots[j]!;
+      fetchKeys[j] = slot.cacheKey;
+      // Sliding windows: the previous window's counter comes in the same multi-get.
+      if (slot.previousCacheKey !== undefined)
+        (reads ??= []).push(slot.previousCacheKey);
+    }
+    const found = await this.client.getMulti(
+      reads === undefined ? fetchKeys : [...fetchKeys, ...reads],
     );
-    return counterReadings(read, limits, values, previous);
+    for (const slot of slots) {
+      slot.current = this.storedCounter(found, slot.cacheKey);
+      slot.previous = this.storedCounter(found, slot.previousCacheKey);
+    }
   }
 
   /**
-   * All-or-nothing charging (`charge: all_or_nothing`, docs/configuration.md), a
-   * check-then-increment with compensation ({@link checkThenIncrement}): one multi-get of
-   * every counter (and previous window); when all fit, the increments are sent and their
-   * replies awaited (the increment that answers with the new value; a missing counter is
-   * created with the hits and its expiration, as in the default mode); if a value after the
-   * increment shows another request took the budget in between (the race window is the time
-   * between the read and the increment), the increments this request applied are undone with
-   * decrements (never creating a counter; memcached floors them at 0), the request is refused
-   * and `ratelimit.all_or_nothing.compensated` counts it. A descriptor known over limit in the
-   * local cache (not in shadow mode) refuses the request; its other counters are only read.
-   * Fails open as the default mode: counters of a failing node read as 0, and an increment
-   * without a reply counts as fitting (its value is taken as read + hits).
+   * The awaited write of a check-then-increment: a positive increment is sent as the
+   * increment that answers with the new value (a missing counter is created with the hits and
+   * its expiration); without a reply the value is taken as read + increment (fail-open) and
+   * the slot's increment set to 0, so an undo skips it. A negative increment (the undo) is a
+   * decrement, never creating a counter; memcached floors it at 0.
    */
-  private doLimitAllOrNothing(
-    keys: readonly (CacheKey | undefined)[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[],
-    now: number,
-  ): Promise<RateLimitResponse_DescriptorStatus[]> {
-    const base = this.base;
-    const n = keys.length;
-    const cached = base.localCacheHits(keys);
-    let applied: McDecrement[] | undefined;
-    return checkThenIncrement(
-      base,
-      keys,
-      limits,
-      hitsAddends,
-      cached,
-      now,
-      {
-        read: async () => {
-          const reads: string[] = [];
-          for (let i = 0; i < n; i++) {
-            const k = keys[i];
-            if (k === undefined || cached?.[i] === true) continue;
-            reads.push(k.key);
-            if (k.previousKey !== undefined) reads.push(k.previousKey);
-          }
-          const found =
-            reads.length === 0
-              ? new Map<string, Buffer>()
-              : await this.client.getMulti(reads);
-          const current = new Array<number>(n).fill(0);
-          const previous = new Array<number>(n).fill(0);
-          for (let i = 0; i < n; i++) {
-            const k = keys[i];
-            if (k === undefined || cached?.[i] === true) continue;
-            current[i] = this.storedCounter(found, k.key);
-            previous[i] = this.storedCounter(found, k.previousKey);
-          }
-          return { current, previous };
-        },
-        increment: async (before) => {
-          const increments: McIncrement[] = [];
-          const indexes: number[] = [];
-          for (let i = 0; i < n; i++) {
-            const k = keys[i];
-            if (k === undefined || cached?.[i] === true) continue;
-            increments.push({
-              key: k.key,
-              hits: hitsAddends[i]!,
-              expiration: toMcExpiration(
-                base.expirationSeconds(limits[i]!),
-                now,
-              ),
-            });
-            indexes.push(i);
-          }
-          const after = new Array<number>(n).fill(0);
-          if (increments.length === 0) return after;
-          const values = await this.client.incrementMultiValues(increments);
-          const undo: McDecrement[] = [];
-          for (let j = 0; j < indexes.length; j++) {
-            const i = indexes[j]!;
-            const value = values[j];
-            const hits = hitsAddends[i]!;
-            // Fail-open: no reply, take the value as read (the check said it fits).
-            after[i] = value ?? before.current[i]! + hits;
-            if (value !== undefined && hits > 0)
-              undo.push({ key: increments[j]!.key, hits });
-          }
-          applied = undo;
-          return after;
-        },
-        undo: () =>
-          applied === undefined || applied.length === 0
-            ? Promise.resolve()
-            : this.client.decrementMulti(applied),
-      },
-      this.compensated,
-    );
+  async add(slots: readonly CounterSlot[], nowSeconds: number): Promise<void> {
+    if (slots.some((slot) => slot.increment < 0)) {
+      const undo: McDecrement[] = [];
+      for (const slot of slots)
+        if (slot.increment < 0)
+          undo.push({ key: slot.cacheKey, hits: -slot.increment });
+      await this.client.decrementMulti(undo);
+      return;
+    }
+    const increments = slots.map((slot) => ({
+      key: slot.cacheKey,
+      hits: slot.increment,
+      expiration: toMcExpiration(slot.expirationSeconds, nowSeconds),
+    }));
+    const values = await this.client.incrementMultiValues(increments);
+    for (let j = 0; j < slots.length; j++) {
+      const slot = slots[j]!;
+      const value = values[j];
+      slot.current = value ?? slot.current + slot.increment;
+      if (value === undefined) slot.increment = 0;
+    }
   }
 
   /** The stored counter of `key` in a multi-get result; 0 when absent or no key. */
@@ -382,63 +218,4 @@ export class McRateLimitCache implements RateLimitCache {
     );
     return 0;
   }
-}
-
-/** Builds the error naming the part of the descriptor that makes its cache key illegal. */
-function keyError(
-  problem: "too-long" | "illegal-character",
-  index: number,
-  domain: string,
-  descriptor: RateLimitDescriptor,
-  limit: RateLimit,
-  cacheKey: string,
-): CacheKeyError {
-  const entries = descriptor.entries;
-  const shared = limit.shareThresholdValues;
-  const where = `descriptors[${index}]`;
-  if (problem === "illegal-character") {
-    const bad = hasIllegalKeyCharacter;
-    for (let j = 0; j < entries.length; j++) {
-      const entry = entries[j]!;
-      const value = shared?.[j] ?? entry.value;
-      const field = bad(entry.key) ? "key" : bad(value) ? "value" : undefined;
-      if (field === undefined) continue;
-      const text = field === "key" ? entry.key : value;
-      return new CacheKeyError(
-        index,
-        `${where}.entries[${j}].${field} ${quote(text)} contains whitespace or control characters, which the memcached-protocol backend cannot store in a cache key`,
-      );
-    }
-    const culprit = bad(domain)
-      ? `domain ${quote(domain)}`
-      : "the cache key prefix";
-    return new CacheKeyError(
-      index,
-      `${where}: ${culprit} contains whitespace or control characters, which the memcached-protocol backend cannot store in a cache key`,
-    );
-  }
-  let longest = 0;
-  let longestName = "";
-  for (let j = 0; j < entries.length; j++) {
-    const entry = entries[j]!;
-    const value = shared?.[j] ?? entry.value;
-    for (const [field, text] of [
-      ["key", entry.key],
-      ["value", value],
-    ] as const) {
-      const bytes = Buffer.byteLength(text);
-      if (bytes > longest) {
-        longest = bytes;
-        longestName = `entries[${j}].${field}`;
-      }
-    }
-  }
-  return new CacheKeyError(
-    index,
-    `${where}: its cache key is ${Buffer.byteLength(cacheKey)} bytes, over the ${maxMcKeyBytes} the memcached-protocol backend allows (longest part: ${where}.${longestName}, ${longest} bytes)`,
-  );
-}
-
-function quote(text: string): string {
-  return JSON.stringify(text.length > 64 ? `${text.slice(0, 64)}…` : text);
 }

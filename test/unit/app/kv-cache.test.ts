@@ -1,8 +1,8 @@
 import { pino } from "pino";
+import { KvCounterBackend } from "../../../src/backends/kv/kv-rate-limit-cache.js";
 import { describe, expect, it } from "vitest";
 import type { AppContext } from "../../../src/app/app-context.js";
 import { createKvCache } from "../../../src/app/kv-cache.js";
-import { KvRateLimitCache } from "../../../src/backends/kv/kv-rate-limit-cache.js";
 import { HealthChecker } from "../../../src/health/health.js";
 import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
 import { SettingsError } from "../../../src/settings/settings-error.js";
@@ -44,7 +44,7 @@ describe("createKvCache", () => {
       KV_PERSECOND_URL: "/tmp/none.sock",
     });
     const cache = createKvCache(settings, ctx);
-    expect(cache).toBeInstanceOf(KvRateLimitCache);
+    expect(cache.backend).toBeInstanceOf(KvCounterBackend);
     expect(ctx.health.components()).toEqual({ sigterm: true, backend: true });
     await cache.close();
     await cache.close();

@@ -2,7 +2,6 @@ import { Writable } from "node:stream";
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { MemoryRateLimitCache } from "../../../src/backends/memory/memory-rate-limit-cache.js";
 import type { FailureMode } from "../../../src/config/failure-mode.js";
 import type { RateLimit } from "../../../src/config/rate-limit-config.js";
 import { BackendError } from "../../../src/limiter/backend-error.js";
@@ -26,6 +25,9 @@ import {
 } from "../../../src/stats/stats-manager.js";
 import type { Clock } from "../../../src/util/clock.js";
 import { testRateLimit } from "../../helpers/rate-limit.js";
+import { memoryLimiter } from "../../helpers/limiters.js";
+import type { MemoryCounterBackend } from "../../../src/backends/memory/memory-rate-limit-cache.js";
+import type { RateLimitPipeline } from "../../../src/limiter/pipeline.js";
 
 /** A clock in milliseconds the test moves by hand. */
 class MsClock implements Clock {
@@ -46,9 +48,9 @@ class FlakyBackend implements RateLimitCache {
   down = false;
   calls = 0;
   failWith: () => Error = () => new BackendError("kv", "kv store error");
-  private readonly store: MemoryRateLimitCache;
+  private readonly store: RateLimitPipeline<MemoryCounterBackend>;
   constructor(clock: Clock) {
-    this.store = new MemoryRateLimitCache({
+    this.store = memoryLimiter({
       baseLimiter: createBaseLimiter({ clock }),
       clock,
     });
@@ -106,7 +108,7 @@ function fixture(
     backendName: "kv",
     mode,
     createLocalLimiter: () =>
-      new MemoryRateLimitCache({
+      memoryLimiter({
         baseLimiter: createBaseLimiter({ clock }),
         clock,
       }),

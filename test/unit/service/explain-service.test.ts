@@ -2,7 +2,6 @@ import { create } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { MemoryRateLimitCache } from "../../../src/backends/memory/memory-rate-limit-cache.js";
 import { explainConfig } from "../../../src/config/explain-message.js";
 import { loadConfig } from "../../../src/config/load-config.js";
 import type { RateLimit } from "../../../src/config/rate-limit-config.js";
@@ -21,6 +20,7 @@ import { RequestError } from "../../../src/service/errors.js";
 import { createRateLimitService } from "../../../src/service/rate-limit-service.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
+import { memoryLimiter } from "../../helpers/limiters.js";
 
 interface Setup {
   readonly stop: boolean;
@@ -39,7 +39,7 @@ function build(configText: string, setup: Setup) {
       ? { localCache: createLocalCache({ maxBytes: 1 << 20, clock }) }
       : {}),
   });
-  const cache = new MemoryRateLimitCache({
+  const cache = memoryLimiter({
     baseLimiter,
     clock,
     stopCacheKeyIncrementWhenOverlimit: setup.stop,
@@ -240,12 +240,12 @@ describe("Explain agrees with ShouldRateLimit (property)", () => {
           const countersBefore = a.statsManager.store
             .snapshot()
             .counters.map((c) => [c.name, c.value()]);
-          const sizeBefore = a.cache.size;
+          const sizeBefore = a.cache.backend.size;
           const predicted = await a.explain.explain(
             create(ExplainRequestSchema, { request, charge: false }),
           );
           // Reading changed nothing: no counter, no statistic.
-          expect(a.cache.size).toBe(sizeBefore);
+          expect(a.cache.backend.size).toBe(sizeBefore);
           expect(
             await a.cache.peekCounters("d", request.descriptors, limits),
           ).toEqual(peekBefore);

@@ -1,7 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { MemoryRateLimitCache } from "../../../src/backends/memory/memory-rate-limit-cache.js";
 import { ConfigError } from "../../../src/config/config-error.js";
 import { HealthChecker } from "../../../src/health/health.js";
 import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
@@ -20,6 +19,7 @@ import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { fakeConfig } from "../../helpers/fake-config.js";
 import { testRateLimit } from "../../helpers/rate-limit.js";
+import { memoryLimiter } from "../../helpers/limiters.js";
 
 type Entries = [string, string][];
 
@@ -36,7 +36,7 @@ function request(domain: string, descriptors: Entries[], hitsAddend = 0) {
 function setup(extra: Partial<RateLimitServiceOptions> = {}, stop = false) {
   const clock = new FakeClock(2222);
   const stats = createStatsManager();
-  const cache = new MemoryRateLimitCache({
+  const cache = memoryLimiter({
     baseLimiter: createBaseLimiter({ clock }),
     clock,
     stopCacheKeyIncrementWhenOverlimit: stop,
@@ -110,7 +110,7 @@ describe("createRateLimitService shouldRateLimit", () => {
   it("refuses to decide before a config has loaded", async () => {
     const clock = new FakeClock(0);
     const service = createRateLimitService({
-      cache: new MemoryRateLimitCache({
+      cache: memoryLimiter({
         baseLimiter: createBaseLimiter({ clock }),
         clock,
       }),

@@ -1,7 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { MemoryRateLimitCache } from "../../../src/backends/memory/memory-rate-limit-cache.js";
 import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
 import {
   RateLimitRequestSchema,
@@ -22,12 +21,13 @@ import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { fakeConfig } from "../../helpers/fake-config.js";
 import { testRateLimit } from "../../helpers/rate-limit.js";
+import { memoryLimiter } from "../../helpers/limiters.js";
 
 function setup(extra: Partial<RateLimitServiceOptions> = {}) {
   const clock = new FakeClock(2222);
   const stats = createStatsManager();
   const service = createRateLimitService({
-    cache: new MemoryRateLimitCache({
+    cache: memoryLimiter({
       baseLimiter: createBaseLimiter({ clock }),
       clock,
     }),
@@ -109,7 +109,7 @@ describe("resolveRequestBounds", () => {
 function setupOptions(): RateLimitServiceOptions {
   const clock = new FakeClock(0);
   return {
-    cache: new MemoryRateLimitCache({
+    cache: memoryLimiter({
       baseLimiter: createBaseLimiter({ clock }),
       clock,
     }),

@@ -20,7 +20,6 @@ import {
 } from "@opentelemetry/sdk-trace";
 import { pino } from "pino";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { MemoryRateLimitCache } from "../../../src/backends/memory/memory-rate-limit-cache.js";
 import { BackendError } from "../../../src/limiter/backend-error.js";
 import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
 import type { RateLimitCache } from "../../../src/limiter/rate-limit-cache.js";
@@ -39,6 +38,7 @@ import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { fakeConfig } from "../../helpers/fake-config.js";
 import { testRateLimit } from "../../helpers/rate-limit.js";
+import { memoryLimiter } from "../../helpers/limiters.js";
 
 // The spans of the decision path with an in-memory SDK (this file's process only): what the
 // handler and the service record, and that they record nothing when tracing is off.
@@ -105,7 +105,7 @@ function setup(tracing: boolean, cache?: RateLimitCache) {
   const statsManager = createStatsManager();
   const backend =
     cache ??
-    new MemoryRateLimitCache({
+    memoryLimiter({
       baseLimiter: createBaseLimiter({ clock }),
       clock,
       stopCacheKeyIncrementWhenOverlimit: false,

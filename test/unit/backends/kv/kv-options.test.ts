@@ -235,7 +235,6 @@ describe("resolveKvBackendOptions", () => {
       resolveKvBackendOptions({ ...common, main: { url: "/a" } }),
     ).toMatchObject({
       perSecond: undefined,
-      stopCacheKeyIncrementWhenOverlimit: false,
       healthCheckActiveConnection: false,
       startupInitialIntervalMs: 1000,
       startupMaxIntervalMs: 30_000,

@@ -7,12 +7,10 @@ import {
   resolveMcBackendOptions,
   type McBackendOptions,
 } from "../../../../src/backends/mc/mc-options.js";
-import { createBaseLimiter } from "../../../../src/limiter/base-limiter.js";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 
 const clock = new FakeClock(0);
 const base: McBackendOptions = {
-  baseLimiter: createBaseLimiter({ clock }),
   clock,
   logger: pino({ level: "silent" }),
 };

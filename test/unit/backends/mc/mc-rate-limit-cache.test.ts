@@ -1,7 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { McRateLimitCache } from "../../../../src/backends/mc/mc-rate-limit-cache.js";
 import {
   createBaseLimiter,
   type BaseLimiter,
@@ -15,6 +14,7 @@ import {
 import { createStatsManager } from "../../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 import { testRateLimit } from "../../../helpers/rate-limit.js";
+import { mcLimiter } from "../../../helpers/limiters.js";
 
 // No test here reaches a socket: each returns or throws before any memcached operation, or
 // uses an SRV backend that has not resolved any node yet.
@@ -29,7 +29,7 @@ function descriptor(...pairs: [string, string][]) {
 function newCache(
   options: { baseLimiter?: BaseLimiter; prefix?: string; srv?: boolean } = {},
 ) {
-  return new McRateLimitCache({
+  return mcLimiter({
     baseLimiter:
       options.baseLimiter ??
       createBaseLimiter({
@@ -55,7 +55,7 @@ async function rejection(promise: Promise<unknown>): Promise<CacheKeyError> {
   return err as CacheKeyError;
 }
 
-describe("McRateLimitCache", () => {
+describe("McCounterBackend", () => {
   const stats = createStatsManager();
   const limit = testRateLimit(stats, "d.k", 5);
 
@@ -132,7 +132,7 @@ describe("McRateLimitCache", () => {
     );
     expect(statuses.map((s) => s.code)).toEqual([Code.OVER_LIMIT, Code.OK]);
     expect(statuses[1]!.currentLimit).toBeUndefined();
-    expect(cache.stats.keysRequested.value()).toBe(0);
+    expect(cache.backend.stats.keysRequested.value()).toBe(0);
     await cache.close();
   });
 
@@ -147,8 +147,8 @@ describe("McRateLimitCache", () => {
     expect(status!.code).toBe(Code.OK);
     expect(status!.limitRemaining).toBe(3);
     await cache.flush();
-    expect(cache.stats.multigetError.value()).toBe(1);
-    expect(cache.stats.incrementError.value()).toBe(1);
+    expect(cache.backend.stats.multigetError.value()).toBe(1);
+    expect(cache.backend.stats.incrementError.value()).toBe(1);
     await cache.close();
   });
 
@@ -165,9 +165,9 @@ describe("McRateLimitCache", () => {
     );
     expect(status!.code).toBe(Code.OK);
     expect(status!.limitRemaining).toBe(3);
-    expect(cache.stats.multigetError.value()).toBe(1);
+    expect(cache.backend.stats.multigetError.value()).toBe(1);
     // The increment failed before the answer (no background work is left).
-    expect(cache.stats.incrementError.value()).toBe(1);
+    expect(cache.backend.stats.incrementError.value()).toBe(1);
     await cache.close();
   });
 });

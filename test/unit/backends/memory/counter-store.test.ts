@@ -1,10 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { CounterStore } from "../../../../src/backends/memory/counter-store.js";
-import {
-  MemoryRateLimitCache,
-  memoryStatNames,
-} from "../../../../src/backends/memory/memory-rate-limit-cache.js";
+import { memoryStatNames } from "../../../../src/backends/memory/memory-rate-limit-cache.js";
 import { createBaseLimiter } from "../../../../src/limiter/base-limiter.js";
 import {
   RateLimitDescriptorSchema,
@@ -14,6 +11,7 @@ import { createStatsManager } from "../../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 import { testRateLimit } from "../../../helpers/rate-limit.js";
 import { waitFor } from "../../../helpers/wait-for.js";
+import { memoryLimiter } from "../../../helpers/limiters.js";
 
 describe("CounterStore", () => {
   it("reads 0 for absent keys, adds hits, creates a counter for 0 hits", () => {
@@ -74,11 +72,11 @@ describe("CounterStore", () => {
   });
 });
 
-describe("MemoryRateLimitCache storage", () => {
+describe("MemoryCounterBackend storage", () => {
   it("frees 1,000,000 distinct keys once their window ends (sweep timer, fake clock)", async () => {
     const clock = new FakeClock(1_000_020);
     const stats = createStatsManager();
-    const cache = new MemoryRateLimitCache({
+    const cache = memoryLimiter({
       baseLimiter: createBaseLimiter({ clock }),
       clock,
       sweepIntervalMs: 5,
@@ -97,9 +95,9 @@ describe("MemoryRateLimitCache storage", () => {
       );
       await cache.doLimit("d", descriptors, limits, hits);
     }
-    expect(cache.size).toBe(1_000_000);
+    expect(cache.backend.size).toBe(1_000_000);
     clock.seconds = 1_000_080; // the minute window [1_000_020, 1_000_080) has ended
-    await waitFor(() => cache.size === 0, "the sweep to free every key");
+    await waitFor(() => cache.backend.size === 0, "the sweep to free every key");
     await waitFor(
       () => stats.store.gauge(memoryStatNames.keys).value() === 0,
       "the keys gauge",
@@ -110,7 +108,7 @@ describe("MemoryRateLimitCache storage", () => {
   it("counts keys dropped for maxKeys in ratelimit.memory.evicted_keys", async () => {
     const clock = new FakeClock(100);
     const stats = createStatsManager();
-    const cache = new MemoryRateLimitCache({
+    const cache = memoryLimiter({
       baseLimiter: createBaseLimiter({ clock }),
       clock,
       maxKeys: 10,
@@ -129,7 +127,7 @@ describe("MemoryRateLimitCache storage", () => {
         [1],
       );
     }
-    expect(cache.size).toBe(10);
+    expect(cache.backend.size).toBe(10);
     expect(stats.store.counter(memoryStatNames.evictedKeys).value()).toBe(15);
     await cache.close();
   });

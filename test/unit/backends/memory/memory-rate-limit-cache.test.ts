@@ -1,6 +1,5 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { MemoryRateLimitCache } from "../../../../src/backends/memory/memory-rate-limit-cache.js";
 import { createBaseLimiter } from "../../../../src/limiter/base-limiter.js";
 import {
   RateLimitDescriptorSchema,
@@ -10,15 +9,16 @@ import {
 import { createStatsManager } from "../../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 import { testRateLimit } from "../../../helpers/rate-limit.js";
+import { memoryLimiter } from "../../../helpers/limiters.js";
 
 function descriptor(value: string) {
   return create(RateLimitDescriptorSchema, { entries: [{ key: "k", value }] });
 }
 
-describe("MemoryRateLimitCache", () => {
+describe("MemoryCounterBackend", () => {
   it("counts exactly, including hits addends and zero", async () => {
     const clock = new FakeClock(100);
-    const cache = new MemoryRateLimitCache({
+    const cache = memoryLimiter({
       baseLimiter: createBaseLimiter({ clock }),
       clock,
     });
@@ -37,7 +37,7 @@ describe("MemoryRateLimitCache", () => {
 
   it("answers descriptors without a limit with OK and no counter", async () => {
     const clock = new FakeClock(100);
-    const cache = new MemoryRateLimitCache({
+    const cache = memoryLimiter({
       baseLimiter: createBaseLimiter({ clock }),
       clock,
     });
@@ -49,13 +49,13 @@ describe("MemoryRateLimitCache", () => {
     );
     expect(status!.code).toBe(Code.OK);
     expect(status!.currentLimit).toBeUndefined();
-    expect(cache.size).toBe(0);
+    expect(cache.backend.size).toBe(0);
     await cache.close();
   });
 
   it("sweeps counters whose window has ended and keeps live ones", async () => {
     const clock = new FakeClock(100);
-    const cache = new MemoryRateLimitCache({
+    const cache = memoryLimiter({
       baseLimiter: createBaseLimiter({ clock }),
       clock,
     });
@@ -66,13 +66,13 @@ describe("MemoryRateLimitCache", () => {
       await cache.doLimit("d", [descriptor(`v${i}`)], [perMinute], [1]);
     }
     await cache.doLimit("d", [descriptor("h")], [perHour], [1]);
-    expect(cache.size).toBe(1001);
-    cache.sweep(119);
-    expect(cache.size).toBe(1001);
-    cache.sweep(120);
-    expect(cache.size).toBe(1);
-    cache.sweep(3600);
-    expect(cache.size).toBe(0);
+    expect(cache.backend.size).toBe(1001);
+    cache.backend.sweep(119);
+    expect(cache.backend.size).toBe(1001);
+    cache.backend.sweep(120);
+    expect(cache.backend.size).toBe(1);
+    cache.backend.sweep(3600);
+    expect(cache.backend.size).toBe(0);
     await cache.close();
   });
 });

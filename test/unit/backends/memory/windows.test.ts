@@ -1,7 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { MemoryRateLimitCache } from "../../../../src/backends/memory/memory-rate-limit-cache.js";
 import type { RateLimit } from "../../../../src/config/rate-limit-config.js";
 import { createBaseLimiter } from "../../../../src/limiter/base-limiter.js";
 import { createLocalCache } from "../../../../src/limiter/local-cache.js";
@@ -13,13 +12,18 @@ import {
 import { createStatsManager } from "../../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 import { windowedRateLimit } from "../../../helpers/rate-limit.js";
+import { memoryLimiter } from "../../../helpers/limiters.js";
+import type { MemoryCounterBackend } from "../../../../src/backends/memory/memory-rate-limit-cache.js";
+import type { RateLimitPipeline } from "../../../../src/limiter/pipeline.js";
 
 function descriptor(value: string) {
   return create(RateLimitDescriptorSchema, { entries: [{ key: "k", value }] });
 }
 
-function memoryCache(clock: FakeClock): MemoryRateLimitCache {
-  return new MemoryRateLimitCache({
+function memoryCache(
+  clock: FakeClock,
+): RateLimitPipeline<MemoryCounterBackend> {
+  return memoryLimiter({
     baseLimiter: createBaseLimiter({ clock }),
     clock,
     sweepIntervalMs: 60_000,
@@ -28,7 +32,7 @@ function memoryCache(clock: FakeClock): MemoryRateLimitCache {
 
 /** Sends `hits` for one descriptor; returns whether it was admitted. */
 async function admit(
-  cache: MemoryRateLimitCache,
+  cache: RateLimitPipeline<MemoryCounterBackend>,
   limit: RateLimit,
   hits: number,
   value = "v",
@@ -106,10 +110,10 @@ describe("memory backend: sliding windows", () => {
       },
     );
     await admit(cache, limit, 1);
-    cache.sweep(6060);
-    expect(cache.size).toBe(1);
-    cache.sweep(6120);
-    expect(cache.size).toBe(0);
+    cache.backend.sweep(6060);
+    expect(cache.backend.size).toBe(1);
+    cache.backend.sweep(6120);
+    expect(cache.backend.size).toBe(0);
     await cache.close();
   });
 });
@@ -288,7 +292,7 @@ describe("memory backend: properties", () => {
 
 describe("docs/configuration.md worked examples", () => {
   const answer = async (
-    cache: MemoryRateLimitCache,
+    cache: RateLimitPipeline<MemoryCounterBackend>,
     limits: RateLimit[],
     values: string[],
   ): Promise<string> =>
@@ -389,7 +393,7 @@ describe("docs/configuration.md worked examples", () => {
 describe("memory backend: extensions with the local over-limit cache", () => {
   function cachedMemory(clock: FakeClock) {
     const localCache = createLocalCache({ maxBytes: 100_000, clock });
-    const cache = new MemoryRateLimitCache({
+    const cache = memoryLimiter({
       baseLimiter: createBaseLimiter({ clock, localCache }),
       clock,
       sweepIntervalMs: 60_000,

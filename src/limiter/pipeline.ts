@@ -1,0 +1,372 @@
+/**
+ * The decision pipeline: plan → count → decide, the one implementation of a rate-limit
+ * decision over any {@link CounterBackend}. The backend only reads and writes counters; every
+ * rule (near and over limit, shadow mode, local cache, stop-increment, all-or-nothing charging
+ * and its compensation, statistics) runs here, identically for memory, kv and mc.
+ */
+import type { RateLimit } from "../config/rate-limit-config.js";
+import type {
+  RateLimitDescriptor,
+  RateLimitResponse_DescriptorStatus,
+} from "../proto.js";
+import type { Counter, StatsStore } from "../stats/stats-store.js";
+import { lazyCompensatedCounter } from "./all-or-nothing.js";
+import type { BaseLimiter } from "./base-limiter.js";
+import { cacheKeyError, type CacheKeyError } from "./cache-key-error.js";
+import type { CounterBackend } from "./counter-backend.js";
+import type { CounterReading, RateLimitCache } from "./rate-limit-cache.js";
+import type { PlannedDescriptor, RequestPlan } from "./request-plan.js";
+import { windowStartSeconds } from "./window.js";
+
+/** Options of {@link RateLimitPipeline}. */
+export interface RateLimitPipelineOptions<B extends CounterBackend> {
+  /** The counter store. */
+  readonly backend: B;
+  /** Cache keys, thresholds, statistics and status building (with the local cache). */
+  readonly baseLimiter: BaseLimiter;
+  /**
+   * When a request has a descriptor that would go over its limit, increment only the
+   * descriptors that would go over; with a local-cache hit, increment none
+   * (`STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`,
+   * docs/reference-parity.md#stop-increment). The mc backend ignores it upstream, so its
+   * wiring leaves it off. @defaultValue false
+   */
+  readonly stopCacheKeyIncrementWhenOverlimit?: boolean;
+  /**
+   * Where `ratelimit.all_or_nothing.compensated` is created at the first compensation.
+   * @defaultValue none
+   */
+  readonly statsStore?: StatsStore;
+}
+
+/**
+ * The {@link RateLimitCache} the service calls, over one {@link CounterBackend}:
+ *
+ * 1. plan: {@link BaseLimiter.plan} (cache keys, `total_hits`, local-cache verdicts), then the
+ *    backend's cache-key rules (a {@link CacheKeyError} before any I/O);
+ * 2. count: one backend call for the usual charge; a read first for stop-increment; the
+ *    store's atomic operation or a check-then-increment with compensation for all-or-nothing;
+ * 3. decide: one status per descriptor from the counts.
+ */
+export class RateLimitPipeline<
+  B extends CounterBackend = CounterBackend,
+> implements RateLimitCache {
+  /** The counter store (tests and the app read backend-specific state through it). */
+  readonly backend: B;
+  private readonly base: BaseLimiter;
+  private readonly stopIncrement: boolean;
+  private readonly compensated: Pick<Counter, "add"> | undefined;
+
+  constructor(options: RateLimitPipelineOptions<B>) {
+    this.backend = options.backend;
+    this.base = options.baseLimiter;
+    this.stopIncrement = options.stopCacheKeyIncrementWhenOverlimit ?? false;
+    this.compensated = lazyCompensatedCounter(options.statsStore);
+  }
+
+  /**
+   * Counts the hits of one request and returns one status per descriptor.
+   *
+   * @throws {@link CacheKeyError} when a cache key breaks the backend's rules (nothing read or
+   *   written; `total_hits` already counted, as for a backend failure)
+   * @throws {@link BackendError} when the backend fails (`total_hits` already counted, as
+   *   upstream)
+   */
+  doLimit(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    const plan = this.base.plan(domain, descriptors, limits, hitsAddends);
+    if (this.backend.cacheKeyRules !== undefined) {
+      const error = this.keyError(plan);
+      if (error !== undefined) return Promise.reject(error);
+    }
+    if (plan.allOrNothing) return this.chargeAllOrNothing(plan);
+    const sent = plan.sent;
+    if (sent.length === 0) return Promise.resolve(this.statuses(plan));
+    if (this.stopIncrement) return this.chargeStopping(plan);
+    const written = this.backend.increment(sent, plan.nowSeconds);
+    if (written === undefined) return Promise.resolve(this.statuses(plan));
+    return written.then(() => this.statuses(plan));
+  }
+
+  /**
+   * Reads the counters a request would charge, without changing them or any statistic (the
+   * Explain API with `charge` false). Sliding windows read the previous window's counter too;
+   * keys the backend cannot store are not read, nor, on remote stores, keys the local cache
+   * knows over limit.
+   *
+   * @returns parallel to `descriptors`; `undefined` where `limits[i]` is undefined
+   * @throws {@link BackendError} when the backend fails
+   */
+  async peekCounters(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+  ): Promise<(CounterReading | undefined)[]> {
+    const plan = this.base.plan(domain, descriptors, limits, undefined);
+    const rules = this.backend.cacheKeyRules;
+    const candidates =
+      this.backend.inProcess === true ? plan.counted : plan.sent;
+    const read =
+      rules === undefined
+        ? candidates
+        : candidates.filter((d) => rules.problem(d.cacheKey) === undefined);
+    if (read.length > 0) await this.backend.peek(read);
+    const readings = new Array<CounterReading | undefined>(plan.size).fill(
+      undefined,
+    );
+    for (const d of plan.counted) {
+      const start = windowStartSeconds(plan.nowSeconds, d.windowSeconds);
+      readings[d.index] = {
+        key: d.cacheKey,
+        value: d.current,
+        windowStartSeconds: start,
+        windowEndSeconds: start + d.windowSeconds,
+        localCacheHit: d.localCacheHit,
+        ...(d.previousCacheKey !== undefined
+          ? { previousKey: d.previousCacheKey, previousValue: d.previous }
+          : {}),
+      };
+    }
+    return readings;
+  }
+
+  /** Starts the backend (connects and waits for it), if it has a start step. */
+  start(): Promise<void> {
+    return this.backend.start?.() ?? Promise.resolve();
+  }
+
+  flush(): Promise<void> {
+    return this.backend.flush();
+  }
+
+  close(): Promise<void> {
+    return this.backend.close();
+  }
+
+  /** Returns the {@link CacheKeyError} of the first cache key the backend cannot store. */
+  private keyError(plan: RequestPlan): CacheKeyError | undefined {
+    const rules = this.backend.cacheKeyRules!;
+    for (const d of plan.counted) {
+      const problem = rules.problem(d.cacheKey);
+      if (problem === undefined) continue;
+      return cacheKeyError(
+        rules,
+        problem,
+        d.index,
+        plan.domain,
+        d.descriptor,
+        d.limit,
+        d.cacheKey,
+      );
+    }
+    return undefined;
+  }
+
+  /**
+   * `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` (docs/reference-parity.md#stop-increment): with
+   * a local-cache hit every other counter is written with 0; otherwise the counters are read
+   * first, and if any descriptor would go over (weighted count + hits > limit), only those
+   * counters are incremented.
+   */
+  private async chargeStopping(
+    plan: RequestPlan,
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    const sent = plan.sent;
+    if (sent !== plan.counted) {
+      for (const d of sent) d.increment = 0;
+    } else {
+      await this.backend.peek(sent);
+      let anyOver = false;
+      for (const d of sent) {
+        if (this.wouldExceed(d, plan.nowSeconds)) anyOver = true;
+      }
+      if (anyOver)
+        for (const d of sent)
+          if (!this.wouldExceed(d, plan.nowSeconds)) d.increment = 0;
+    }
+    await this.backend.increment(sent, plan.nowSeconds);
+    return this.statuses(plan);
+  }
+
+  /** Whether a descriptor's counters as read plus its hits go over its limit. */
+  private wouldExceed(d: PlannedDescriptor, nowSeconds: number): boolean {
+    return (
+      this.base.weightedCount(d.limit, d.current, d.previous, nowSeconds) +
+        d.hitsAddend >
+      d.limit.requestsPerUnit
+    );
+  }
+
+  /** The statuses of a request charged each (the usual mode), from its counters after it. */
+  private statuses(plan: RequestPlan): RateLimitResponse_DescriptorStatus[] {
+    const base = this.base;
+    const now = plan.nowSeconds;
+    const statuses = new Array<RateLimitResponse_DescriptorStatus>(plan.size);
+    const counted = plan.counted;
+    let next = 0;
+    for (let i = 0; i < plan.size; i++) {
+      const d = counted[next];
+      if (d?.index !== i) {
+        statuses[i] = base.okWithoutLimit();
+        continue;
+      }
+      next++;
+      const limit = d.limit;
+      statuses[i] = d.localCacheHit
+        ? base.localCacheStatus(limit, d.hitsAddend, now)
+        : limit.sliding
+          ? base.counterStatus(
+              d.cacheKey,
+              limit,
+              d.current,
+              d.previous,
+              d.hitsAddend,
+              now,
+              true,
+            )
+          : base.descriptorStatus(
+              d.cacheKey,
+              limit,
+              d.current,
+              d.hitsAddend,
+              now,
+            );
+    }
+    return statuses;
+  }
+
+  /**
+   * All-or-nothing charging (`charge: all_or_nothing`, docs/configuration.md): a descriptor
+   * known over limit in the local cache (not in shadow mode) refuses the request, whose other
+   * counters are only read; otherwise the store's atomic operation charges every counter or
+   * none; a store without one (kv cluster or two instances, mc) gets a check-then-increment:
+   * read, and when all fit increment; if the values after it show another request took the
+   * budget in between, the increments are undone, the request is refused and
+   * `ratelimit.all_or_nothing.compensated` counts it. A race refuses, never admits over the
+   * limit; concurrent racers may all be refused.
+   */
+  private async chargeAllOrNothing(
+    plan: RequestPlan,
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    const backend = this.backend;
+    const sent = plan.sent;
+    const now = plan.nowSeconds;
+    const cacheRejects = plan.counted.some(
+      (d) => d.localCacheHit && !d.limit.shadowMode,
+    );
+    if (cacheRejects || sent.length === 0) {
+      if (sent.length > 0) await backend.peek(sent);
+      return this.allOrNothingStatuses(plan, false);
+    }
+    const atomic = backend.chargeAllOrNothing?.(sent, now, () =>
+      this.allFit(plan, true),
+    );
+    if (atomic !== undefined)
+      return this.allOrNothingStatuses(plan, await atomic);
+    await backend.peek(sent);
+    if (!this.allFit(plan, true)) return this.allOrNothingStatuses(plan, false);
+    await backend.add(sent, now);
+    // The values after the increment already hold this request's hits.
+    if (this.allFit(plan, false)) return this.allOrNothingStatuses(plan, true);
+    // Lost the race: undo every increment of this request; answer from the values before it.
+    const after = sent.map((d) => d.current);
+    for (const d of sent) d.increment = -d.increment;
+    await backend.add(sent, now);
+    this.compensated?.add(1);
+    for (let j = 0; j < sent.length; j++) {
+      const d = sent[j]!;
+      d.current = after[j]! - d.hitsAddend;
+    }
+    return this.allOrNothingStatuses(plan, false);
+  }
+
+  /**
+   * The all-or-nothing check: whether no descriptor that is not in shadow mode is known over
+   * limit in the local cache or goes over with this request (`weighted count + hits > limit`,
+   * with `withHits`; the counters alone otherwise). Descriptors of one request that share a
+   * cache key are charged together, so each is checked with the earlier ones' hits added.
+   */
+  private allFit(plan: RequestPlan, withHits: boolean): boolean {
+    const counted = plan.counted;
+    for (let j = 0; j < counted.length; j++) {
+      const d = counted[j]!;
+      const limit = d.limit;
+      if (limit.shadowMode) continue;
+      if (d.localCacheHit) return false;
+      const weighted = this.base.weightedCount(
+        limit,
+        d.current,
+        d.previous,
+        plan.nowSeconds,
+      );
+      const hits = withHits ? earlierHitsOnKey(counted, j) + d.hitsAddend : 0;
+      if (weighted + hits > limit.requestsPerUnit) return false;
+    }
+    return true;
+  }
+
+  /**
+   * The statuses of an all-or-nothing request (and its statistics).
+   *
+   * @param charged - whether the counters were incremented: they hold the values after the
+   *   request when true, before it otherwise
+   */
+  private allOrNothingStatuses(
+    plan: RequestPlan,
+    charged: boolean,
+  ): RateLimitResponse_DescriptorStatus[] {
+    const base = this.base;
+    const now = plan.nowSeconds;
+    const statuses = new Array<RateLimitResponse_DescriptorStatus>(plan.size);
+    const counted = plan.counted;
+    let j = 0;
+    for (let i = 0; i < plan.size; i++) {
+      const d = counted[j];
+      if (d?.index !== i) {
+        statuses[i] = base.okWithoutLimit();
+        continue;
+      }
+      if (d.localCacheHit) {
+        statuses[i] = base.localCacheStatus(d.limit, d.hitsAddend, now);
+      } else {
+        // Refused: each descriptor is answered as if charged after the earlier ones, so a
+        // counter two descriptors share shows their sum (the one that does not fit says so).
+        const current = charged
+          ? d.current
+          : d.current + earlierHitsOnKey(counted, j);
+        statuses[i] = base.counterStatus(
+          d.cacheKey,
+          d.limit,
+          current,
+          d.previous,
+          d.hitsAddend,
+          now,
+          charged,
+        );
+      }
+      j++;
+    }
+    return statuses;
+  }
+}
+
+/**
+ * Hits of the descriptors before `counted[j]` that increment the same counter (0 in the usual
+ * request, where every descriptor has its own counter); local-cache hits add none.
+ */
+function earlierHitsOnKey(
+  counted: readonly PlannedDescriptor[],
+  j: number,
+): number {
+  const key = counted[j]!.cacheKey;
+  let hits = 0;
+  for (let k = 0; k < j; k++) {
+    const d = counted[k]!;
+    if (!d.localCacheHit && d.cacheKey === key) hits += d.hitsAddend;
+  }
+  return hits;
+}

@@ -1,0 +1,87 @@
+/**
+ * The request plan: everything decided about a request before its counters are touched,
+ * built once per request by {@link BaseLimiter.plan} and read by every later step (count,
+ * decide). It replaces the parallel arrays (descriptors, limits, hits addends, cache keys,
+ * local-cache verdicts) that used to travel through a dozen signatures.
+ */
+import type { RateLimit } from "../config/rate-limit-config.js";
+import type { RateLimitDescriptor } from "../proto.js";
+import type { CounterSlot } from "./counter-backend.js";
+
+/**
+ * One descriptor of a request that has a limit to check: its rate limit, hits addend, cache
+ * keys, local-cache verdict, and (as a {@link CounterSlot}) what the backend read and writes.
+ * A class so every plan entry shares one shape.
+ */
+export class PlannedDescriptor implements CounterSlot {
+  /** Position of the descriptor in the request. */
+  readonly index: number;
+  /** The request's descriptor. */
+  readonly descriptor: RateLimitDescriptor;
+  /** The rate limit that applies. */
+  readonly limit: RateLimit;
+  /** Hits this request adds (≥ 0). */
+  readonly hitsAddend: number;
+  readonly cacheKey: string;
+  readonly previousCacheKey: string | undefined;
+  readonly perSecond: boolean;
+  readonly expirationSeconds: number;
+  readonly windowSeconds: number;
+  readonly sliding: boolean;
+  readonly requestsPerUnit: number;
+  readonly shadowMode: boolean;
+  /** The local over-limit cache knows the cache key over limit: no backend round trip. */
+  readonly localCacheHit: boolean;
+  increment: number;
+  current = 0;
+  previous = 0;
+
+  constructor(
+    index: number,
+    descriptor: RateLimitDescriptor,
+    limit: RateLimit,
+    hitsAddend: number,
+    cacheKey: string,
+    previousCacheKey: string | undefined,
+    perSecond: boolean,
+    expirationSeconds: number,
+    localCacheHit: boolean,
+  ) {
+    this.index = index;
+    this.descriptor = descriptor;
+    this.limit = limit;
+    this.hitsAddend = hitsAddend;
+    this.cacheKey = cacheKey;
+    this.previousCacheKey = previousCacheKey;
+    this.perSecond = perSecond;
+    this.expirationSeconds = expirationSeconds;
+    this.windowSeconds = limit.windowSeconds;
+    this.sliding = limit.sliding;
+    this.requestsPerUnit = limit.requestsPerUnit;
+    this.shadowMode = limit.shadowMode;
+    this.localCacheHit = localCacheHit;
+    this.increment = hitsAddend;
+  }
+}
+
+/** What is decided about one request before counting (see the file comment). */
+export interface RequestPlan {
+  /** The request domain. */
+  readonly domain: string;
+  /** Request time, whole seconds since the Unix epoch (one clock read per request). */
+  readonly nowSeconds: number;
+  /** Number of descriptors in the request (the statuses' length). */
+  readonly size: number;
+  /** The descriptors with a limit to check, in request order. */
+  readonly counted: readonly PlannedDescriptor[];
+  /**
+   * The entries of {@link RequestPlan.counted} the local cache did not answer: the slots sent
+   * to the backend (the same array when there is no local-cache hit).
+   */
+  readonly sent: readonly PlannedDescriptor[];
+  /**
+   * Charge mode: all-or-nothing when the first limit says so (`RateLimit.allOrNothing`, from
+   * the domain's `charge:` or `CHARGE_MODE`; a request's limits come from one domain).
+   */
+  readonly allOrNothing: boolean;
+}

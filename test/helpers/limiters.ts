@@ -1,0 +1,80 @@
+// Builds the decision pipeline over each backend, as app/ does, for tests that drive a
+// backend directly with its own options.
+import { KvCounterBackend } from "../../src/backends/kv/kv-rate-limit-cache.js";
+import type { KvBackendOptions } from "../../src/backends/kv/kv-options.js";
+import { McCounterBackend } from "../../src/backends/mc/mc-rate-limit-cache.js";
+import type { McBackendOptions } from "../../src/backends/mc/mc-options.js";
+import {
+  MemoryCounterBackend,
+  type MemoryCounterBackendOptions,
+} from "../../src/backends/memory/memory-rate-limit-cache.js";
+import type { BaseLimiter } from "../../src/limiter/base-limiter.js";
+import { RateLimitPipeline } from "../../src/limiter/pipeline.js";
+import type { StatsStore } from "../../src/stats/stats-store.js";
+
+/** The pipeline options a test gives beside the backend's own. */
+interface PipelineParts {
+  readonly baseLimiter: BaseLimiter;
+  readonly stopCacheKeyIncrementWhenOverlimit?: boolean;
+  readonly statsStore?: StatsStore;
+}
+
+function pipelineOptions(options: PipelineParts): {
+  baseLimiter: BaseLimiter;
+  stopCacheKeyIncrementWhenOverlimit?: boolean;
+  statsStore?: StatsStore;
+} {
+  return {
+    baseLimiter: options.baseLimiter,
+    ...(options.stopCacheKeyIncrementWhenOverlimit !== undefined
+      ? {
+          stopCacheKeyIncrementWhenOverlimit:
+            options.stopCacheKeyIncrementWhenOverlimit,
+        }
+      : {}),
+    ...(options.statsStore !== undefined
+      ? { statsStore: options.statsStore }
+      : {}),
+  };
+}
+
+/** The pipeline over the memory backend. */
+export function memoryLimiter(
+  options: MemoryCounterBackendOptions & PipelineParts,
+): RateLimitPipeline<MemoryCounterBackend> {
+  return new RateLimitPipeline({
+    backend: new MemoryCounterBackend(options),
+    ...pipelineOptions(options),
+  });
+}
+
+/**
+ * The pipeline over the kv backend.
+ *
+ * @throws {@link KvOptionsError} when an option is invalid
+ */
+export function kvLimiter(
+  options: KvBackendOptions & PipelineParts,
+): RateLimitPipeline<KvCounterBackend> {
+  return new RateLimitPipeline({
+    backend: new KvCounterBackend(options),
+    ...pipelineOptions(options),
+  });
+}
+
+/**
+ * The pipeline over the mc backend (stop-increment never applies to mc, as upstream).
+ *
+ * @throws {@link RangeError} when an option is invalid
+ */
+export function mcLimiter(
+  options: McBackendOptions & PipelineParts,
+): RateLimitPipeline<McCounterBackend> {
+  return new RateLimitPipeline({
+    backend: new McCounterBackend(options),
+    baseLimiter: options.baseLimiter,
+    ...(options.statsStore !== undefined
+      ? { statsStore: options.statsStore }
+      : {}),
+  });
+}
