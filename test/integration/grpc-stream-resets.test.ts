@@ -14,10 +14,10 @@ import {
   RateLimitResponseSchema,
 } from "../../src/proto.js";
 import {
-  http2ServerOptions,
   startGrpcServer,
   type GrpcServerOptions,
 } from "../../src/server/grpc/grpc-server.js";
+import { http2ServerOptions } from "../../src/server/grpc/node-listener.js";
 import type { Listening } from "../../src/server/listen.js";
 import { envelope } from "../helpers/raw-grpc.js";
 

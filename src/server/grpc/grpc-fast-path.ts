@@ -167,7 +167,7 @@ function failSession(
   if (session !== undefined && !session.destroyed) {
     // (destroy(undefined, code) would send NO_ERROR: an undefined error defaults to code 0.)
     session.goaway(constants.NGHTTP2_INTERNAL_ERROR);
-    // After the current node:http2 callback (see destroySoon in grpc-server.ts).
+    // After the current node:http2 callback (see destroySoon in node-listener.ts).
     setImmediate(() => {
       if (!session.destroyed) session.destroy();
     });

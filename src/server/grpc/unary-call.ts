@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { RateLimitRequest } from "../../proto.js";
+import type { RateLimitRequest, RateLimitResponse } from "../../proto.js";
 import type {
   RequestHeaders,
   ShouldRateLimitHandler,
@@ -133,6 +133,9 @@ export abstract class UnaryCall<O extends UnaryCallOptions = UnaryCallOptions> {
   /**
    * The request is complete: decodes the envelope (answering its error if it is malformed)
    * and starts the decision, answered when it settles.
+   *
+   * @throws what the handler throws synchronously instead of rejecting (a bug: the engine's
+   *   caller contains it by closing the connection)
    */
   end(): void {
     if (this.answered) return;
@@ -151,8 +154,9 @@ export abstract class UnaryCall<O extends UnaryCallOptions = UnaryCallOptions> {
     }
     this.first = undefined;
     this.more = undefined;
+    const decision = this.options.handler(request, this.headers);
     this.beginWork();
-    void this.decide(request);
+    void this.answer(decision);
   }
 
   /** The client cancelled or the connection went away: there is nobody to answer. */
@@ -189,16 +193,15 @@ export abstract class UnaryCall<O extends UnaryCallOptions = UnaryCallOptions> {
   }
 
   /**
-   * Runs the decision; `async` rather than `.then` callbacks: no closures per call. Never
-   * rejects: an exception while answering (a bug) is contained by the engine.
+   * Answers with the decision once it settles; `async` rather than `.then` callbacks: no
+   * closures per call. Never rejects: an exception while answering (a bug) is contained by
+   * the engine.
    */
-  private async decide(request: RateLimitRequest): Promise<void> {
+  private async answer(decision: Promise<RateLimitResponse>): Promise<void> {
     try {
       let frame: Buffer;
       try {
-        frame = encodeRateLimitResponseFrame(
-          await this.options.handler(request, this.headers),
-        );
+        frame = encodeRateLimitResponseFrame(await decision);
       } catch (err) {
         this.endWork();
         const e = ConnectError.from(err);

@@ -1,8 +1,6 @@
 import { describe, expect, it } from "vitest";
-import {
-  grpcServerDefaults,
-  http2ServerOptions,
-} from "../../../../src/server/grpc/grpc-server.js";
+import { grpcServerDefaults } from "../../../../src/server/grpc/grpc-server.js";
+import { http2ServerOptions } from "../../../../src/server/grpc/node-listener.js";
 import { http2LimitDefaults } from "../../../../src/http2/limits.js";
 
 describe("node:http2 options of the gRPC listener", () => {
