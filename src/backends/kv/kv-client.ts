@@ -6,6 +6,7 @@ import { createExponentialBackoff } from "../../util/backoff.js";
 import { systemClock, type Clock } from "../../util/clock.js";
 import { toKvConnectionOptions } from "./kv-client-options.js";
 import { executeOnCluster } from "./kv-cluster-routing.js";
+import type { CounterSlot } from "../../limiter/counter-backend.js";
 import type { KvJob } from "./kv-job.js";
 import type { KvTlsOptions, ResolvedKvInstanceOptions } from "./kv-options.js";
 import { allOrNothingScript, allOrNothingScriptSha } from "./kv-scripts.js";
@@ -244,60 +245,20 @@ export class KvClient {
   }
 
   /**
-   * Sends `INCRBY cacheKey hitsAddend` then `EXPIRE cacheKey expirationSeconds` for every key
-   * in one pipeline (shared with concurrent requests within the pipeline window), and returns
-   * the counters after the increment (upstream `fixed_cache_impl.go` `DoLimit`).
+   * Sends `INCRBY cacheKey increment` then `EXPIRE cacheKey expirationSeconds` for every slot
+   * in one pipeline (shared with concurrent requests within the pipeline window), and stores
+   * each counter after the increment in the slot's `current` (upstream `fixed_cache_impl.go`
+   * `DoLimit`). With `readPrevious`, the same write also sends `GET previousKey` for the slots
+   * of sliding windows (the one extra read of the sliding-window counter) into `previous`.
    *
-   * @param cacheKeys - keys of this instance
-   * @param hitsAddends - parallel to `cacheKeys`; 0 is sent as `INCRBY key 0`
-   * @param expirationSeconds - parallel to `cacheKeys`: unit plus jitter
-   * @returns parallel to `cacheKeys`
+   * @param slots - counters of this instance; an increment of 0 is sent as `INCRBY key 0`
    * @throws {@link BackendError} when any command fails or no connection is up in time
    */
-  async incrementAndExpire(
-    cacheKeys: readonly string[],
-    hitsAddends: readonly number[],
-    expirationSeconds: readonly number[],
-  ): Promise<number[]> {
-    const job = await this.run({
-      kind: "incr",
-      cacheKeys,
-      hitsAddends,
-      expirationSeconds,
-      results: new Array<number>(cacheKeys.length),
-      previousKeys: undefined,
-      previous: undefined,
-      failure: undefined,
-    });
-    return job.results;
-  }
-
-  /**
-   * {@link KvClient.incrementAndExpire} plus, in the same pipeline, `GET previousKey` for the
-   * keys of sliding windows (the one extra read of the sliding-window counter).
-   *
-   * @param previousKeys - parallel to `cacheKeys`; undefined where there is none
-   * @returns the counters after the increment and, parallel, the previous windows' counters
-   *   (0 where absent or not read)
-   * @throws {@link BackendError} when any command fails or no connection is up in time
-   */
-  async incrementAndReadPrevious(
-    cacheKeys: readonly string[],
-    hitsAddends: readonly number[],
-    expirationSeconds: readonly number[],
-    previousKeys: readonly (string | undefined)[],
-  ): Promise<{ current: number[]; previous: number[] }> {
-    const job = await this.run({
-      kind: "incr",
-      cacheKeys,
-      hitsAddends,
-      expirationSeconds,
-      results: new Array<number>(cacheKeys.length),
-      previousKeys,
-      previous: new Array<number>(cacheKeys.length).fill(0),
-      failure: undefined,
-    });
-    return { current: job.results, previous: job.previous! };
+  async increment(
+    slots: readonly CounterSlot[],
+    readPrevious: boolean,
+  ): Promise<void> {
+    await this.run({ kind: "incr", slots, readPrevious, failure: undefined });
   }
 
   /**
@@ -360,17 +321,9 @@ export class KvClient {
    * @throws {@link BackendError} when any command fails or no connection is up in time
    */
   async get(cacheKeys: readonly string[]): Promise<number[]> {
-    const job = await this.run({
-      kind: "get",
-      cacheKeys,
-      hitsAddends: undefined,
-      expirationSeconds: undefined,
-      results: new Array<number>(cacheKeys.length),
-      previousKeys: undefined,
-      previous: undefined,
-      failure: undefined,
-    });
-    return job.results;
+    const results = new Array<number>(cacheKeys.length);
+    await this.run({ kind: "get", cacheKeys, results, failure: undefined });
+    return results;
   }
 
   /** Writes the pending pipeline window at once and waits for its replies. */
@@ -540,10 +493,9 @@ export class KvClient {
 
   /** Sends one job's commands; the promise records the outcome in the job, never rejects. */
   private issue(redis: Redis, job: KvJob): Promise<void> {
-    const cacheKeys = job.cacheKeys;
-    const results = job.results;
     if (job.kind === "get") {
-      const replies = cacheKeys.map((cacheKey) => redis.get(cacheKey));
+      const results = job.results;
+      const replies = job.cacheKeys.map((cacheKey) => redis.get(cacheKey));
       return Promise.all(replies).then(
         (values) => {
           for (let i = 0; i < values.length; i++) {
@@ -557,30 +509,33 @@ export class KvClient {
         },
       );
     }
-    const hitsAddends = job.hitsAddends!;
-    const expirationSeconds = job.expirationSeconds!;
+    const slots = job.slots;
     // INCRBY then EXPIRE per key; EXPIRE's reply only matters when it is an error.
-    const replies = new Array<Promise<number>>(cacheKeys.length * 2);
-    for (let i = 0; i < cacheKeys.length; i++) {
-      const cacheKey = cacheKeys[i]!;
-      replies[2 * i] = redis.incrby(cacheKey, hitsAddends[i]!);
-      replies[2 * i + 1] = redis.expire(cacheKey, expirationSeconds[i]!);
+    const replies = new Array<Promise<number>>(slots.length * 2);
+    for (let i = 0; i < slots.length; i++) {
+      const slot = slots[i]!;
+      replies[2 * i] = redis.incrby(slot.cacheKey, slot.increment);
+      replies[2 * i + 1] = redis.expire(slot.cacheKey, slot.expirationSeconds);
     }
-    const previousKeys = job.previousKeys;
-    if (previousKeys !== undefined) {
-      // After every INCRBY/EXPIRE, in the same write: GET of each previous window's key
-      // (the array may have holes where a key has none).
+    if (job.readPrevious) {
+      // After every INCRBY/EXPIRE, in the same write: GET of each previous window's key.
       const gets: Promise<string | null>[] = [];
-      for (const key of previousKeys) {
-        gets.push(key === undefined ? Promise.resolve(null) : redis.get(key));
+      for (const slot of slots) {
+        gets.push(
+          slot.previousCacheKey === undefined
+            ? Promise.resolve(null)
+            : redis.get(slot.previousCacheKey),
+        );
       }
       return Promise.all([Promise.all(replies), Promise.all(gets)]).then(
         ([values, previous]) => {
-          for (let i = 0; i < results.length; i++) {
-            results[i] = values[2 * i]!;
+          for (let i = 0; i < slots.length; i++) {
+            const slot = slots[i]!;
+            slot.current = values[2 * i]!;
             const value = previous[i];
-            job.previous![i] =
-              value === null || value === undefined ? 0 : Number(value);
+            if (slot.previousCacheKey !== undefined)
+              slot.previous =
+                value === null || value === undefined ? 0 : Number(value);
           }
         },
         (err: unknown) => {
@@ -590,7 +545,8 @@ export class KvClient {
     }
     return Promise.all(replies).then(
       (values) => {
-        for (let i = 0; i < results.length; i++) results[i] = values[2 * i]!;
+        for (let i = 0; i < slots.length; i++)
+          slots[i]!.current = values[2 * i]!;
       },
       (err: unknown) => {
         job.failure ??= err;

@@ -3,7 +3,7 @@
 // key (upstream `driver_impl.go`).
 
 import type { ChainableCommander, Cluster } from "ioredis";
-import type { KvJob } from "./kv-job.js";
+import { jobKey, jobSize, type KvJob } from "./kv-job.js";
 import { keySlot } from "./kv-key-slot.js";
 
 type Reply = [error: Error | null, result: unknown];
@@ -21,21 +21,24 @@ function isRedirect(err: Error): boolean {
 }
 
 function applyReply(ref: CommandRef, value: unknown): void {
-  if (ref.op === 0) ref.job.results[ref.index] = Number(value);
-  else if (ref.op === 2) {
-    ref.job.results[ref.index] =
+  const job = ref.job;
+  if (job.kind === "get") {
+    job.results[ref.index] =
       value === null || value === undefined ? 0 : Number(value);
+  } else if (ref.op === 0) {
+    job.slots[ref.index]!.current = Number(value);
   } else if (ref.op === 3) {
-    ref.job.previous![ref.index] =
+    job.slots[ref.index]!.previous =
       value === null || value === undefined ? 0 : Number(value);
   }
 }
 
 /** The key a command reference is about. */
 function refKey(ref: CommandRef): string {
-  return ref.op === 3
-    ? ref.job.previousKeys![ref.index]!
-    : ref.job.cacheKeys[ref.index]!;
+  const job = ref.job;
+  return ref.op === 3 && job.kind === "incr"
+    ? job.slots[ref.index]!.previousCacheKey!
+    : jobKey(job, ref.index);
 }
 
 function addCommands(
@@ -44,14 +47,14 @@ function addCommands(
   job: KvJob,
   index: number,
 ): void {
-  const cacheKey = job.cacheKeys[index]!;
   if (job.kind === "get") {
-    pipeline.get(cacheKey);
+    pipeline.get(job.cacheKeys[index]!);
     refs.push({ job, index, op: 2 });
     return;
   }
-  pipeline.incrby(cacheKey, job.hitsAddends![index]!);
-  pipeline.expire(cacheKey, job.expirationSeconds![index]!);
+  const slot = job.slots[index]!;
+  pipeline.incrby(slot.cacheKey, slot.increment);
+  pipeline.expire(slot.cacheKey, slot.expirationSeconds);
   refs.push({ job, index, op: 0 }, { job, index, op: 1 });
 }
 
@@ -105,8 +108,9 @@ export async function executeOnCluster(
     { pipeline: ChainableCommander; refs: CommandRef[] }
   >();
   for (const job of jobs) {
-    for (let i = 0; i < job.cacheKeys.length; i++) {
-      const nodes = cluster.slots[keySlot(job.cacheKeys[i]!)];
+    const size = jobSize(job);
+    for (let i = 0; i < size; i++) {
+      const nodes = cluster.slots[keySlot(jobKey(job, i))];
       const groupKey = nodes === undefined ? "" : nodes.join(",");
       let group = groups.get(groupKey);
       if (group === undefined) {
@@ -116,10 +120,9 @@ export async function executeOnCluster(
       addCommands(group.pipeline, group.refs, job, i);
     }
     // Sliding windows: GET of the previous window's key, grouped by its own slot.
-    const previousKeys = job.previousKeys;
-    if (previousKeys === undefined) continue;
-    for (let i = 0; i < previousKeys.length; i++) {
-      const previousKey = previousKeys[i];
+    if (job.kind === "get" || !job.readPrevious) continue;
+    for (let i = 0; i < job.slots.length; i++) {
+      const previousKey = job.slots[i]!.previousCacheKey;
       if (previousKey === undefined) continue;
       const nodes = cluster.slots[keySlot(previousKey)];
       const groupKey = nodes === undefined ? "" : nodes.join(",");
@@ -155,10 +158,11 @@ export async function executeOnCluster(
     [...byKey].map(([cacheKey, refs]) => {
       const pipeline = cluster.pipeline();
       for (const ref of refs) {
-        if (ref.op === 0)
-          pipeline.incrby(cacheKey, ref.job.hitsAddends![ref.index]!);
-        else if (ref.op === 1)
-          pipeline.expire(cacheKey, ref.job.expirationSeconds![ref.index]!);
+        const job = ref.job;
+        if (job.kind === "incr" && ref.op === 0)
+          pipeline.incrby(cacheKey, job.slots[ref.index]!.increment);
+        else if (job.kind === "incr" && ref.op === 1)
+          pipeline.expire(cacheKey, job.slots[ref.index]!.expirationSeconds);
         else pipeline.get(cacheKey);
       }
       return execPipeline(pipeline, refs);

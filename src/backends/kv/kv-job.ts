@@ -1,25 +1,45 @@
+import type { CounterSlot } from "../../limiter/counter-backend.js";
+
 /**
  * One request's commands for one kv instance, as the client queues, writes and (cluster) routes
  * them; the replies are written back into it.
  */
-export interface KvJob {
-  /** `incr`: INCRBY + EXPIRE per key; `get`: GET per key. */
-  readonly kind: "incr" | "get";
+export type KvJob = KvGetJob | KvIncrementJob;
+
+/** GET per key; the values land in {@link KvGetJob.results}. */
+export interface KvGetJob {
+  readonly kind: "get";
   /** Keys of this instance. */
   readonly cacheKeys: readonly string[];
-  /** `incr`: parallel to `cacheKeys`; undefined for `get`. */
-  readonly hitsAddends: readonly number[] | undefined;
-  /** `incr`: parallel to `cacheKeys`, in seconds; undefined for `get`. */
-  readonly expirationSeconds: readonly number[] | undefined;
-  /** Parallel to `cacheKeys`: counter after INCRBY, or current value (0 when absent). */
+  /** Parallel to `cacheKeys`: the current value (0 when absent). */
   readonly results: number[];
-  /**
-   * `incr` of sliding windows: parallel to `cacheKeys`, the previous window's key to GET in
-   * the same pipeline (undefined: none); undefined when no key has one.
-   */
-  readonly previousKeys: readonly (string | undefined)[] | undefined;
-  /** Parallel to `previousKeys`: the previous window's counters (0 when absent). */
-  readonly previous: number[] | undefined;
   /** First failure of any of the job's commands (the first one wins); undefined when none. */
   failure: unknown;
+}
+
+/**
+ * INCRBY + EXPIRE per slot (its `increment` and `expirationSeconds`); the counter after it
+ * lands in the slot's `current`. With `readPrevious`, also GET of each sliding window's
+ * previous key, into the slot's `previous`.
+ */
+export interface KvIncrementJob {
+  readonly kind: "incr";
+  /** The counters of this instance. */
+  readonly slots: readonly CounterSlot[];
+  /** Whether to GET the previous window's key of slots that have one. */
+  readonly readPrevious: boolean;
+  /** First failure of any of the job's commands (the first one wins); undefined when none. */
+  failure: unknown;
+}
+
+/** Number of keys a job writes or reads (previous windows' keys not counted). */
+export function jobSize(job: KvJob): number {
+  return job.kind === "get" ? job.cacheKeys.length : job.slots.length;
+}
+
+/** The cache key of a job's `index`-th key. */
+export function jobKey(job: KvJob, index: number): string {
+  return job.kind === "get"
+    ? job.cacheKeys[index]!
+    : job.slots[index]!.cacheKey;
 }

@@ -223,48 +223,18 @@ export class KvCounterBackend implements CounterBackend {
 
   /**
    * Sends INCRBY + EXPIRE for every slot on one instance (with `withPrevious`, also GET of
-   * sliding windows' previous keys) and stores the replies in the slots.
+   * sliding windows' previous keys); the replies land in the slots.
    */
   private async write(
     client: KvClient,
     slots: readonly CounterSlot[],
     withPrevious: boolean,
   ): Promise<void> {
-    const n = slots.length;
-    if (n === 0) return;
-    const cacheKeys = new Array<string>(n);
-    const increments = new Array<number>(n);
-    const expirations = new Array<number>(n);
-    let previousKeys: (string | undefined)[] | undefined;
-    for (let j = 0; j < n; j++) {
-      const slot = slots[j]!;
-      cacheKeys[j] = slot.cacheKey;
-      increments[j] = slot.increment;
-      expirations[j] = slot.expirationSeconds;
-      if (withPrevious && slot.previousCacheKey !== undefined)
-        (previousKeys ??= new Array<string | undefined>(n))[j] =
-          slot.previousCacheKey;
-    }
-    if (previousKeys !== undefined) {
-      const read = await client.incrementAndReadPrevious(
-        cacheKeys,
-        increments,
-        expirations,
-        previousKeys,
-      );
-      for (let j = 0; j < n; j++) {
-        const slot = slots[j]!;
-        slot.current = read.current[j]!;
-        slot.previous = read.previous[j] ?? 0;
-      }
-      return;
-    }
-    const values = await client.incrementAndExpire(
-      cacheKeys,
-      increments,
-      expirations,
+    if (slots.length === 0) return;
+    await client.increment(
+      slots,
+      withPrevious && slots.some((slot) => slot.previousCacheKey !== undefined),
     );
-    for (let j = 0; j < n; j++) slots[j]!.current = values[j]!;
   }
 
   /** GETs every slot's counter (and previous window's) on one instance. */
