@@ -16,6 +16,10 @@ import {
   type UnaryCallOptions,
 } from "./unary-call.js";
 
+// How the node:http2 engine serves streams: unary ShouldRateLimit on the shared unary call
+// state machine (unary-call.ts) answered on the `ServerHttp2Stream`, everything else handed
+// to the Connect adapter, and any exception contained by closing that stream's session.
+
 /** Options of {@link installGrpcFastPath}. */
 export interface GrpcFastPathOptions extends UnaryCallOptions {
   readonly logger: Logger;
