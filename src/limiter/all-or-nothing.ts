@@ -1,5 +1,4 @@
 import type { RateLimit } from "../config/rate-limit-config.js";
-import type { RateLimitResponse_DescriptorStatus } from "../proto.js";
 import type { Counter, StatsStore } from "../stats/stats-store.js";
 import type { BaseLimiter } from "./base-limiter.js";
 import type { CacheKey } from "./cache-key.js";
@@ -14,16 +13,6 @@ export function chargesAllOrNothing(
 ): boolean {
   for (const limit of limits) {
     if (limit !== undefined) return limit.allOrNothing;
-  }
-  return false;
-}
-
-/** Whether any of a request's limits counts with a sliding window. */
-export function anySliding(
-  limits: readonly (RateLimit | undefined)[],
-): boolean {
-  for (const limit of limits) {
-    if (limit?.sliding === true) return true;
   }
   return false;
 }
@@ -97,80 +86,6 @@ function earlierHitsOnKey(
 }
 
 /**
- * Builds the statuses of an all-or-nothing request (and updates the stats).
- *
- * @param counters - after the increments when `charged`, before the request otherwise
- * @param charged - whether the request's counters were incremented
- */
-export function allOrNothingStatuses(
-  base: BaseLimiter,
-  keys: readonly (CacheKey | undefined)[],
-  limits: readonly (RateLimit | undefined)[],
-  hitsAddends: readonly number[],
-  counters: RequestCounters,
-  cached: readonly boolean[] | undefined,
-  nowSeconds: number,
-  charged: boolean,
-): RateLimitResponse_DescriptorStatus[] {
-  const n = keys.length;
-  const statuses = new Array<RateLimitResponse_DescriptorStatus>(n);
-  for (let i = 0; i < n; i++) {
-    const k = keys[i];
-    const limit = limits[i];
-    if (k === undefined || limit === undefined) {
-      statuses[i] = base.okWithoutLimit();
-    } else if (cached?.[i] === true) {
-      statuses[i] = base.localCacheStatus(limit, hitsAddends[i]!, nowSeconds);
-    } else {
-      // Refused: each descriptor is answered as if charged after the earlier ones, so a
-      // counter two descriptors share shows their sum (the one that does not fit says so).
-      const current = charged
-        ? counters.current[i]!
-        : counters.current[i]! +
-          earlierHitsOnKey(keys, limits, hitsAddends, cached, i);
-      statuses[i] = base.counterStatus(
-        k.key,
-        limit,
-        current,
-        counters.previous[i]!,
-        hitsAddends[i]!,
-        nowSeconds,
-        charged,
-      );
-    }
-  }
-  return statuses;
-}
-
-/**
- * Binds {@link allOrNothingStatuses} to one request: the returned function builds its
- * statuses from counters and whether they were charged.
- */
-export function statusesOf(
-  base: BaseLimiter,
-  keys: readonly (CacheKey | undefined)[],
-  limits: readonly (RateLimit | undefined)[],
-  hitsAddends: readonly number[],
-  cached: readonly boolean[] | undefined,
-  nowSeconds: number,
-): (
-  counters: RequestCounters,
-  charged: boolean,
-) => RateLimitResponse_DescriptorStatus[] {
-  return (counters, charged) =>
-    allOrNothingStatuses(
-      base,
-      keys,
-      limits,
-      hitsAddends,
-      counters,
-      cached,
-      nowSeconds,
-      charged,
-    );
-}
-
-/**
  * Counter of all-or-nothing requests whose check-then-increment lost a race (another request
  * took the budget between the read and the increment) and were compensated.
  */
@@ -192,78 +107,4 @@ export function lazyCompensatedCounter(
       (counter ??= statsStore.counter(allOrNothingCompensatedStat)).add(n);
     },
   };
-}
-
-/**
- * The store operations of one all-or-nothing request decided by
- * {@link checkThenIncrement}, each over the request's keys not answered by the local cache.
- */
-export interface CheckThenIncrementSteps {
-  /** Reads the current (and, for sliding windows, previous) window's counters. */
-  read(): Promise<RequestCounters>;
-  /**
-   * Adds each descriptor's hits to its current window's counter.
-   *
-   * @param before - what {@link read} returned
-   * @returns parallel to the descriptors: the counters after the increment (ignored where
-   *   no key was sent)
-   */
-  increment(before: RequestCounters): Promise<readonly number[]>;
-  /** Takes back the hits {@link increment} added (the compensation). */
-  undo(): Promise<void>;
-}
-
-/**
- * All-or-nothing charging over keys that cannot be changed in one atomic step (kv cluster or
- * two instances, mc): reads the counters; when they do not all fit (see {@link allFit}) the
- * request is refused and nothing is written; otherwise every counter is incremented, and if
- * the values after the increment show that another request took the budget in between (a
- * descriptor not in shadow mode over its limit), the increments are undone, the request is
- * refused and `compensated` counts it. The race window is the time between the read and the
- * increment; a race refuses (never admits over the limit), and concurrent racers may all be
- * refused.
- *
- * @param cached - parallel: keys the local cache knows over limit (undefined: none); they are
- *   neither read nor incremented
- * @param compensated - counter of {@link allOrNothingCompensatedStat} (may allocate it on
- *   first use)
- * @returns the statuses, as {@link allOrNothingStatuses} builds them
- */
-export async function checkThenIncrement(
-  base: BaseLimiter,
-  keys: readonly (CacheKey | undefined)[],
-  limits: readonly (RateLimit | undefined)[],
-  hitsAddends: readonly number[],
-  cached: readonly boolean[] | undefined,
-  nowSeconds: number,
-  steps: CheckThenIncrementSteps,
-  compensated: Pick<Counter, "add"> | undefined,
-): Promise<RateLimitResponse_DescriptorStatus[]> {
-  const statuses = statusesOf(
-    base,
-    keys,
-    limits,
-    hitsAddends,
-    cached,
-    nowSeconds,
-  );
-  const before = await steps.read();
-  if (!allFit(base, keys, limits, hitsAddends, before, cached, nowSeconds))
-    return statuses(before, false);
-  const n = keys.length;
-  const after = await steps.increment(before);
-  const counters = { current: after, previous: before.previous };
-  // The values after the increment already hold this request's hits.
-  const noHits = new Array<number>(n).fill(0);
-  if (allFit(base, keys, limits, noHits, counters, cached, nowSeconds))
-    return statuses(counters, true);
-  // Lost the race: undo every increment of this request.
-  await steps.undo();
-  compensated?.add(1);
-  const current = new Array<number>(n);
-  for (let i = 0; i < n; i++) {
-    const sent = keys[i] !== undefined && cached?.[i] !== true;
-    current[i] = after[i]! - (sent ? hitsAddends[i]! : 0);
-  }
-  return statuses({ current, previous: before.previous }, false);
 }

@@ -80,13 +80,6 @@ export interface BaseLimiter {
    */
   isOverLimitWithLocalCache(cacheKey: string): boolean;
   /**
-   * Returns, parallel to `keys`, which keys the local cache knows to be over limit (they need
-   * no backend round trip), or `undefined` when none is (the common case, no allocation).
-   */
-  localCacheHits(
-    keys: readonly (CacheKey | undefined)[],
-  ): boolean[] | undefined;
-  /**
    * Status of a descriptor answered from the local cache: OVER_LIMIT (OK in shadow mode),
    * counting all hits as over limit and as `over_limit_with_local_cache`.
    */
@@ -310,18 +303,6 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
 
     isOverLimitWithLocalCache(cacheKey) {
       return localCache?.has(cacheKey) === true;
-    },
-
-    localCacheHits(keys) {
-      if (localCache === undefined) return undefined;
-      let hits: boolean[] | undefined;
-      for (let i = 0; i < keys.length; i++) {
-        const k = keys[i];
-        if (k !== undefined && localCache.has(k.key)) {
-          (hits ??= new Array<boolean>(keys.length).fill(false))[i] = true;
-        }
-      }
-      return hits;
     },
 
     localCacheStatus(limit, hits, nowSeconds) {

@@ -1,10 +1,11 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import {
-  checkThenIncrement,
-  type RequestCounters,
-} from "../../../src/limiter/all-or-nothing.js";
 import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import type {
+  CounterBackend,
+  CounterSlot,
+} from "../../../src/limiter/counter-backend.js";
+import { RateLimitPipeline } from "../../../src/limiter/pipeline.js";
 import {
   RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
@@ -15,8 +16,9 @@ import { StatsStore } from "../../../src/stats/stats-store.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { windowedRateLimit } from "../../helpers/rate-limit.js";
 
-// The check-then-increment shared by the kv cluster and mc backends, against a scripted store:
-// what each step sees and returns is set by the test, so the race is exact.
+// The pipeline's check-then-increment (all-or-nothing charging on stores without an atomic
+// operation: kv cluster or two instances, mc), against a scripted CounterBackend: what each
+// step sees and returns is set by the test, so the race is exact.
 
 const now = 1_700_000_040;
 
@@ -30,49 +32,65 @@ function setup() {
   const descriptors = ["a", "b"].map((value) =>
     create(RateLimitDescriptorSchema, { entries: [{ key: "k", value }] }),
   );
-  const keys = base.generateCacheKeys("d", descriptors, limits, [1, 1], now);
-  const compensated = new StatsStore().counter(
-    "ratelimit.all_or_nothing.compensated",
-  );
-  return { base, limits, keys, compensated };
+  const statsStore = new StatsStore();
+  const compensated = {
+    value: () =>
+      statsStore.counter("ratelimit.all_or_nothing.compensated").value(),
+  };
+  return { base, limits, descriptors, statsStore, compensated };
 }
 
-/** A scripted store: `read` returns `before`, `increment` returns `after`; calls are logged. */
+/** The counters of one request as a scripted store reads them. */
+interface RequestCounters {
+  readonly current: readonly number[];
+  readonly previous: readonly number[];
+}
+
+/**
+ * A scripted store without an atomic all-or-nothing operation: `peek` ("read") reads
+ * `before`, the first `add` ("increment") answers `after`, a second `add` is the "undo";
+ * calls are logged.
+ */
 function scripted(before: RequestCounters, after: readonly number[]) {
   const calls: string[] = [];
-  return {
-    calls,
-    steps: {
-      read: () => {
-        calls.push("read");
-        return Promise.resolve(before);
-      },
-      increment: () => {
-        calls.push("increment");
-        return Promise.resolve(after);
-      },
-      undo: () => {
-        calls.push("undo");
-        return Promise.resolve();
-      },
+  const backend: CounterBackend = {
+    increment: () => {
+      calls.push("charge");
     },
+    peek: (slots: readonly CounterSlot[]) => {
+      calls.push("read");
+      slots.forEach((slot, i) => {
+        slot.current = before.current[i]!;
+        slot.previous = before.previous[i]!;
+      });
+      return Promise.resolve();
+    },
+    add: (slots: readonly CounterSlot[]) => {
+      if (calls.includes("increment")) {
+        calls.push("undo");
+      } else {
+        calls.push("increment");
+        slots.forEach((slot, i) => {
+          slot.current = after[i]!;
+        });
+      }
+      return Promise.resolve();
+    },
+    flush: () => Promise.resolve(),
+    close: () => Promise.resolve(),
   };
+  return { calls, backend };
 }
 
-describe("checkThenIncrement", () => {
+describe("RateLimitPipeline all-or-nothing check-then-increment", () => {
   it("refuses without writing when a descriptor does not fit", async () => {
-    const { base, limits, keys, compensated } = setup();
+    const { base, limits, descriptors, statsStore, compensated } = setup();
     const store = scripted({ current: [5, 10], previous: [0, 0] }, []);
-    const statuses = await checkThenIncrement(
-      base,
-      keys,
-      limits,
-      [1, 1],
-      undefined,
-      now,
-      store.steps,
-      compensated,
-    );
+    const statuses = await new RateLimitPipeline({
+      backend: store.backend,
+      baseLimiter: base,
+      statsStore,
+    }).doLimit("d", descriptors, limits, [1, 1]);
     expect(store.calls).toEqual(["read"]);
     expect(statuses.map((s) => s.code)).toEqual([Code.OVER_LIMIT, Code.OK]);
     // The untouched budget of the descriptor that fits.
@@ -81,18 +99,13 @@ describe("checkThenIncrement", () => {
   });
 
   it("admits when the values after the increment still fit", async () => {
-    const { base, limits, keys, compensated } = setup();
+    const { base, limits, descriptors, statsStore, compensated } = setup();
     const store = scripted({ current: [3, 10], previous: [0, 0] }, [5, 11]);
-    const statuses = await checkThenIncrement(
-      base,
-      keys,
-      limits,
-      [1, 1],
-      undefined,
-      now,
-      store.steps,
-      compensated,
-    );
+    const statuses = await new RateLimitPipeline({
+      backend: store.backend,
+      baseLimiter: base,
+      statsStore,
+    }).doLimit("d", descriptors, limits, [1, 1]);
     expect(store.calls).toEqual(["read", "increment"]);
     expect(statuses.map((s) => s.code)).toEqual([Code.OK, Code.OK]);
     // Reported from the values after the increment (another request took one meanwhile).
@@ -101,19 +114,14 @@ describe("checkThenIncrement", () => {
   });
 
   it("undoes the increments, refuses and counts the race when a value went over", async () => {
-    const { base, limits, keys, compensated } = setup();
+    const { base, limits, descriptors, statsStore, compensated } = setup();
     // The read said 4 of 5: fits; two other requests took the budget before the increment.
     const store = scripted({ current: [4, 10], previous: [0, 0] }, [7, 12]);
-    const statuses = await checkThenIncrement(
-      base,
-      keys,
-      limits,
-      [1, 1],
-      undefined,
-      now,
-      store.steps,
-      compensated,
-    );
+    const statuses = await new RateLimitPipeline({
+      backend: store.backend,
+      baseLimiter: base,
+      statsStore,
+    }).doLimit("d", descriptors, limits, [1, 1]);
     expect(store.calls).toEqual(["read", "increment", "undo"]);
     expect(statuses.map((s) => s.code)).toEqual([Code.OVER_LIMIT, Code.OK]);
     // Answered from the counters without this request's hits: b keeps 100 − 11.
@@ -123,7 +131,7 @@ describe("checkThenIncrement", () => {
   });
 
   it("lets a descriptor in shadow mode go over without compensating", async () => {
-    const { base, keys, compensated } = setup();
+    const { base, descriptors, statsStore, compensated } = setup();
     const stats = createStatsManager();
     const limits = [
       windowedRateLimit(stats, "d.a", 5, Unit.MINUTE, {
@@ -135,16 +143,11 @@ describe("checkThenIncrement", () => {
       }),
     ];
     const store = scripted({ current: [4, 10], previous: [0, 0] }, [7, 11]);
-    const statuses = await checkThenIncrement(
-      base,
-      keys,
-      limits,
-      [1, 1],
-      undefined,
-      now,
-      store.steps,
-      compensated,
-    );
+    const statuses = await new RateLimitPipeline({
+      backend: store.backend,
+      baseLimiter: base,
+      statsStore,
+    }).doLimit("d", descriptors, limits, [1, 1]);
     expect(store.calls).toEqual(["read", "increment"]);
     expect(statuses.map((s) => s.code)).toEqual([Code.OK, Code.OK]);
     expect(compensated.value()).toBe(0);
