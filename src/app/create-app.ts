@@ -20,7 +20,7 @@ import { startDebugServer } from "../server/debug-server.js";
 import {
   createExplainHandler,
   createExplainJsonHandler,
-} from "../server/explain-handler.js";
+} from "../explain/explain-handler.js";
 import { startGrpcServer } from "../server/grpc/grpc-server.js";
 import type { Http2Event } from "../http2/limits.js";
 import { startHttpServer } from "../server/http-server.js";
@@ -28,7 +28,7 @@ import { createJsonHandler } from "../server/json-handler.js";
 import type { Listening } from "../server/listen.js";
 import { createRoutes } from "../server/routes.js";
 import { createShouldRateLimitHandler } from "../server/should-rate-limit-handler.js";
-import { createExplainService } from "../service/explain-service.js";
+import { createExplainService } from "../explain/explain-service.js";
 import {
   createRateLimitService,
   type RateLimitService,

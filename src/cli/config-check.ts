@@ -2,7 +2,8 @@ import { readdirSync, readFileSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { create } from "@bufbuild/protobuf";
-import { explainConfig } from "../config/explain-message.js";
+import { explainLimit } from "../explain/descriptor-explanation.js";
+import { explainConfig } from "../explain/explain-message.js";
 import { loadConfig, type ConfigFile } from "../config/load-config.js";
 import type { RateLimitConfig } from "../config/rate-limit-config.js";
 import {
@@ -171,13 +172,15 @@ export function explainOffline(
 ): string {
   const explained = explainConfig(
     (domain, descriptor) =>
-      config.explainLimit?.(domain, descriptor) ?? {
-        domainFound: false,
-        path: [],
-        limit: undefined,
-        source: undefined,
-        fromOverride: false,
-      },
+      config.view === undefined
+        ? {
+            domainFound: false,
+            path: [],
+            limit: undefined,
+            source: undefined,
+            fromOverride: false,
+          }
+        : explainLimit(config.view, domain, descriptor),
     request,
   );
   const response = create(ExplainResponseSchema, {

@@ -1,9 +1,16 @@
+// Compiles the YAML rules of one domain into the descriptor tree that lookups walk
+// (descriptor-lookup.ts), once per config load, and dumps it in the reference's format.
+
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import type { RateLimitDescriptor_Entry } from "../proto.js";
 import { RateLimitResponse_RateLimit_Unit as Unit } from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";
 import { ConfigError } from "./config-error.js";
-import type { RateLimit, RuleSource } from "./rate-limit-config.js";
+import type {
+  DescriptorLevel,
+  DescriptorNode,
+  RateLimit,
+  WildcardPattern,
+} from "./rate-limit-config.js";
 import {
   maxWindowSeconds,
   unitByName,
@@ -12,54 +19,6 @@ import {
   windowShape,
 } from "./units.js";
 import type { YamlDescriptor } from "./yaml-types.js";
-
-/**
- * One compiled descriptor rule. Built once per config load and never changed after the load
- * completes; requests only read it.
- */
-export interface DescriptorNode {
-  /** Composite key: `key`, or `key_value` when the rule has a value (wildcards keep `*`). */
-  readonly compositeKey: string;
-  /** Config path `<domain>.<ck1>.<ck2>…`, unsanitized (dump and default stats key). */
-  readonly fullKey: string;
-  /** The frozen limit built at load, shared by every request; undefined for a pure path node. */
-  readonly limit: RateLimit | undefined;
-  /** Nested level; undefined when the rule has no nested descriptors. */
-  readonly children: DescriptorLevel | undefined;
-  /** `value_to_metric` of this rule. */
-  readonly valueToMetric: boolean;
-  /** `share_threshold` of this rule (only allowed when the composite key contains `*`). */
-  readonly shareThreshold: boolean;
-  /** Where the rule is defined (Explain and the debug console; never read by lookups). */
-  readonly source: RuleSource;
-}
-
-/**
- * A compiled wildcard rule: its composite key pre-split on `*`. Kept on the level that holds the
- * rule, in load order (upstream `config_impl.go` `wildcardKeys`).
- */
-export interface WildcardPattern {
-  /** The composite key, e.g. `wild_foo*` or `a*b*c`. */
-  readonly pattern: string;
-  /** Literal text before the first `*`. */
-  readonly prefix: string;
-  /** Literal text after the last `*`. */
-  readonly suffix: string;
-  /** Literal texts between consecutive `*`, in order (empty strings dropped). */
-  readonly middles: readonly string[];
-  /** Sum of all literal lengths: the shortest string that can match. */
-  readonly minLength: number;
-}
-
-/** One level of the tree: a map by composite key plus the ordered wildcard rules. */
-export interface DescriptorLevel {
-  /** Every rule of the level by composite key (wildcard rules included). */
-  readonly nodes: ReadonlyMap<string, DescriptorNode>;
-  /** Rules whose composite key contains `*`, in load order; the first match wins. */
-  readonly wildcards: readonly (WildcardPattern & {
-    readonly node: DescriptorNode;
-  })[];
-}
 
 /** A level under construction; becomes read-only once the load returns. */
 interface MutableLevel extends DescriptorLevel {
@@ -102,30 +61,6 @@ export function compileWildcard(pattern: string): WildcardPattern {
     middles: Object.freeze(middles),
     minLength,
   });
-}
-
-/**
- * Returns whether `text` (a request's `key_value`) matches a compiled wildcard: it starts with
- * the prefix, ends with the suffix, and holds every middle literal in order, leftmost first and
- * non-overlapping, between the two. Allocation-free.
- */
-export function matchesWildcard(
-  wildcard: WildcardPattern,
-  text: string,
-): boolean {
-  if (text.length < wildcard.minLength) return false;
-  if (!text.startsWith(wildcard.prefix) || !text.endsWith(wildcard.suffix)) {
-    return false;
-  }
-  const middles = wildcard.middles;
-  let position = wildcard.prefix.length;
-  const end = text.length - wildcard.suffix.length;
-  for (const middle of middles) {
-    const found = text.indexOf(middle, position);
-    if (found < 0 || found + middle.length > end) return false;
-    position = found + middle.length;
-  }
-  return true;
 }
 
 /**
@@ -356,237 +291,4 @@ function extensionDump(limit: RateLimit): string {
   if (limit.sliding) out += ", algorithm: sliding_window";
   if (limit.allOrNothing) out += ", charge: all_or_nothing";
   return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Lookup (upstream `config_impl.go` `GetLimit`, behavior.md §3.2–3.7)
-
-/** How a request entry reached its node at one level. */
-const matchedExact = 0;
-const matchedWildcard = 1;
-const matchedKeyOnly = 2;
-
-// Per-entry match record of the lookup in progress, reused across calls so the common path does
-// not allocate. Safe because a lookup runs synchronously to completion and never re-enters.
-const matchedNodes: DescriptorNode[] = [];
-const matchedHow: number[] = [];
-
-/**
- * Returns the limit for a request descriptor's entries in one domain tree, or undefined.
- *
- * Per entry: exact `key_value`, else the first wildcard rule (config order) matching
- * `key_value`, else the bare `key`. A limit applies only when found at the LAST entry; a node
- * matched earlier without nested rules ends the walk with no limit; a request shorter than the
- * config path takes the limit of the node its last entry reached.
- *
- * In the common case this does map lookups and one concatenation per entry and returns the
- * frozen limit built at load. A fresh object is returned when `detailed_metric`,
- * `value_to_metric` or a `share_threshold` wildcard changes the stats key or cache key values
- * (behavior.md §3.6–3.7); like the reference, such a rebuilt limit loses its metadata
- * (behavior.md §5.5), except a detailed limit whose node has nested rules.
- *
- * @param domain - the request domain (first part of derived stats keys)
- * @param statsManager - supplies stats handles for derived stats keys
- */
-export function findRateLimit(
-  root: DescriptorLevel,
-  domain: string,
-  entries: readonly RateLimitDescriptor_Entry[],
-  statsManager: StatsManager,
-): RateLimit | undefined {
-  const count = entries.length;
-  let level = root;
-  let node: DescriptorNode | undefined;
-  // Whether the stats key or the cache key values may differ from the prebuilt limit.
-  let derived = false;
-  let i = 0;
-  for (const entry of entries) {
-    const entryKey = entry.key;
-    const value = entry.value;
-    // The request side always joins with `_`, so an empty value looks up `key_`.
-    const finalKey = entryKey + "_" + value;
-    node = level.nodes.get(finalKey);
-    let how = matchedExact;
-    if (node === undefined) {
-      const wildcards = level.wildcards;
-      for (const wildcard of wildcards) {
-        if (matchesWildcard(wildcard, finalKey)) {
-          node = wildcard.node;
-          how = matchedWildcard;
-          break;
-        }
-      }
-      if (node === undefined) {
-        node = level.nodes.get(entryKey);
-        if (node === undefined) return undefined;
-        how = matchedKeyOnly;
-      }
-    }
-    matchedNodes[i] = node;
-    matchedHow[i] = how;
-    if (how === matchedWildcard) {
-      if (
-        node.shareThreshold ||
-        node.valueToMetric ||
-        !startsWithEntryKey(node.compositeKey, entryKey)
-      ) {
-        derived = true;
-      }
-    } else if (how === matchedExact) {
-      // Only a rule whose key itself ends in `_` is hit with an empty value; its metric path
-      // then drops the `_` (see valueToMetricKey).
-      if (value === "") derived = true;
-    } else if (node.valueToMetric && value !== "") {
-      derived = true;
-    }
-    if (i < count - 1) {
-      if (node.children === undefined) return undefined;
-      level = node.children;
-    }
-    i++;
-  }
-  const limit = node?.limit;
-  if (node === undefined || limit === undefined) return undefined;
-  if (!derived && !limit.detailedMetric) return limit;
-  return derivedLimit(limit, node, domain, entries, statsManager);
-}
-
-/** Whether `pattern` starts with `<entryKey>_`, without building that string. */
-function startsWithEntryKey(pattern: string, entryKey: string): boolean {
-  return (
-    pattern.length > entryKey.length &&
-    pattern.charCodeAt(entryKey.length) === 95 /* "_" */ &&
-    pattern.startsWith(entryKey)
-  );
-}
-
-/** `strings.TrimPrefix(pattern, entryKey + "_")`: the value part of a wildcard rule. */
-export function patternValue(pattern: string, entryKey: string): string {
-  return startsWithEntryKey(pattern, entryKey)
-    ? pattern.slice(entryKey.length + 1)
-    : pattern;
-}
-
-/**
- * The slow path of {@link findRateLimit}: share_threshold values, and the stats key of
- * behavior.md §3.6 (detailed_metric, else value_to_metric when it differs from the config path).
- * Reads the match record of the lookup that just completed.
- */
-function derivedLimit(
-  limit: RateLimit,
-  limitNode: DescriptorNode,
-  domain: string,
-  entries: readonly RateLimitDescriptor_Entry[],
-  statsManager: StatsManager,
-): RateLimit {
-  const count = entries.length;
-  let shareThresholdValues: (string | undefined)[] | undefined;
-  let i = 0;
-  for (const entry of entries) {
-    const node = matchedNodes[i];
-    if (
-      node !== undefined &&
-      matchedHow[i] === matchedWildcard &&
-      node.shareThreshold
-    ) {
-      shareThresholdValues ??= new Array<string | undefined>(count).fill(
-        undefined,
-      );
-      shareThresholdValues[i] = patternValue(node.compositeKey, entry.key);
-    }
-    i++;
-  }
-  let statsKey: string;
-  let keepsMetadata: boolean;
-  if (limit.detailedMetric) {
-    statsKey = detailedKey(domain, entries, shareThresholdValues);
-    // Upstream rebuilds the limit (dropping metadata) only when the walk ends on a node
-    // without nested rules.
-    keepsMetadata = limitNode.children !== undefined;
-  } else {
-    const enhanced = valueToMetricKey(domain, entries, shareThresholdValues);
-    keepsMetadata = enhanced === limit.fullKey;
-    statsKey = keepsMetadata ? limit.fullKey : enhanced;
-  }
-  if (
-    keepsMetadata &&
-    statsKey === limit.fullKey &&
-    shareThresholdValues === undefined
-  ) {
-    return limit;
-  }
-  return {
-    ...limit,
-    stats:
-      statsKey === limit.fullKey
-        ? limit.stats
-        : statsManager.requestRateLimitStats(domain, statsKey),
-    metadata: keepsMetadata ? limit.metadata : undefined,
-    shareThresholdValues,
-  };
-}
-
-/**
- * detailed_metric key: `<domain>` + `.key_value` per request entry (the `_` is written even for
- * an empty value). With share_threshold: `key_<pattern value>` for entries matched by a
- * share_threshold wildcard, else `key_value`, or `key` when the value is empty.
- */
-function detailedKey(
-  domain: string,
-  entries: readonly RateLimitDescriptor_Entry[],
-  shareThresholdValues: readonly (string | undefined)[] | undefined,
-): string {
-  let key = domain;
-  let i = 0;
-  for (const entry of entries) {
-    const shared = shareThresholdValues?.[i];
-    i++;
-    if (shareThresholdValues === undefined) {
-      key += "." + entry.key + "_" + entry.value;
-    } else if (shared !== undefined) {
-      key += "." + entry.key + "_" + shared;
-    } else {
-      key += "." + withValue(entry.key, entry.value);
-    }
-  }
-  return key;
-}
-
-/**
- * value_to_metric key, one part per level: via a wildcard → the share_threshold pattern value,
- * else the request value when the rule has value_to_metric, else the configured pattern value;
- * via exact `key_value` → the request value; via the bare key → the request value only with
- * value_to_metric. A part is `key`, plus `_value` when the chosen value is not empty.
- */
-function valueToMetricKey(
-  domain: string,
-  entries: readonly RateLimitDescriptor_Entry[],
-  shareThresholdValues: readonly (string | undefined)[] | undefined,
-): string {
-  let key = domain;
-  let i = 0;
-  for (const entry of entries) {
-    const node = matchedNodes[i];
-    const how = matchedHow[i];
-    const shared = shareThresholdValues?.[i];
-    i++;
-    let part: string;
-    if (node === undefined) {
-      part = entry.key;
-    } else if (how === matchedWildcard) {
-      if (shared !== undefined) part = entry.key + "_" + shared;
-      else if (node.valueToMetric) part = withValue(entry.key, entry.value);
-      else part = entry.key + "_" + patternValue(node.compositeKey, entry.key);
-    } else if (how === matchedExact || node.valueToMetric) {
-      part = withValue(entry.key, entry.value);
-    } else {
-      part = entry.key;
-    }
-    key += "." + part;
-  }
-  return key;
-}
-
-function withValue(entryKey: string, value: string): string {
-  return value === "" ? entryKey : entryKey + "_" + value;
 }

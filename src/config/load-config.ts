@@ -9,21 +9,19 @@ import {
   isFailureMode,
   type FailureMode,
 } from "./failure-mode.js";
-import type { DescriptorLevel } from "./descriptor-tree.js";
 import {
   createDescriptorLevel,
   dumpDescriptors,
-  findRateLimit,
   loadDescriptors,
-} from "./descriptor-tree.js";
-import {
-  explainRateLimit,
-  ruleTree,
-  type DomainTree,
-  type LimitExplanation,
-} from "./descriptor-explain.js";
+} from "./descriptor-compile.js";
+import { findRateLimit } from "./descriptor-lookup.js";
 import { parseConfigFile } from "./parse-config-file.js";
-import type { RateLimit, RateLimitConfig } from "./rate-limit-config.js";
+import type {
+  ConfigView,
+  DescriptorLevel,
+  RateLimit,
+  RateLimitConfig,
+} from "./rate-limit-config.js";
 import { unitFromNumber, unitToSeconds } from "./units.js";
 import type { ChargeMode, YamlRoot } from "./yaml-types.js";
 
@@ -188,16 +186,31 @@ class LoadedRateLimitConfig implements RateLimitConfig {
   readonly domains: readonly string[];
 
   readonly failureModes: ReadonlyMap<string, FailureMode>;
+  readonly view: ConfigView;
+  private readonly domainLevels: ReadonlyMap<string, DescriptorLevel>;
+  private readonly statsManager: StatsManager;
+  private readonly charges: ReadonlyMap<string, ChargeMode>;
 
   constructor(
-    private readonly domainLevels: ReadonlyMap<string, DescriptorLevel>,
-    private readonly statsManager: StatsManager,
-    private readonly charges: ReadonlyMap<string, ChargeMode>,
+    domainLevels: ReadonlyMap<string, DescriptorLevel>,
+    statsManager: StatsManager,
+    charges: ReadonlyMap<string, ChargeMode>,
     failureModes: ReadonlyMap<string, FailureMode>,
   ) {
+    this.domainLevels = domainLevels;
+    this.statsManager = statsManager;
+    this.charges = charges;
     this.failureModes = failureModes;
     this.domainCount = domainLevels.size;
     this.domains = Object.freeze([...domainLevels.keys()].sort());
+    this.view = Object.freeze({
+      domainRules: (domain: string) => domainLevels.get(domain),
+      overrideLimit: (
+        domain: string,
+        descriptor: RateLimitDescriptor,
+        override: RateLimitDescriptor_RateLimitOverride,
+      ) => this.overrideLimit(domain, descriptor, override),
+    });
     Object.freeze(this);
   }
 
@@ -258,60 +271,6 @@ class LoadedRateLimitConfig implements RateLimitConfig {
       metadata: undefined,
       shareThresholdValues: undefined,
     };
-  }
-
-  /** See {@link RateLimitConfig.explainLimit}; same order of checks as {@link getLimit}. */
-  explainLimit(
-    domain: string,
-    descriptor: RateLimitDescriptor,
-  ): LimitExplanation {
-    const root = this.domainLevels.get(domain);
-    if (root === undefined) {
-      return {
-        domainFound: false,
-        path: [
-          {
-            entryIndex: 0,
-            key: "",
-            value: "",
-            outcome: "unknown-domain",
-            node: undefined,
-            wildcardsTried: [],
-          },
-        ],
-        limit: undefined,
-        source: undefined,
-        fromOverride: false,
-      };
-    }
-    const override = descriptor.limit;
-    if (override !== undefined) {
-      return {
-        domainFound: true,
-        path: [
-          {
-            entryIndex: 0,
-            key: "",
-            value: "",
-            outcome: "override",
-            node: undefined,
-            wildcardsTried: [],
-          },
-        ],
-        limit: this.overrideLimit(domain, descriptor, override),
-        source: undefined,
-        fromOverride: true,
-      };
-    }
-    return explainRateLimit(root, descriptor.entries);
-  }
-
-  /** See {@link RateLimitConfig.tree}: domains sorted. */
-  tree(): readonly DomainTree[] {
-    return this.domains.map((domain) => {
-      const level = this.domainLevels.get(domain);
-      return { domain, rules: level === undefined ? [] : ruleTree(level) };
-    });
   }
 
   /** Dump lines of every domain, domains sorted, rules depth-first in load order. */

@@ -1,8 +1,14 @@
-import type { DomainTree, LimitExplanation } from "./descriptor-explain.js";
+// The config contract every caller reads: the limit a descriptor matches (RateLimit), the
+// config itself (RateLimitConfig), and the read-only view of its compiled rule tree
+// (ConfigView, DescriptorLevel, DescriptorNode) that Explain and the debug console walk.
+// Declared in one file that imports no other config/ file but failure-mode.ts, so the files
+// that compile, look up and explain the tree all import it and it imports none of them.
+
 import type { FailureMode } from "./failure-mode.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type {
   RateLimitDescriptor,
+  RateLimitDescriptor_RateLimitOverride,
   RateLimitResponse_RateLimit_Unit,
 } from "../proto.js";
 import type { RateLimitStats } from "../stats/stats-manager.js";
@@ -88,6 +94,74 @@ export interface RuleSource {
   readonly version: string;
 }
 
+/**
+ * One compiled descriptor rule. Built once per config load and never changed after the load
+ * completes; requests only read it.
+ */
+export interface DescriptorNode {
+  /** Composite key: `key`, or `key_value` when the rule has a value (wildcards keep `*`). */
+  readonly compositeKey: string;
+  /** Config path `<domain>.<ck1>.<ck2>…`, unsanitized (dump and default stats key). */
+  readonly fullKey: string;
+  /** The frozen limit built at load, shared by every request; undefined for a pure path node. */
+  readonly limit: RateLimit | undefined;
+  /** Nested level; undefined when the rule has no nested descriptors. */
+  readonly children: DescriptorLevel | undefined;
+  /** `value_to_metric` of this rule. */
+  readonly valueToMetric: boolean;
+  /** `share_threshold` of this rule (only allowed when the composite key contains `*`). */
+  readonly shareThreshold: boolean;
+  /** Where the rule is defined (Explain and the debug console; never read by lookups). */
+  readonly source: RuleSource;
+}
+
+/**
+ * A compiled wildcard rule: its composite key pre-split on `*`. Kept on the level that holds the
+ * rule, in load order (upstream `config_impl.go` `wildcardKeys`).
+ */
+export interface WildcardPattern {
+  /** The composite key, e.g. `wild_foo*` or `a*b*c`. */
+  readonly pattern: string;
+  /** Literal text before the first `*`. */
+  readonly prefix: string;
+  /** Literal text after the last `*`. */
+  readonly suffix: string;
+  /** Literal texts between consecutive `*`, in order (empty strings dropped). */
+  readonly middles: readonly string[];
+  /** Sum of all literal lengths: the shortest string that can match. */
+  readonly minLength: number;
+}
+
+/** One level of the tree: a map by composite key plus the ordered wildcard rules. */
+export interface DescriptorLevel {
+  /** Every rule of the level by composite key (wildcard rules included). */
+  readonly nodes: ReadonlyMap<string, DescriptorNode>;
+  /** Rules whose composite key contains `*`, in load order; the first match wins. */
+  readonly wildcards: readonly (WildcardPattern & {
+    readonly node: DescriptorNode;
+  })[];
+}
+
+/**
+ * The read-only view of a loaded config that Explain and the debug console read: the compiled
+ * rule tree of each domain (the structures `getLimit` walks, not copies) and the override limit.
+ * Reading it counts no statistic, except that {@link ConfigView.overrideLimit} creates the
+ * stats handles of the override's stats key as `getLimit` does.
+ */
+export interface ConfigView {
+  /** Returns the root level of a loaded domain's rules, or `undefined` for an unknown domain. */
+  domainRules(domain: string): DescriptorLevel | undefined;
+  /**
+   * Returns the limit a request-supplied override yields in a loaded domain, exactly as
+   * `getLimit` builds it (behavior.md §3.5).
+   */
+  overrideLimit(
+    domain: string,
+    descriptor: RateLimitDescriptor,
+    override: RateLimitDescriptor_RateLimitOverride,
+  ): RateLimit;
+}
+
 /** A loaded, immutable rate-limit configuration (all domains). */
 export interface RateLimitConfig {
   /**
@@ -112,16 +186,10 @@ export interface RateLimitConfig {
   /** Loaded domain names, sorted. */
   readonly domains: readonly string[];
   /**
-   * Explains how one request descriptor meets the config (Explain API): the match path
-   * entry by entry and the limit that applies. Reads only: counts no statistic (not even
-   * `domain_not_found`). Never called by ShouldRateLimit. Absent in test fakes.
+   * The compiled rules, read-only, for Explain and the debug console: they walk the tree
+   * themselves. Never read by ShouldRateLimit. Absent in test fakes.
    */
-  explainLimit?(
-    domain: string,
-    descriptor: RateLimitDescriptor,
-  ): LimitExplanation;
-  /** The rules of every domain as a tree, for the debug console. Absent in test fakes. */
-  tree?(): readonly DomainTree[];
+  readonly view?: ConfigView;
   /**
    * Domains whose config sets `failure_mode`, with that mode; absent or empty when none does
    * (the process-wide `BACKEND_FAILURE_MODE` applies). Read only when the backend fails.

@@ -1,16 +1,19 @@
-import type { RateLimitDescriptor_Entry } from "../proto.js";
-import {
-  matchesWildcard,
-  patternValue,
-  type DescriptorLevel,
-  type DescriptorNode,
-} from "./descriptor-tree.js";
-import type { RateLimit, RuleSource } from "./rate-limit-config.js";
-import { unitName } from "./units.js";
+import { matchesWildcard, patternValue } from "../config/descriptor-lookup.js";
+import type {
+  ConfigView,
+  DescriptorLevel,
+  DescriptorNode,
+  RateLimit,
+  RuleSource,
+} from "../config/rate-limit-config.js";
+import type {
+  RateLimitDescriptor,
+  RateLimitDescriptor_Entry,
+} from "../proto.js";
 
-// The recording variant of `findRateLimit` (descriptor-tree.ts), for the Explain API and the
-// debug console only. ShouldRateLimit never calls it, so the lookup on the hot path stays as
-// it is; the unit and property tests check that both walks agree.
+// The recording variant of `findRateLimit` (config/descriptor-lookup.ts) for the Explain API,
+// walking the config's read-only view. ShouldRateLimit never calls it, so the lookup on the hot
+// path stays as it is; the unit and property tests check that both walks agree.
 
 /**
  * How one request entry met the config tree at one level (behavior.md §3.2–3.5):
@@ -48,7 +51,7 @@ export interface MatchRecord {
   readonly wildcardsTried: readonly string[];
 }
 
-/** What {@link explainRateLimit} found for one request descriptor. */
+/** What {@link explainLimit} found for one request descriptor. */
 export interface LimitExplanation {
   /** Whether the domain is loaded. */
   readonly domainFound: boolean;
@@ -64,6 +67,58 @@ export interface LimitExplanation {
   readonly source: RuleSource | undefined;
   /** The limit is the request's own override. */
   readonly fromOverride: boolean;
+}
+
+/**
+ * Explains how one request descriptor meets the config: the match path entry by entry and the
+ * limit that applies, with the same order of checks as `RateLimitConfig.getLimit` (unknown
+ * domain, then override, then the walk). Reads only: counts no statistic (not even
+ * `domain_not_found`).
+ */
+export function explainLimit(
+  view: ConfigView,
+  domain: string,
+  descriptor: RateLimitDescriptor,
+): LimitExplanation {
+  const root = view.domainRules(domain);
+  if (root === undefined) {
+    return {
+      domainFound: false,
+      path: [
+        {
+          entryIndex: 0,
+          key: "",
+          value: "",
+          outcome: "unknown-domain",
+          node: undefined,
+          wildcardsTried: [],
+        },
+      ],
+      limit: undefined,
+      source: undefined,
+      fromOverride: false,
+    };
+  }
+  const override = descriptor.limit;
+  if (override !== undefined) {
+    return {
+      domainFound: true,
+      path: [
+        {
+          entryIndex: 0,
+          key: "",
+          value: "",
+          outcome: "override",
+          node: undefined,
+          wildcardsTried: [],
+        },
+      ],
+      limit: view.overrideLimit(domain, descriptor, override),
+      source: undefined,
+      fromOverride: true,
+    };
+  }
+  return explainRateLimit(root, descriptor.entries);
 }
 
 /**
@@ -174,65 +229,4 @@ export function explainRateLimit(
     source: node.source,
     fromOverride: false,
   };
-}
-
-/** One rule of the console tree. */
-export interface RuleTreeNode {
-  /** Composite key: `key`, or `key_value` (wildcards keep `*`). */
-  readonly compositeKey: string;
-  /** Config path `<domain>.<ck1>.<ck2>…`. */
-  readonly fullKey: string;
-  /** The rate limit, when the rule has one. */
-  readonly limit:
-    | {
-        readonly name: string;
-        /** Unit name (`SECOND` … `YEAR`, `UNKNOWN` when unlimited). */
-        readonly unit: string;
-        readonly requestsPerUnit: number;
-        readonly unlimited: boolean;
-        readonly replaces: readonly string[];
-      }
-    | undefined;
-  /** Flags set on the rule, by their YAML names (`shadow_mode`, `share_threshold`, …). */
-  readonly flags: readonly string[];
-  readonly source: RuleSource;
-  readonly children: readonly RuleTreeNode[];
-}
-
-/** The rules of one domain, in load order. */
-export interface DomainTree {
-  readonly domain: string;
-  readonly rules: readonly RuleTreeNode[];
-}
-
-/** Returns the rules of one level as plain data, depth-first in load order. */
-export function ruleTree(level: DescriptorLevel): RuleTreeNode[] {
-  const out: RuleTreeNode[] = [];
-  for (const node of level.nodes.values()) {
-    const limit = node.limit;
-    const flags: string[] = [];
-    if (limit?.shadowMode === true) flags.push("shadow_mode");
-    if (limit?.quotaMode === true) flags.push("quota_mode");
-    if (limit?.detailedMetric === true) flags.push("detailed_metric");
-    if (node.valueToMetric) flags.push("value_to_metric");
-    if (node.shareThreshold) flags.push("share_threshold");
-    out.push({
-      compositeKey: node.compositeKey,
-      fullKey: node.fullKey,
-      limit:
-        limit === undefined
-          ? undefined
-          : {
-              name: limit.name,
-              unit: unitName(limit.unit),
-              requestsPerUnit: limit.requestsPerUnit,
-              unlimited: limit.unlimited,
-              replaces: limit.replaces,
-            },
-      flags,
-      source: node.source,
-      children: node.children === undefined ? [] : ruleTree(node.children),
-    });
-  }
-  return out;
 }

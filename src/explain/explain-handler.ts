@@ -3,17 +3,18 @@ import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { ExplainRequestSchema, ExplainResponseSchema } from "../proto.js";
-import { RequestError } from "../service/errors.js";
+import { connectErrorOf, RequestError } from "../service/errors.js";
+import { readBoundedBody, sendJson } from "../server/read-body.js";
 import {
-  explainConnectError,
-  type ExplainService,
-} from "../service/explain-service.js";
-import { explainDisabledMessage, type ExplainHandler } from "./routes.js";
-import { readBoundedBody, sendJson } from "./read-body.js";
+  explainDisabledMessage,
+  type ExplainHandler,
+} from "../server/routes.js";
+import type { ExplainService } from "./explain-service.js";
 
 /**
  * Returns the Explain entry point shared by the Connect routes and `/explain`: the service
- * call with its errors mapped to Connect codes (see `explainConnectError`).
+ * call with its errors mapped to Connect codes by ShouldRateLimit's mapping
+ * ({@link connectErrorOf}), uncounted: Explain moves no statistic.
  */
 export function createExplainHandler(
   service: ExplainService,
@@ -23,7 +24,7 @@ export function createExplainHandler(
     try {
       return await service.explain(request);
     } catch (err) {
-      throw explainConnectError(err, logger);
+      throw connectErrorOf(err, logger);
     }
   };
 }

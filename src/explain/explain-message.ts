@@ -12,8 +12,12 @@ import {
   type Rule,
   type Source,
 } from "../proto.js";
-import type { LimitExplanation, MatchOutcome } from "./descriptor-explain.js";
-import type { RateLimit, RuleSource } from "./rate-limit-config.js";
+import type { RateLimit, RuleSource } from "../config/rate-limit-config.js";
+import { applyLimitRules } from "../limiter/decision-rules.js";
+import type {
+  LimitExplanation,
+  MatchOutcome,
+} from "./descriptor-explanation.js";
 
 const outcomes: Record<MatchOutcome, Outcome> = {
   exact: Outcome.EXACT,
@@ -102,10 +106,11 @@ export interface ConfigExplanation {
 
 /**
  * Explains how each descriptor of a request meets the config: match path, rule, `replaces`
- * (a named limit is dropped when any descriptor's rule lists its name, in the same order of
- * steps as ShouldRateLimit), unlimited rules. Counts nothing.
+ * and unlimited rules, decided by ShouldRateLimit's own rules ({@link applyLimitRules}); a
+ * replaced descriptor names the first rule (in descriptor order) that replaces it. Counts
+ * nothing.
  *
- * @param explain - the config's {@link RateLimitConfig.explainLimit}
+ * @param explain - explains one descriptor (`explainLimit` over the config's view)
  */
 export function explainConfig(
   explain: (
@@ -115,43 +120,40 @@ export function explainConfig(
   request: RateLimitRequest,
 ): ConfigExplanation {
   const n = request.descriptors.length;
-  const limits = new Array<RateLimit | undefined>(n).fill(undefined);
-  const unlimited = new Array<boolean>(n).fill(false);
-  const replacedBy = new Map<string, string>();
+  const found = new Array<RateLimit | undefined>(n).fill(undefined);
   const descriptors: DescriptorExplanation[] = [];
   let domainFound = true;
   request.descriptors.forEach((descriptor, i) => {
     const explanation = explain(request.domain, descriptor);
     if (!explanation.domainFound) domainFound = false;
     const limit = explanation.limit;
+    found[i] = limit;
     const message = create(DescriptorExplanationSchema, {
       index: i,
       path: matchPathMessages(explanation),
       verdict: Verdict.NO_LIMIT,
     });
-    if (limit !== undefined) {
+    if (limit !== undefined)
       message.rule = ruleMessage(limit, explanation, descriptor.entries);
-      for (const name of limit.replaces) {
-        if (!replacedBy.has(name)) replacedBy.set(name, limit.fullKey);
-      }
-      if (limit.unlimited) {
-        unlimited[i] = true;
-        message.verdict = Verdict.UNLIMITED;
-      } else {
-        limits[i] = limit;
-        message.verdict = Verdict.UNSPECIFIED;
-      }
-    }
     descriptors.push(message);
   });
+  const limits = found.slice();
+  const unlimited =
+    applyLimitRules(limits) ?? new Array<boolean>(n).fill(false);
   for (let i = 0; i < n; i++) {
-    const limit = limits[i];
-    if (limit === undefined || limit.name === "") continue;
-    const by = replacedBy.get(limit.name);
-    if (by === undefined) continue;
-    limits[i] = undefined;
-    descriptors[i]!.replacedBy = by;
-    descriptors[i]!.verdict = Verdict.REPLACED;
+    const limit = found[i];
+    if (limit === undefined) continue;
+    const message = descriptors[i]!;
+    if (unlimited[i] === true) {
+      message.verdict = Verdict.UNLIMITED;
+    } else if (limits[i] !== undefined) {
+      message.verdict = Verdict.UNSPECIFIED;
+    } else {
+      message.verdict = Verdict.REPLACED;
+      message.replacedBy =
+        found.find((other) => other?.replaces.includes(limit.name) === true)
+          ?.fullKey ?? "";
+    }
   }
   // Which names each descriptor's rule actually removed.
   descriptors.forEach((message) => {

@@ -1,17 +1,16 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError } from "@connectrpc/connect";
-import type { Logger } from "pino";
-import { explainConfig } from "../config/explain-message.js";
 import type { RateLimit } from "../config/rate-limit-config.js";
-import { BackendError } from "../limiter/backend-error.js";
-import { CacheKeyError } from "../limiter/cache-key-error.js";
 import {
   allFit,
   chargesAllOrNothing,
   type RequestCounters,
 } from "../limiter/all-or-nothing.js";
 import { counterDecision, weightedCount } from "../limiter/counter-decision.js";
+import {
+  decidingDescriptor,
+  unlimitedRemaining,
+} from "../limiter/decision-rules.js";
 import { hitsAddendFor } from "../limiter/hits-addend.js";
 import { secondsUntilReset } from "../limiter/window.js";
 import type {
@@ -31,11 +30,19 @@ import {
   type RateLimitRequest,
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
+import { NotReadyError, RequestError } from "../service/errors.js";
+import type { RateLimitService } from "../service/rate-limit-service.js";
+import {
+  resolveRequestBounds,
+  type RequestBounds,
+} from "../service/request-bounds.js";
+import {
+  checkRequestDescriptors,
+  checkRequestHead,
+} from "../service/request-checks.js";
 import type { Clock } from "../util/clock.js";
-import { NotReadyError, RequestError } from "./errors.js";
-import type { RateLimitService } from "./rate-limit-service.js";
-import { resolveRequestBounds, type RequestBounds } from "./request-bounds.js";
-import { checkRequestDescriptors, checkRequestHead } from "./request-checks.js";
+import { explainLimit } from "./descriptor-explanation.js";
+import { explainConfig } from "./explain-message.js";
 
 /** Options of {@link createExplainService}; mirror the decision service's settings. */
 export interface ExplainServiceOptions {
@@ -83,8 +90,6 @@ export interface ExplainService {
   explain(request: ExplainRequest): Promise<ExplainResponse>;
 }
 
-const maxUint32 = 4294967295;
-
 /** Creates the Explain service. */
 export function createExplainService(
   options: ExplainServiceOptions,
@@ -106,10 +111,13 @@ export function createExplainService(
     if (snapshot === undefined)
       throw new NotReadyError("no rate limit configuration loaded");
     checkRequestDescriptors(request, bounds);
-    const explainLimit = snapshot.explainLimit?.bind(snapshot);
-    if (explainLimit === undefined)
+    const view = snapshot.view;
+    if (view === undefined)
       throw new NotReadyError("the loaded configuration cannot be explained");
-    const explained = explainConfig(explainLimit, request);
+    const explained = explainConfig(
+      (domain, descriptor) => explainLimit(view, domain, descriptor),
+      request,
+    );
     const { limits, unlimited, descriptors } = explained;
     const n = request.descriptors.length;
     const hits = request.descriptors.map((d) =>
@@ -196,7 +204,7 @@ export function createExplainService(
         predicted.push(
           create(RateLimitResponse_DescriptorStatusSchema, {
             code: RlsCode.OK,
-            limitRemaining: unlimited[i] === true ? maxUint32 : 0,
+            limitRemaining: unlimited[i] === true ? unlimitedRemaining : 0,
           }),
         );
         if (unlimited[i] === true)
@@ -282,40 +290,26 @@ export function createExplainService(
     } else {
       overallCode = RlsCode.OK;
     }
-    // Overall code and the deciding descriptor (behavior.md §5.1 quota rule).
-    let deciding: number | undefined;
-    let firstQuotaOver: number | undefined;
-    let quotaCount = 0;
-    let quotaOver = 0;
-    let over = false;
+    // Overall code and the deciding descriptor: ShouldRateLimit's rule (behavior.md §5.1).
+    const quota = new Array<boolean>(n);
+    const deciding = decidingDescriptor(
+      statuses,
+      limits,
+      unlimited,
+      globalQuotaMode,
+      quota,
+    );
     for (let i = 0; i < n; i++) {
       const d = descriptors[i]!;
       const status = statuses[i]!;
       d.status = status;
-      if (unlimited[i] === true) continue;
-      const isQuota = limits[i]?.quotaMode === true || globalQuotaMode;
-      const isOver = status.code === RlsCode.OVER_LIMIT;
-      if (isQuota) {
-        quotaCount++;
-        if (isOver) {
-          quotaOver++;
-          firstQuotaOver ??= i;
-          d.notes.push(
-            "quota_mode: over limit here only makes the request over limit when every quota descriptor is",
-          );
-        }
-      } else if (isOver) {
-        over = true;
-        deciding ??= i;
-      }
+      if (quota[i] === true && status.code === RlsCode.OVER_LIMIT)
+        d.notes.push(
+          "quota_mode: over limit here only makes the request over limit when every quota descriptor is",
+        );
     }
-    if (deciding === undefined && quotaCount > 0 && quotaOver === quotaCount)
-      deciding = firstQuotaOver;
     if (!message.charge) {
-      overallCode =
-        over || (quotaCount > 0 && quotaOver === quotaCount)
-          ? RlsCode.OVER_LIMIT
-          : RlsCode.OK;
+      overallCode = deciding === undefined ? RlsCode.OK : RlsCode.OVER_LIMIT;
       if (overallCode === RlsCode.OVER_LIMIT && globalShadowMode) {
         overallCode = RlsCode.OK;
         response.globalShadowMode = true;
@@ -464,25 +458,4 @@ function summary(response: ExplainResponse, request: RateLimitRequest): string {
   return limited === 0
     ? `${code}: no rate limit applies`
     : `${code}: ${limited} descriptor(s) within their limits`;
-}
-
-/**
- * Maps an error of {@link ExplainService.explain} to a Connect error, as ShouldRateLimit's
- * boundary does (INVALID_ARGUMENT, UNAVAILABLE, INTERNAL), without counting it in the
- * `should_rate_limit` error stats.
- */
-export function explainConnectError(
-  err: unknown,
-  logger: Logger,
-): ConnectError {
-  if (err instanceof ConnectError) return err;
-  if (err instanceof RequestError || err instanceof CacheKeyError)
-    return new ConnectError(err.message, Code.InvalidArgument);
-  if (err instanceof NotReadyError || err instanceof BackendError)
-    return new ConnectError(err.message, Code.Unavailable);
-  logger.error({ err }, "explain failed");
-  return new ConnectError(
-    `internal error: ${err instanceof Error ? err.message : String(err)}`,
-    Code.Internal,
-  );
 }

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { fileURLToPath } from "node:url";
 import type { RateLimitConfig } from "../config/rate-limit-config.js";
+import { ruleTrees, type DomainTree } from "../config/rule-tree.js";
 import type { HealthChecker } from "../health/health.js";
 import type { StatsStore } from "../stats/stats-store.js";
 
@@ -37,7 +38,7 @@ export interface ConsoleState {
   readonly components: Record<string, boolean>;
   readonly uptimeSeconds: number;
   readonly configLoaded: boolean;
-  readonly domains: ReturnType<NonNullable<RateLimitConfig["tree"]>>;
+  readonly domains: readonly DomainTree[];
   /** The main counters: `ratelimit.service.*` and per-rule totals, sorted by name. */
   readonly counters: readonly { name: string; value: number }[];
 }
@@ -123,7 +124,7 @@ export function createConsole(options: ConsoleOptions): Console {
       components: options.health.components(),
       uptimeSeconds: Math.floor((nowMs() - options.startedAtMs) / 1000),
       configLoaded: config !== undefined,
-      domains: config?.tree?.() ?? [],
+      domains: config === undefined ? [] : ruleTrees(config),
       counters,
     };
   }

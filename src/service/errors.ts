@@ -34,12 +34,8 @@ export function errorStatType(err: unknown): string {
 
 /**
  * The one boundary mapping from internal errors to Connect (gRPC) codes; also counts the error
- * in `ratelimit.service.call.should_rate_limit.<errType>`:
- * - {@link ConnectError} stays as it is (already mapped, e.g. by Connect's own decoding);
- * - {@link RequestError} and `CacheKeyError` → INVALID_ARGUMENT: the caller must fix the request;
- * - {@link NotReadyError} and {@link BackendError} → UNAVAILABLE: retrying later may work, and
- *   Envoy treats it as a failure of the service (fail open / closed per its own setting);
- * - anything else is a bug → INTERNAL, logged with its stack.
+ * in `ratelimit.service.call.should_rate_limit.<errType>` (the mapping itself is
+ * {@link connectErrorOf}).
  */
 export function toConnectError(
   err: unknown,
@@ -47,6 +43,20 @@ export function toConnectError(
   logger: Logger,
 ): ConnectError {
   stats.shouldRateLimitError(errorStatType(err)).add(1);
+  return connectErrorOf(err, logger);
+}
+
+/**
+ * Maps an internal error to a Connect (gRPC) error without counting it: what
+ * {@link toConnectError} answers, and what Explain answers (it reads only, so no statistic
+ * moves):
+ * - {@link ConnectError} stays as it is (already mapped, e.g. by Connect's own decoding);
+ * - {@link RequestError} and `CacheKeyError` → INVALID_ARGUMENT: the caller must fix the request;
+ * - {@link NotReadyError} and {@link BackendError} → UNAVAILABLE: retrying later may work, and
+ *   Envoy treats it as a failure of the service (fail open / closed per its own setting);
+ * - anything else is a bug → INTERNAL, logged with its stack.
+ */
+export function connectErrorOf(err: unknown, logger: Logger): ConnectError {
   if (err instanceof ConnectError) return err;
   // A descriptor that cannot form a valid cache key for the backend (memcached: too long,
   // whitespace) is the caller's input too.

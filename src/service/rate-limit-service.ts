@@ -12,7 +12,11 @@ import type {
   RateLimitConfig,
 } from "../config/rate-limit-config.js";
 import type { HealthChecker } from "../health/health.js";
-import { hitsAddendFor } from "../limiter/hits-addend.js";
+import {
+  answerUnlimited,
+  overallCode,
+  resolveLimits,
+} from "../limiter/decision-rules.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
 import {
   RateLimitResponse_Code as Code,
@@ -105,7 +109,6 @@ export interface RateLimitService {
   currentConfig(): RateLimitConfig | undefined;
 }
 
-const maxUint32 = 4294967295;
 /** Shared empty `raw_body` (never written to). */
 const emptyBytes = new Uint8Array(0);
 
@@ -152,81 +155,32 @@ export function createRateLimitService(
       const n = descriptors.length;
       const limits = new Array<RateLimit | undefined>(n);
       const hitsAddends = new Array<number>(n);
-      let unlimited: boolean[] | undefined;
-      let replaced: Set<string> | undefined;
-      for (let i = 0; i < n; i++) {
-        const descriptor = descriptors[i]!;
-        const limit = snapshot.getLimit(domain, descriptor);
-        const hits = hitsAddendFor(descriptor, request.hitsAddend);
-        hitsAddends[i] = hits;
-        if (limit === undefined) {
-          limits[i] = undefined;
-          continue;
-        }
-        if (limit.replaces.length > 0) {
-          replaced ??= new Set();
-          for (const name of limit.replaces) replaced.add(name);
-        }
-        if (limit.unlimited) {
-          // Deliberate difference (behavior.md "Where we deliberately differ" 6): unlimited
-          // hits are counted, without contacting the backend.
-          limit.stats.totalHits.add(hits);
-          limit.stats.withinLimit.add(hits);
-          (unlimited ??= new Array<boolean>(n).fill(false))[i] = true;
-          limits[i] = undefined;
-          continue;
-        }
-        limits[i] = limit;
-      }
-      if (replaced !== undefined) {
-        for (let i = 0; i < n; i++) {
-          const limit = limits[i];
-          if (
-            limit !== undefined &&
-            limit.name !== "" &&
-            replaced.has(limit.name)
-          ) {
-            limits[i] = undefined;
-          }
-        }
-      }
+      const unlimited = resolveLimits(
+        snapshot,
+        domain,
+        descriptors,
+        request.hitsAddend,
+        limits,
+        hitsAddends,
+      );
 
       const statuses = await (tracedDoLimit === undefined
         ? cache.doLimit(domain, descriptors, limits, hitsAddends)
         : tracedDoLimit(domain, descriptors, limits, hitsAddends));
 
-      // Overall code (behavior.md §5.1): over limit if any non-quota descriptor is; quota
-      // descriptors only make it over limit when all of them are.
-      let anyOver = false;
-      let quotaCount = 0;
-      let quotaOver = 0;
+      if (unlimited !== undefined) answerUnlimited(statuses, unlimited);
       const quota = new Array<boolean>(n);
-      for (let i = 0; i < n; i++) {
-        const status = statuses[i]!;
-        if (unlimited?.[i] === true) {
-          status.limitRemaining = maxUint32;
-          quota[i] = false;
-          continue;
-        }
-        const limit = limits[i];
-        const isQuota = limit?.quotaMode === true || globalQuotaMode;
-        quota[i] = isQuota;
-        const over = status.code === Code.OVER_LIMIT;
-        if (isQuota) {
-          quotaCount++;
-          if (over) quotaOver++;
-        } else if (over) {
-          anyOver = true;
-        }
-      }
-      let overallCode =
-        anyOver || (quotaCount > 0 && quotaOver === quotaCount)
-          ? Code.OVER_LIMIT
-          : Code.OK;
+      let overall = overallCode(
+        statuses,
+        limits,
+        unlimited,
+        globalQuotaMode,
+        quota,
+      );
       // A complete message literal: `create()` walks the schema on every call.
       const response: RateLimitResponse = {
         $typeName: "envoy.service.ratelimit.v3.RateLimitResponse",
-        overallCode,
+        overallCode: overall,
         statuses,
         responseHeadersToAdd: [],
         requestHeadersToAdd: [],
@@ -247,9 +201,9 @@ export function createRateLimitService(
       if (withDynamicMetadata) {
         response.dynamicMetadata = dynamicMetadata(request, statuses, limits);
       }
-      if (overallCode === Code.OVER_LIMIT && globalShadowMode) {
-        overallCode = Code.OK;
-        response.overallCode = overallCode;
+      if (overall === Code.OVER_LIMIT && globalShadowMode) {
+        overall = Code.OK;
+        response.overallCode = overall;
         statsManager.service.globalShadowMode.add(1);
       }
       return response;

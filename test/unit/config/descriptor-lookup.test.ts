@@ -1,8 +1,6 @@
 import { describe, expect, it } from "vitest";
-import {
-  compileWildcard,
-  matchesWildcard,
-} from "../../../src/config/descriptor-tree.js";
+import { compileWildcard } from "../../../src/config/descriptor-compile.js";
+import { matchesWildcard } from "../../../src/config/descriptor-lookup.js";
 import { loadConfig } from "../../../src/config/load-config.js";
 import { RateLimitResponse_RateLimit_Unit as Unit } from "../../../src/proto.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";

@@ -1,9 +1,12 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import type { MatchOutcome } from "../../../src/config/descriptor-explain.js";
-import { explainConfig } from "../../../src/config/explain-message.js";
 import { loadConfig } from "../../../src/config/load-config.js";
 import type { RateLimitConfig } from "../../../src/config/rate-limit-config.js";
+import {
+  explainLimit,
+  type MatchOutcome,
+} from "../../../src/explain/descriptor-explanation.js";
+import { explainConfig } from "../../../src/explain/explain-message.js";
 import {
   DescriptorExplanation_Verdict as Verdict,
   OverrideRateLimitUnit,
@@ -28,7 +31,7 @@ function walk(
   entries: [string, string][],
   domain = "d",
 ): { outcomes: MatchOutcome[]; nodes: string[]; limit: string | undefined } {
-  const e = config.explainLimit!(domain, descriptor(entries));
+  const e = explainLimit(config.view!, domain, descriptor(entries));
   // The recording walk and the hot-path lookup agree on the limit.
   const found = config.getLimit(domain, descriptor(entries));
   expect(e.limit?.fullKey).toBe(found?.fullKey);
@@ -77,10 +80,10 @@ describe("match path (docs/reference-parity.md#matching)", () => {
   });
 
   it("2. the first matching wildcard beats the key-only default", () => {
-    const e = config.explainLimit!("d", descriptor([["k", "vvv"]]));
+    const e = explainLimit(config.view!, "d", descriptor([["k", "vvv"]]));
     expect(e.path[0]!.outcome).toBe("wildcard");
     expect(e.path[0]!.wildcardsTried).toEqual([]);
-    const miss = config.explainLimit!("d", descriptor([["k", "zzz"]]));
+    const miss = explainLimit(config.view!, "d", descriptor([["k", "zzz"]]));
     expect(miss.path[0]!.wildcardsTried).toEqual(["k_v*"]);
     expect(e.limit?.fullKey).toBe("d.k_v*");
   });
@@ -150,7 +153,7 @@ describe("match path (docs/reference-parity.md#matching)", () => {
     const c = loadConfig([{ name: "c.yaml", text: tree }], {
       statsManager: stats,
     });
-    const e = c.explainLimit!("nope", descriptor([["k", "v"]]));
+    const e = explainLimit(c.view!, "nope", descriptor([["k", "v"]]));
     expect(e.domainFound).toBe(false);
     expect(e.path.map((s) => s.outcome)).toEqual(["unknown-domain"]);
     expect(
@@ -163,14 +166,15 @@ describe("match path (docs/reference-parity.md#matching)", () => {
       entries: [{ key: "k", value: "v" }],
       limit: { requestsPerUnit: 42, unit: OverrideRateLimitUnit.HOUR },
     });
-    const e = config.explainLimit!("d", d);
+    const e = explainLimit(config.view!, "d", d);
     expect(e.fromOverride).toBe(true);
     expect(e.path.map((s) => s.outcome)).toEqual(["override"]);
     expect(e.limit?.requestsPerUnit).toBe(42);
   });
 
   it("records the source file and line of every matched rule", () => {
-    const e = config.explainLimit!(
+    const e = explainLimit(
+      config.view!,
       "d",
       descriptor([
         ["p", "a"],
@@ -220,14 +224,18 @@ descriptors:
   });
 
   it("share_threshold: the pattern value replaces the request value", () => {
-    const e = config.explainLimit!("d", descriptor([["files", "docs/a.md"]]));
+    const e = explainLimit(
+      config.view!,
+      "d",
+      descriptor([["files", "docs/a.md"]]),
+    );
     expect(e.limit?.shareThresholdValues).toEqual(["docs/*"]);
     const request = create(RateLimitRequestSchema, {
       domain: "d",
       descriptors: [descriptor([["files", "docs/b.md"]])],
     });
     const explained = explainConfig(
-      (domain, d) => config.explainLimit!(domain, d),
+      (domain, d) => explainLimit(config.view!, domain, d),
       request,
     );
     expect(explained.descriptors[0]!.rule?.shareThreshold).toEqual([
@@ -241,7 +249,7 @@ descriptors:
       descriptors: [descriptor([["a", "1"]]), descriptor([["b", "1"]])],
     });
     const explained = explainConfig(
-      (domain, d) => config.explainLimit!(domain, d),
+      (domain, d) => explainLimit(config.view!, domain, d),
       request,
     );
     expect(explained.limits[0]).toBeUndefined();
@@ -257,7 +265,7 @@ descriptors:
       descriptors: [descriptor([["s", "1"]]), descriptor([["u", "1"]])],
     });
     const explained = explainConfig(
-      (domain, d) => config.explainLimit!(domain, d),
+      (domain, d) => explainLimit(config.view!, domain, d),
       request,
     );
     expect(explained.descriptors[0]!.rule?.shadowMode).toBe(true);

@@ -2,9 +2,11 @@ import { create } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { explainConfig } from "../../../src/config/explain-message.js";
 import { loadConfig } from "../../../src/config/load-config.js";
 import type { RateLimit } from "../../../src/config/rate-limit-config.js";
+import { explainLimit } from "../../../src/explain/descriptor-explanation.js";
+import { explainConfig } from "../../../src/explain/explain-message.js";
+import { createExplainService } from "../../../src/explain/explain-service.js";
 import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
 import { createLocalCache } from "../../../src/limiter/local-cache.js";
 import {
@@ -15,7 +17,6 @@ import {
   type RateLimitRequest,
   type RateLimitResponse_DescriptorStatus,
 } from "../../../src/proto.js";
-import { createExplainService } from "../../../src/service/explain-service.js";
 import { RequestError } from "../../../src/service/errors.js";
 import { createRateLimitService } from "../../../src/service/rate-limit-service.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
@@ -74,7 +75,10 @@ function limitsOf(
   request: RateLimitRequest,
 ): (RateLimit | undefined)[] {
   const config = built.service.currentConfig()!;
-  return explainConfig(config.explainLimit!.bind(config), request).limits;
+  return explainConfig(
+    (domain, d) => explainLimit(config.view!, domain, d),
+    request,
+  ).limits;
 }
 
 /** Whether another descriptor reads the same counter as descriptor `i`. */

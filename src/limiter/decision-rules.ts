@@ -1,0 +1,177 @@
+// The request-level decision rules, written once for ShouldRateLimit and Explain: which limits
+// a request counts (`unlimited`, `replaces`), the 4294967295 remaining of unlimited rules, and
+// the overall code with quota mode (behavior.md §4.4, §5.1; upstream `ratelimit.go`
+// `shouldRateLimitWorker`). They run on the hot path: they fill arrays the caller allocates and
+// create nothing per request beyond what the decision needs (the `replaces` set when a matched
+// rule has `replaces`, the unlimited flags when one is unlimited).
+
+import type {
+  RateLimit,
+  RateLimitConfig,
+} from "../config/rate-limit-config.js";
+import {
+  RateLimitResponse_Code as Code,
+  type RateLimitDescriptor,
+  type RateLimitResponse_DescriptorStatus,
+} from "../proto.js";
+import { hitsAddendFor } from "./hits-addend.js";
+
+/** `limit_remaining` of an unlimited descriptor: the largest uint32. */
+export const unlimitedRemaining = 4294967295;
+
+/**
+ * Finds the limits of one ShouldRateLimit request and applies {@link applyLimitRules}: looks up
+ * each descriptor (`config.getLimit`, which counts `domain_not_found`), resolves its hits addend,
+ * and counts the hits of unlimited rules in their `total_hits` and `within_limit` (they never
+ * reach the backend; a deliberate difference, behavior.md "Where we deliberately differ" 6).
+ *
+ * @param limits - filled, parallel to `descriptors`: the limit to count, or `undefined` where no
+ *   rule matches, the rule is unlimited, or it is replaced
+ * @param hitsAddends - filled, parallel to `descriptors`: each descriptor's hits addend
+ * @returns parallel to `descriptors`, whether its rule is unlimited; `undefined` when none is
+ */
+export function resolveLimits(
+  config: RateLimitConfig,
+  domain: string,
+  descriptors: readonly RateLimitDescriptor[],
+  requestHitsAddend: number,
+  limits: (RateLimit | undefined)[],
+  hitsAddends: number[],
+): boolean[] | undefined {
+  const n = descriptors.length;
+  for (let i = 0; i < n; i++) {
+    const descriptor = descriptors[i]!;
+    const limit = config.getLimit(domain, descriptor);
+    const hits = hitsAddendFor(descriptor, requestHitsAddend);
+    hitsAddends[i] = hits;
+    limits[i] = limit;
+    if (limit?.unlimited === true) {
+      limit.stats.totalHits.add(hits);
+      limit.stats.withinLimit.add(hits);
+    }
+  }
+  return applyLimitRules(limits);
+}
+
+/**
+ * Applies the `unlimited` and `replaces` rules, in place, to the limits found for one request
+ * (behavior.md §4.4): an unlimited rule is answered without a counter; a named limit is dropped
+ * when the rule of any descriptor of the request (unlimited ones included) lists its name in
+ * `replaces`. Counts nothing.
+ *
+ * @param limits - parallel to the request's descriptors: on entry the limit each matched, on
+ *   return the limit to count (`undefined` where none matched, unlimited, or replaced)
+ * @returns parallel to `limits`, whether the rule is unlimited; `undefined` when none is
+ */
+export function applyLimitRules(
+  limits: (RateLimit | undefined)[],
+): boolean[] | undefined {
+  const n = limits.length;
+  let unlimited: boolean[] | undefined;
+  let replaced: Set<string> | undefined;
+  for (let i = 0; i < n; i++) {
+    const limit = limits[i];
+    if (limit === undefined) continue;
+    if (limit.replaces.length > 0) {
+      replaced ??= new Set();
+      for (const name of limit.replaces) replaced.add(name);
+    }
+    if (limit.unlimited) {
+      (unlimited ??= new Array<boolean>(n).fill(false))[i] = true;
+      limits[i] = undefined;
+    }
+  }
+  if (replaced !== undefined) {
+    for (let i = 0; i < n; i++) {
+      const limit = limits[i];
+      if (limit !== undefined && limit.name !== "" && replaced.has(limit.name))
+        limits[i] = undefined;
+    }
+  }
+  return unlimited;
+}
+
+/**
+ * Answers every unlimited descriptor with `limit_remaining` 4294967295 (its status comes back
+ * from the backend as an uncounted OK).
+ *
+ * @param unlimited - from {@link resolveLimits} / {@link applyLimitRules}, parallel to `statuses`
+ */
+export function answerUnlimited(
+  statuses: readonly RateLimitResponse_DescriptorStatus[],
+  unlimited: readonly boolean[],
+): void {
+  const n = statuses.length;
+  for (let i = 0; i < n; i++) {
+    if (unlimited[i] === true) statuses[i]!.limitRemaining = unlimitedRemaining;
+  }
+}
+
+/**
+ * Returns the descriptor that makes the request over limit (behavior.md §5.1): the first
+ * non-quota descriptor over its limit; else, when every quota descriptor is over its limit
+ * (quota mode: per rule `quota_mode`, or `QUOTA_MODE` for all), the first of them; else
+ * `undefined` (the overall code is OK). Unlimited descriptors take no part. Also fills `quota`.
+ *
+ * @param statuses - one per descriptor, after shadow mode (a shadowed descriptor is OK)
+ * @param limits - the counted limits, parallel to `statuses` ({@link applyLimitRules})
+ * @param unlimited - parallel to `statuses`, or `undefined` when no rule is unlimited
+ * @param quota - filled, parallel to `statuses`: whether the descriptor is a quota descriptor
+ * @returns the index of the deciding descriptor, or `undefined`
+ */
+export function decidingDescriptor(
+  statuses: readonly RateLimitResponse_DescriptorStatus[],
+  limits: readonly (RateLimit | undefined)[],
+  unlimited: readonly boolean[] | undefined,
+  globalQuotaMode: boolean,
+  quota: boolean[],
+): number | undefined {
+  const n = statuses.length;
+  let deciding: number | undefined;
+  let firstQuotaOver: number | undefined;
+  let quotaCount = 0;
+  let quotaOver = 0;
+  for (let i = 0; i < n; i++) {
+    if (unlimited?.[i] === true) {
+      quota[i] = false;
+      continue;
+    }
+    const isQuota = limits[i]?.quotaMode === true || globalQuotaMode;
+    quota[i] = isQuota;
+    const over = statuses[i]!.code === Code.OVER_LIMIT;
+    if (isQuota) {
+      quotaCount++;
+      if (over) {
+        quotaOver++;
+        firstQuotaOver ??= i;
+      }
+    } else if (over) {
+      deciding ??= i;
+    }
+  }
+  if (deciding === undefined && quotaCount > 0 && quotaOver === quotaCount)
+    return firstQuotaOver;
+  return deciding;
+}
+
+/**
+ * Returns the overall code of a request before `SHADOW_MODE`: OVER_LIMIT when
+ * {@link decidingDescriptor} finds a deciding descriptor, else OK. Fills `quota` the same way.
+ */
+export function overallCode(
+  statuses: readonly RateLimitResponse_DescriptorStatus[],
+  limits: readonly (RateLimit | undefined)[],
+  unlimited: readonly boolean[] | undefined,
+  globalQuotaMode: boolean,
+  quota: boolean[],
+): Code {
+  return decidingDescriptor(
+    statuses,
+    limits,
+    unlimited,
+    globalQuotaMode,
+    quota,
+  ) === undefined
+    ? Code.OK
+    : Code.OVER_LIMIT;
+}
