@@ -12,7 +12,11 @@ import type { Counter, Gauge, StatsStore } from "../stats/stats-store.js";
 import type { Clock } from "../util/clock.js";
 import { BackendError } from "./backend-error.js";
 import { limitStatus, okWithoutLimitStatus } from "./base-limiter.js";
-import type { CounterReading, RateLimitCache } from "./rate-limit-cache.js";
+import type {
+  ChargePreview,
+  CounterReading,
+  RateLimitCache,
+} from "./rate-limit-cache.js";
 import { secondsUntilReset } from "./window.js";
 
 /** Options of {@link BackendGuard}. */
@@ -195,6 +199,26 @@ export class BackendGuard implements RateLimitCache {
     if (backend.peekCounters === undefined)
       return Promise.resolve(limits.map(() => undefined));
     return backend.peekCounters(domain, descriptors, limits);
+  }
+
+  /**
+   * Previews a charge through the guarded backend (see {@link RateLimitCache.previewCharge}),
+   * for the Explain API; like {@link peekCounters} it neither consults nor moves the breaker.
+   */
+  previewCharge(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+  ): Promise<ChargePreview> {
+    const backend = this.backend;
+    if (backend.previewCharge === undefined)
+      return Promise.reject(
+        new TypeError(
+          `the ${this.backendName} backend cannot preview a charge`,
+        ),
+      );
+    return backend.previewCharge(domain, descriptors, limits, hitsAddends);
   }
 
   flush(): Promise<void> {

@@ -47,19 +47,21 @@ export interface BaseLimiter {
   nowSeconds(): number;
   /**
    * Builds the plan of one request (one clock read): for every descriptor with a limit, its
-   * cache key(s), expiration, and local-cache verdict; counts `total_hits` when `hitsAddends`
-   * is given (upstream `GenerateCacheKeys`).
+   * cache key(s), expiration, and local-cache verdict; a plan to charge counts `total_hits`
+   * (upstream `GenerateCacheKeys`).
    *
    * @param limits - parallel to `descriptors`: the limit to apply, or `undefined` for "not
    *   checked" (no match, unlimited, replaced)
-   * @param hitsAddends - parallel to `descriptors`: hits to add (≥ 0); undefined for a
-   *   read-only plan (hits 0, no statistic, no expiration drawn)
+   * @param hitsAddends - parallel to `descriptors`: hits to add (≥ 0); undefined: 0 each
+   * @param charge - false for a read-only plan (Explain): no statistic is counted and no
+   *   expiration drawn
    */
   plan(
     domain: string,
     descriptors: readonly RateLimitDescriptor[],
     limits: readonly (RateLimit | undefined)[],
     hitsAddends: readonly number[] | undefined,
+    charge: boolean,
   ): RequestPlan;
   /**
    * Returns the cache keys of a request and counts `total_hits` for every descriptor with a
@@ -231,7 +233,7 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
   return {
     nowSeconds: () => clock.nowSeconds(),
 
-    plan(domain, descriptors, limits, hitsAddends) {
+    plan(domain, descriptors, limits, hitsAddends, charge) {
       const nowSeconds = clock.nowSeconds();
       const counted: PlannedDescriptor[] = [];
       // Built only once a local-cache hit shows up; until then `counted` is sent whole.
@@ -248,7 +250,7 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
         const start = windowStartSeconds(nowSeconds, windowSeconds);
         const cacheKey = stem + String(start) + limit.cacheKeySuffix;
         const hits = hitsAddends === undefined ? 0 : hitsAddends[i]!;
-        if (hitsAddends !== undefined) limit.stats.totalHits.add(hits);
+        if (charge) limit.stats.totalHits.add(hits);
         const cached = localCache?.has(cacheKey) === true;
         const planned = new PlannedDescriptor(
           i,
@@ -260,7 +262,7 @@ export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
             ? stem + String(start - windowSeconds) + limit.cacheKeySuffix
             : undefined,
           isPerSecond(limit),
-          cached || hitsAddends === undefined ? 0 : expirationSeconds(limit),
+          cached || !charge ? 0 : expirationSeconds(limit),
           cached,
         );
         counted.push(planned);

@@ -14,7 +14,11 @@ import { lazyCompensatedCounter } from "./all-or-nothing.js";
 import type { BaseLimiter } from "./base-limiter.js";
 import { cacheKeyError, type CacheKeyError } from "./cache-key-error.js";
 import type { CounterBackend } from "./counter-backend.js";
-import type { CounterReading, RateLimitCache } from "./rate-limit-cache.js";
+import type {
+  ChargePreview,
+  CounterReading,
+  RateLimitCache,
+} from "./rate-limit-cache.js";
 import type { PlannedDescriptor, RequestPlan } from "./request-plan.js";
 import { windowStartSeconds } from "./window.js";
 
@@ -78,7 +82,7 @@ export class RateLimitPipeline<
     limits: readonly (RateLimit | undefined)[],
     hitsAddends: readonly number[],
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
-    const plan = this.base.plan(domain, descriptors, limits, hitsAddends);
+    const plan = this.base.plan(domain, descriptors, limits, hitsAddends, true);
     if (this.backend.cacheKeyRules !== undefined) {
       const error = this.keyError(plan);
       if (error !== undefined) return Promise.reject(error);
@@ -106,15 +110,8 @@ export class RateLimitPipeline<
     descriptors: readonly RateLimitDescriptor[],
     limits: readonly (RateLimit | undefined)[],
   ): Promise<(CounterReading | undefined)[]> {
-    const plan = this.base.plan(domain, descriptors, limits, undefined);
-    const rules = this.backend.cacheKeyRules;
-    const candidates =
-      this.backend.inProcess === true ? plan.counted : plan.sent;
-    const read =
-      rules === undefined
-        ? candidates
-        : candidates.filter((d) => rules.problem(d.cacheKey) === undefined);
-    if (read.length > 0) await this.backend.peek(read);
+    const plan = this.base.plan(domain, descriptors, limits, undefined, false);
+    await this.read(plan);
     const readings = new Array<CounterReading | undefined>(plan.size).fill(
       undefined,
     );
@@ -132,6 +129,65 @@ export class RateLimitPipeline<
       };
     }
     return readings;
+  }
+
+  /**
+   * Decides what charging a request would do, with the rules {@link doLimit} applies, without
+   * changing any counter, statistic or the local cache (the Explain API): reads the counters
+   * as {@link peekCounters} does, then runs the all-or-nothing check and stop-increment.
+   *
+   * @param hitsAddends - parallel to `descriptors`: the hits the request would add
+   * @returns the plan, whose descriptors hold the counters read (`current`, `previous`) and
+   *   what the charge would add to each (`increment`), and the charge's outcome
+   * @throws {@link BackendError} when the backend fails
+   */
+  async previewCharge(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+  ): Promise<ChargePreview> {
+    const plan = this.base.plan(
+      domain,
+      descriptors,
+      limits,
+      hitsAddends,
+      false,
+    );
+    await this.read(plan);
+    const now = plan.nowSeconds;
+    if (plan.allOrNothing) {
+      const refused = !this.allFit(plan, true);
+      if (refused) for (const d of plan.counted) d.increment = 0;
+      return { plan, refused, stopped: undefined };
+    }
+    let stopped: ChargePreview["stopped"];
+    if (this.stopIncrement) {
+      if (plan.sent !== plan.counted) {
+        stopped = "local-cache";
+        for (const d of plan.counted) d.increment = 0;
+      } else if (plan.counted.some((d) => this.wouldExceed(d, now))) {
+        stopped = "over-limit";
+        for (const d of plan.counted)
+          if (!this.wouldExceed(d, now)) d.increment = 0;
+      }
+    }
+    return { plan, refused: false, stopped };
+  }
+
+  /**
+   * Reads a read-only plan's counters: keys the backend cannot store are not read, nor, on
+   * remote stores, keys the local cache knows over limit.
+   */
+  private async read(plan: RequestPlan): Promise<void> {
+    const rules = this.backend.cacheKeyRules;
+    const candidates =
+      this.backend.inProcess === true ? plan.counted : plan.sent;
+    const read =
+      rules === undefined
+        ? candidates
+        : candidates.filter((d) => rules.problem(d.cacheKey) === undefined);
+    if (read.length > 0) await this.backend.peek(read);
   }
 
   /** Starts the backend (connects and waits for it), if it has a start step. */

@@ -1,4 +1,5 @@
 import type { RateLimit } from "../config/rate-limit-config.js";
+import type { RequestPlan } from "./request-plan.js";
 import type {
   RateLimitDescriptor,
   RateLimitResponse_DescriptorStatus,
@@ -23,6 +24,23 @@ export interface CounterReading {
   readonly previousKey?: string | undefined;
   /** Sliding windows only: the previous window's count (0 when absent or not read). */
   readonly previousValue?: number | undefined;
+}
+
+/** What charging a request would do ({@link RateLimitCache.previewCharge}). */
+export interface ChargePreview {
+  /**
+   * The request plan: each counted descriptor holds its counters as read (`current`, and
+   * `previous` for sliding windows) and what the charge would add (`increment`).
+   */
+  readonly plan: RequestPlan;
+  /** All-or-nothing charging would refuse the request (no counter charged). */
+  readonly refused: boolean;
+  /**
+   * `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` would hold increments back: `local-cache` (a
+   * key is over limit in the local cache: no counter is incremented), `over-limit` (only
+   * the counters that go over are), undefined when it would not (or is off).
+   */
+  readonly stopped: "local-cache" | "over-limit" | undefined;
 }
 
 /**
@@ -63,6 +81,21 @@ export interface RateLimitCache {
     descriptors: readonly RateLimitDescriptor[],
     limits: readonly (RateLimit | undefined)[],
   ): Promise<(CounterReading | undefined)[]>;
+  /**
+   * Decides what charging a request would do without changing any counter, statistic or the
+   * local cache (the Explain API with `charge` false), with the rules of `doLimit`.
+   * Optional: without it Explain predicts from counters read as absent.
+   *
+   * @param limits - as for {@link RateLimitCache.doLimit}
+   * @param hitsAddends - as for {@link RateLimitCache.doLimit}
+   * @throws {@link BackendError} when the backend fails
+   */
+  previewCharge?(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    limits: readonly (RateLimit | undefined)[],
+    hitsAddends: readonly number[],
+  ): Promise<ChargePreview>;
   /**
    * Connects and waits until the backend answers, retrying as the backend's options say;
    * the service opens its listeners only after it resolves. Absent for in-process backends.
