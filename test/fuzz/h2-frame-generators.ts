@@ -6,10 +6,7 @@ import {
   FrameType,
   SettingId,
 } from "../../src/http2/frames.js";
-import {
-  huffmanCodeLengths,
-  huffmanCodes,
-} from "../../src/http2/huffman.js";
+import { huffmanCodeLengths, huffmanCodes } from "../../src/http2/huffman.js";
 import {
   frame,
   grpcRequestFields,
