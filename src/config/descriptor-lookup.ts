@@ -1,6 +1,6 @@
 // The lookup on the ShouldRateLimit hot path: walks the compiled descriptor tree
-// (descriptor-compile.ts) for one request descriptor (upstream `config_impl.go` `GetLimit`,
-// behavior.md §3.2–3.7).
+// (descriptor-compile.ts) for one request descriptor (upstream `config_impl.go` `GetLimit`;
+// docs/reference-parity.md#matching).
 
 import type { RateLimitDescriptor_Entry } from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";

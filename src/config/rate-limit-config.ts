@@ -153,7 +153,7 @@ export interface ConfigView {
   domainRules(domain: string): DescriptorLevel | undefined;
   /**
    * Returns the limit a request-supplied override yields in a loaded domain, exactly as
-   * `getLimit` builds it (behavior.md §3.5).
+   * `getLimit` builds it (docs/reference-parity.md#limit-override).
    */
   overrideLimit(
     domain: string,

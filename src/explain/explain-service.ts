@@ -290,7 +290,7 @@ export function createExplainService(
     } else {
       overallCode = RlsCode.OK;
     }
-    // Overall code and the deciding descriptor: ShouldRateLimit's rule (behavior.md §5.1).
+    // Overall code and the deciding descriptor: ShouldRateLimit's rule (docs/reference-parity.md#overall-code).
     const quota = new Array<boolean>(n);
     const deciding = decidingDescriptor(
       statuses,

@@ -1,7 +1,7 @@
 // The request-level decision rules, written once for ShouldRateLimit and Explain: which limits
 // a request counts (`unlimited`, `replaces`), the 4294967295 remaining of unlimited rules, and
-// the overall code with quota mode (behavior.md §4.4, §5.1; upstream `ratelimit.go`
-// `shouldRateLimitWorker`). They run on the hot path: they fill arrays the caller allocates and
+// the overall code with quota mode (upstream `ratelimit.go` `shouldRateLimitWorker`;
+// docs/reference-parity.md#request-order, #unlimited-replaced and #overall-code). They run on the hot path: they fill arrays the caller allocates and
 // create nothing per request beyond what the decision needs (the `replaces` set when a matched
 // rule has `replaces`, the unlimited flags when one is unlimited).
 
@@ -23,7 +23,7 @@ export const unlimitedRemaining = 4294967295;
  * Finds the limits of one ShouldRateLimit request and applies {@link applyLimitRules}: looks up
  * each descriptor (`config.getLimit`, which counts `domain_not_found`), resolves its hits addend,
  * and counts the hits of unlimited rules in their `total_hits` and `within_limit` (they never
- * reach the backend; a deliberate difference, behavior.md "Where we deliberately differ" 6).
+ * reach the backend; a deliberate difference, docs/reference-parity.md#diff-unlimited-stats).
  *
  * @param limits - filled, parallel to `descriptors`: the limit to count, or `undefined` where no
  *   rule matches, the rule is unlimited, or it is replaced
@@ -55,7 +55,7 @@ export function resolveLimits(
 
 /**
  * Applies the `unlimited` and `replaces` rules, in place, to the limits found for one request
- * (behavior.md §4.4): an unlimited rule is answered without a counter; a named limit is dropped
+ * (docs/reference-parity.md#unlimited-replaced): an unlimited rule is answered without a counter; a named limit is dropped
  * when the rule of any descriptor of the request (unlimited ones included) lists its name in
  * `replaces`. Counts nothing.
  *
@@ -108,7 +108,7 @@ export function answerUnlimited(
 }
 
 /**
- * Returns the descriptor that makes the request over limit (behavior.md §5.1): the first
+ * Returns the descriptor that makes the request over limit (docs/reference-parity.md#overall-code): the first
  * non-quota descriptor over its limit; else, when every quota descriptor is over its limit
  * (quota mode: per rule `quota_mode`, or `QUOTA_MODE` for all), the first of them; else
  * `undefined` (the overall code is OK). Unlimited descriptors take no part. Also fills `quota`.
