@@ -38,7 +38,7 @@ export type NodeHandler = (
 /**
  * The Connect router as the HTTP front ends use it: find the handler of a path, run it with
  * our error mapping, report its failures to our logger. Shared by the Node adapter
- * ({@link createConnectHandler}) and the built-in HTTP/2 engine (`src/server/h2/`).
+ * ({@link createConnectHandler}) and the built-in HTTP/2 engine (`src/http2/`).
  */
 export interface ConnectDispatcher {
   /** The handler serving `pathname` (no query string), or `undefined`: answer 404. */

@@ -51,7 +51,7 @@ export const statNames = {
   backendCircuitOpened: "ratelimit.backend.circuit_opened",
   /**
    * Scope of the gRPC listener's HTTP/2 event counters, `<scope>.<event>`, one per
-   * `Http2Event` of src/server/h2/limits.ts (`internal_error`, `enhance_your_calm`,
+   * `Http2Event` of src/http2/limits.ts (`internal_error`, `enhance_your_calm`,
    * `malformed_request`, `handshake_timeout`, `idle_timeout`, `connection_limit`). Not
    * reference names: the reference has none. Each counter is created by its first event, so a
    * process that meets no abuse reports exactly the reference's statistics.

@@ -3,7 +3,7 @@
 // (survival, the legitimate calls, RSS, CPU, when the server closed the attacking
 // connections). Shared by test/integration/h2-attacks.test.ts and bench/h2-attacks.ts.
 //
-// The frames are built here, not with src/server/h2/ (frames.ts, hpack.ts): the attacker shares
+// The frames are built here, not with src/http2/ (frames.ts, hpack.ts): the attacker shares
 // no code with the engine under test, and runs unchanged against an older build of the service
 // (`bench/h2-attacks.ts --repo`). Only the request message uses the generated protobuf code.
 import { spawn, type ChildProcess } from "node:child_process";

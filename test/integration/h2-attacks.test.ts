@@ -14,7 +14,7 @@ import { repoRoot } from "../helpers/spawn-service.js";
 // per attack), on both engines, with a legitimate client making 100 ShouldRateLimit calls/s on
 // its own connection meanwhile. Each attack must leave the process running and answering, fail
 // none of the legitimate calls, and grow the RSS by less than 150 MiB; the attacks that the
-// abuse limits of src/server/h2/limits.ts end must see their connection closed by the server
+// abuse limits of src/http2/limits.ts end must see their connection closed by the server
 // within 5 s of opening it. Latency is not asserted (bench/h2-attacks.ts reports it).
 
 /** RSS growth allowed during one attack, in MiB. */

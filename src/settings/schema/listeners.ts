@@ -123,7 +123,7 @@ export const listeners = settingsGroup("listeners", {
     default: 60 * 60 * 1000,
     meaning: "Extra time after GOAWAY before the connection is closed.",
   }),
-  // The HTTP/2 abuse limits: defaults as `http2LimitDefaults` in src/server/h2/limits.ts,
+  // The HTTP/2 abuse limits: defaults as `http2LimitDefaults` in src/http2/limits.ts,
   // which says where each comes from (settings/ may not import it; a unit test keeps them
   // equal).
   /** Most gRPC connections open at once in this process, ≥ 1; more are closed on accept. */
