@@ -292,10 +292,6 @@ export async function createApp(
     nearLimitRatio: settings.nearLimitRatio,
     globalShadowMode: settings.shadowMode,
     globalQuotaMode: settings.quotaMode,
-    // The mc backend ignores STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, as upstream.
-    stopCacheKeyIncrementWhenOverlimit:
-      settings.stopCacheKeyIncrementWhenOverlimit &&
-      settings.backendType !== "mc",
     sameKeyAccumulates: settings.backendType !== "mc",
     requestBounds,
   });

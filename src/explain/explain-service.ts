@@ -1,12 +1,8 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { RateLimit } from "../config/rate-limit-config.js";
-import {
-  allFit,
-  chargesAllOrNothing,
-  type RequestCounters,
-} from "../limiter/all-or-nothing.js";
-import { counterDecision, weightedCount } from "../limiter/counter-decision.js";
+import { counterDecision } from "../limiter/counter-decision.js";
+import { counterReading } from "../limiter/pipeline.js";
 import {
   decidingDescriptor,
   unlimitedRemaining,
@@ -48,7 +44,10 @@ import { explainConfig } from "./explain-message.js";
 export interface ExplainServiceOptions {
   /** The decision service: its config snapshot, and the decision itself with `charge`. */
   readonly service: RateLimitService;
-  /** The counter backend; without `peekCounters` counters read as absent. */
+  /**
+   * The decision pipeline (or the guard around it): `previewCharge` reads the counters and
+   * decides what a charge would do; without it counters read as absent.
+   */
   readonly cache: RateLimitCache;
   readonly clock: Clock;
   /** Backend name shown in answers: `memory`, `kv` or `mc`. */
@@ -59,11 +58,6 @@ export interface ExplainServiceOptions {
   readonly globalShadowMode?: boolean;
   /** `QUOTA_MODE`. @defaultValue false */
   readonly globalQuotaMode?: boolean;
-  /**
-   * `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` as the backend applies it (false for mc, which
-   * ignores it). @defaultValue false
-   */
-  readonly stopCacheKeyIncrementWhenOverlimit?: boolean;
   /**
    * Whether two descriptors of one request with the same cache key see each other's hits
    * (memory and kv increment in descriptor order; mc reads every counter first, so it does
@@ -98,7 +92,6 @@ export function createExplainService(
   const ratio = Math.fround(options.nearLimitRatio ?? 0.8);
   const globalShadowMode = options.globalShadowMode ?? false;
   const globalQuotaMode = options.globalQuotaMode ?? false;
-  const stopIncrement = options.stopCacheKeyIncrementWhenOverlimit ?? false;
   const sameKeyAccumulates = options.sameKeyAccumulates ?? true;
   const bounds = resolveRequestBounds(options.requestBounds);
 
@@ -123,72 +116,34 @@ export function createExplainService(
     const hits = request.descriptors.map((d) =>
       hitsAddendFor(d, request.hitsAddend),
     );
-    const readings: (CounterReading | undefined)[] =
-      cache.peekCounters === undefined || limits.every((l) => l === undefined)
-        ? new Array<CounterReading | undefined>(n).fill(undefined)
-        : await cache.peekCounters(request.domain, request.descriptors, limits);
-    const nowSeconds = clock.nowSeconds();
-    const counters: RequestCounters = {
-      current: readings.map((r) => r?.value ?? 0),
-      previous: readings.map((r) => r?.previousValue ?? 0),
-    };
-
-    // All-or-nothing charging: the backend's own check (allFit) over the counters before the
-    // request; a refused request charges no counter.
-    const allOrNothing = chargesAllOrNothing(limits);
-    let refused = false;
-    if (allOrNothing) {
-      const keys = limits.map((limit, i) =>
-        limit === undefined
-          ? undefined
-          : {
-              key: readings[i]?.key ?? "",
-              perSecond: false,
-              previousKey: readings[i]?.previousKey,
-            },
-      );
-      const cached = readings.map((r) => r?.localCacheHit === true);
-      refused = !allFit(
-        { weightedCount },
-        keys,
-        limits,
-        hits,
-        counters,
-        cached,
-        nowSeconds,
-      );
+    // What a charge would do, decided by the decision pipeline itself without changing
+    // anything: the counters it reads, the all-or-nothing check (a refused request charges no
+    // counter) and STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
+    // (docs/reference-parity.md#stop-increment; all-or-nothing charging ignores it).
+    const preview =
+      cache.previewCharge === undefined || limits.every((l) => l === undefined)
+        ? undefined
+        : await cache.previewCharge(
+            request.domain,
+            request.descriptors,
+            limits,
+            hits,
+          );
+    const nowSeconds = preview?.plan.nowSeconds ?? clock.nowSeconds();
+    const readings = new Array<CounterReading | undefined>(n).fill(undefined);
+    const increments = hits.slice();
+    for (const planned of preview?.plan.counted ?? []) {
+      readings[planned.index] = counterReading(planned, nowSeconds);
+      increments[planned.index] = planned.increment;
     }
-
-    // What each counter becomes (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, behavior.md §4.8;
-    // all-or-nothing charging ignores it).
-    const increments = refused ? hits.map(() => 0) : hits.slice();
-    let stopNote: string | undefined;
-    if (stopIncrement && !allOrNothing) {
-      const anyCached = readings.some((r) => r?.localCacheHit === true);
-      const exceeding = readings.map(
-        (r, i) =>
-          r !== undefined &&
-          weightedCount(
-            limits[i]!,
-            counters.current[i]!,
-            counters.previous[i]!,
-            nowSeconds,
-          ) +
-            hits[i]! >
-            limits[i]!.requestsPerUnit,
-      );
-      if (anyCached) {
-        increments.fill(0);
-        stopNote =
-          "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a key of this request is over limit in the local cache, so no counter of the request is incremented";
-      } else if (exceeding.some(Boolean)) {
-        exceeding.forEach((over, i) => {
-          if (!over) increments[i] = 0;
-        });
-        stopNote =
-          "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a descriptor of this request goes over its limit, so only the counters that go over are incremented";
-      }
-    }
+    const allOrNothing = preview?.plan.allOrNothing ?? false;
+    const refused = preview?.refused ?? false;
+    const stopNote =
+      preview?.stopped === "local-cache"
+        ? "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a key of this request is over limit in the local cache, so no counter of the request is incremented"
+        : preview?.stopped === "over-limit"
+          ? "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a descriptor of this request goes over its limit, so only the counters that go over are incremented"
+          : undefined;
 
     const predicted: RateLimitResponse_DescriptorStatus[] = [];
     // Descriptors that do not fit (all-or-nothing charging refused the request because of them).

@@ -115,19 +115,8 @@ export class RateLimitPipeline<
     const readings = new Array<CounterReading | undefined>(plan.size).fill(
       undefined,
     );
-    for (const d of plan.counted) {
-      const start = windowStartSeconds(plan.nowSeconds, d.windowSeconds);
-      readings[d.index] = {
-        key: d.cacheKey,
-        value: d.current,
-        windowStartSeconds: start,
-        windowEndSeconds: start + d.windowSeconds,
-        localCacheHit: d.localCacheHit,
-        ...(d.previousCacheKey !== undefined
-          ? { previousKey: d.previousCacheKey, previousValue: d.previous }
-          : {}),
-      };
-    }
+    for (const d of plan.counted)
+      readings[d.index] = counterReading(d, plan.nowSeconds);
     return readings;
   }
 
@@ -425,4 +414,27 @@ function earlierHitsOnKey(
     if (!d.localCacheHit && d.cacheKey === key) hits += d.hitsAddend;
   }
   return hits;
+}
+
+/**
+ * Returns what a read-only plan read for one descriptor, as {@link CounterReading}: the
+ * counter, its window, the local-cache verdict and, for sliding windows, the previous one.
+ *
+ * @param nowSeconds - the plan's request time, seconds since the Unix epoch
+ */
+export function counterReading(
+  d: PlannedDescriptor,
+  nowSeconds: number,
+): CounterReading {
+  const start = windowStartSeconds(nowSeconds, d.windowSeconds);
+  return {
+    key: d.cacheKey,
+    value: d.current,
+    windowStartSeconds: start,
+    windowEndSeconds: start + d.windowSeconds,
+    localCacheHit: d.localCacheHit,
+    ...(d.previousCacheKey !== undefined
+      ? { previousKey: d.previousCacheKey, previousValue: d.previous }
+      : {}),
+  };
 }

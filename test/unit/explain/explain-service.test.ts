@@ -64,7 +64,6 @@ function build(configText: string, setup: Setup) {
     clock,
     backend: "memory",
     globalShadowMode: setup.shadow,
-    stopCacheKeyIncrementWhenOverlimit: setup.stop,
   });
   return { service, explain, cache, statsManager, clock };
 }
