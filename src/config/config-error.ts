@@ -1,6 +1,7 @@
 /**
  * A rate-limit configuration is invalid. The message is `<file or resource name>: <problem>`,
- * with the problem texts of the reference (behavior.md §2). The previous config stays in force.
+ * with the problem texts of the reference (docs/reference-parity.md#config). The previous config
+ * stays in force.
  */
 export class ConfigError extends Error {
   override readonly name = "ConfigError";

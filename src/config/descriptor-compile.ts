@@ -46,7 +46,7 @@ export function createDescriptorLevel(): DescriptorLevel {
 
 /**
  * Compiles a wildcard pattern. `*` may appear anywhere and several times; each matches zero or
- * more characters (behavior.md §3.3).
+ * more characters (docs/reference-parity.md#wildcards).
  */
 export function compileWildcard(pattern: string): WildcardPattern {
   const parts = pattern.split("*");
@@ -67,8 +67,8 @@ export function compileWildcard(pattern: string): WildcardPattern {
  * Validates and compiles `descriptors` into `level`, depth-first in YAML order. Per rule the
  * checks run in the reference's order: empty key, duplicate composite key, unit / unlimited,
  * replaces, share_threshold, metadata, then the nested rules (upstream `config_impl.go`
- * `loadDescriptors`, behavior.md §2.3). Rules added to an existing level (domain merge) go after
- * its current rules, wildcards included.
+ * `loadDescriptors`, docs/reference-parity.md#config-errors). Rules added to an existing level
+ * (domain merge) go after its current rules, wildcards included.
  *
  * @param level - a level from {@link createDescriptorLevel}, or a domain root being merged into
  * @param parentKey - the config path of the level followed by `.`, e.g. `domain.` at the root
@@ -262,7 +262,7 @@ function checkedMetadata(
 /**
  * Appends one dump line per rule with a limit (unlimited included), depth-first in load order:
  * `<fullKey>: unit=<UNIT> requests_per_unit=<n>, shadow_mode: <bool>, quota_mode: <bool>\n`
- * (upstream `config_impl.go` `rateLimitDescriptor.dump`, behavior.md §2.6).
+ * (upstream `config_impl.go` `rateLimitDescriptor.dump`, docs/reference-parity.md#config-dump).
  */
 export function dumpDescriptors(level: DescriptorLevel, lines: string[]): void {
   for (const node of level.nodes.values()) {

@@ -56,8 +56,9 @@ const matchedHow: number[] = [];
  * In the common case this does map lookups and one concatenation per entry and returns the
  * frozen limit built at load. A fresh object is returned when `detailed_metric`,
  * `value_to_metric` or a `share_threshold` wildcard changes the stats key or cache key values
- * (behavior.md §3.6–3.7); like the reference, such a rebuilt limit loses its metadata
- * (behavior.md §5.5), except a detailed limit whose node has nested rules.
+ * (docs/reference-parity.md#stats-key and #share-threshold); like the reference, such a rebuilt
+ * limit loses its metadata (docs/reference-parity.md#dynamic-metadata), except a detailed limit
+ * whose node has nested rules.
  *
  * @param domain - the request domain (first part of derived stats keys)
  * @param statsManager - supplies stats handles for derived stats keys
@@ -143,8 +144,8 @@ export function patternValue(pattern: string, entryKey: string): string {
 
 /**
  * The slow path of {@link findRateLimit}: share_threshold values, and the stats key of
- * behavior.md §3.6 (detailed_metric, else value_to_metric when it differs from the config path).
- * Reads the match record of the lookup that just completed.
+ * docs/reference-parity.md#stats-key (detailed_metric, else value_to_metric when it differs from
+ * the config path). Reads the match record of the lookup that just completed.
  */
 function derivedLimit(
   limit: RateLimit,

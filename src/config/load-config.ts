@@ -63,7 +63,7 @@ export interface LoadConfigOptions {
  * @param files - in load order; with `mergeDomainConfig` that order decides which file a
  *   duplicate-key error names
  * @throws {@link ConfigError} with `<file name>: <problem>` for the first invalid file
- *   (problem texts of behavior.md §2.2–2.3)
+ *   (problem texts of docs/reference-parity.md#config-errors)
  */
 export function loadConfig(
   files: readonly ConfigFile[],
@@ -80,9 +80,10 @@ export function loadConfig(
  * Validates decoded config sources and builds one immutable config (all-or-nothing); the entry
  * point of the xDS provider, whose resources skip the YAML key check. Per source, in order: the
  * domain must be non-empty and, unless merging, new; then its rules are validated depth-first
- * (upstream `config_impl.go` `NewRateLimitConfigImpl` / `loadConfig`, behavior.md §2.3–2.4).
- * With `mergeDomainConfig`, a source naming a loaded domain adds its top-level rules after the
- * existing ones (wildcards too); the same top-level composite key twice is still an error.
+ * (upstream `config_impl.go` `NewRateLimitConfigImpl` / `loadConfig`,
+ * docs/reference-parity.md#config-errors and #domain-merge). With `mergeDomainConfig`, a source
+ * naming a loaded domain adds its top-level rules after the existing ones (wildcards too); the same
+ * top-level composite key twice is still an error.
  *
  * @throws {@link ConfigError} `<name>: <problem>`: `config file cannot have empty domain`,
  *   `duplicate domain '<domain>' in config file`, or a rule error of {@link loadDescriptors}
@@ -232,9 +233,9 @@ class LoadedRateLimitConfig implements RateLimitConfig {
   }
 
   /**
-   * A request-supplied limit replaces config matching (behavior.md §3.5): stats key
-   * `<domain>.` + entries joined by `.` (`key_value`, or `key` for an empty value); no shadow,
-   * quota or detailed mode, no name, replaces or metadata. The override's unit enum
+   * A request-supplied limit replaces config matching (docs/reference-parity.md#limit-override):
+   * stats key `<domain>.` + entries joined by `.` (`key_value`, or `key` for an empty value); no
+   * shadow, quota or detailed mode, no name, replaces or metadata. The override's unit enum
    * (`envoy.type.v3.RateLimitUnit`) is numbered like the response unit and cast as is.
    */
   private overrideLimit(

@@ -41,10 +41,11 @@ const goTypes = {
 
 /**
  * Parses one config file into its checked shape, reproducing the reference's two passes over
- * gopkg.in/yaml.v2 (upstream `config_impl.go` `ConfigFileContentToYaml`, behavior.md §2.1–2.2):
- * YAML 1.1 scalars (`yes`/`on`/`y` are booleans, `0x1F` is an integer, string fields keep the
- * text as written), only the first document, then a key check over the whole tree, then a typed
- * decode. Per-domain rules (empty domain, units, duplicates …) are checked later at load time.
+ * gopkg.in/yaml.v2 (upstream `config_impl.go` `ConfigFileContentToYaml`,
+ * docs/reference-parity.md#config-parsing): YAML 1.1 scalars (`yes`/`on`/`y` are booleans, `0x1F`
+ * is an integer, string fields keep the text as written), only the first document, then a key check
+ * over the whole tree, then a typed decode. Per-domain rules (empty domain, units, duplicates …)
+ * are checked later at load time.
  *
  * @param name - the config's name, prefixed to every error (for files the runtime key)
  * @param text - the YAML text
@@ -432,7 +433,7 @@ class TypedDecoder {
   /**
    * Metadata decodes into `map[string]interface{}` and then becomes a protobuf `Struct`: top-level
    * keys are the key text, nested non-string keys are formatted as Go prints them, numbers are
-   * doubles (behavior.md §2.5).
+   * doubles (docs/reference-parity.md#metadata).
    */
   private metadata(node: GoNode): JsonObject | undefined {
     if (isNull(node)) return undefined;

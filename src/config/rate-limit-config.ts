@@ -25,7 +25,7 @@ export interface RateLimit {
    * composite keys (`key` or `key_value`, wildcards kept). Used by the `/rlconfig` dump.
    */
   readonly fullKey: string;
-  /** Stats handles for this match (key per behavior.md §3.6). */
+  /** Stats handles for this match (key per docs/reference-parity.md#stats-key). */
   readonly stats: RateLimitStats;
   /** Allowed hits per window; 0 blocks every hit. Ignored when `unlimited`. */
   readonly requestsPerUnit: number;
@@ -65,7 +65,9 @@ export interface RateLimit {
   readonly unlimited: boolean;
   /** When true an over-limit result is reported as OK (and counted in `shadow_mode`). */
   readonly shadowMode: boolean;
-  /** Quota mode flag of the rule (accepted from config; see behavior.md §5.1). */
+  /**
+   * Quota mode flag of the rule (accepted from config; see docs/reference-parity.md#overall-code).
+   */
   readonly quotaMode: boolean;
   /** Optional name under which other limits may replace this one; "" when unnamed. */
   readonly name: string;
@@ -166,19 +168,20 @@ export interface ConfigView {
 export interface RateLimitConfig {
   /**
    * Returns the limit for one request descriptor, or `undefined` when nothing matches
-   * (behavior.md §3). A request-supplied `limit` override replaces config matching when the
-   * domain exists (its unit must already be validated as SECOND…YEAR). An unknown domain
-   * counts `ratelimit.service.rate_limit.<domain>.domain_not_found` once per call.
+   * (docs/reference-parity.md#matching). A request-supplied `limit` override replaces config
+   * matching when the domain exists (its unit must already be validated as SECOND…YEAR). An unknown
+   * domain counts `ratelimit.service.rate_limit.<domain>.domain_not_found` once per call.
    */
   getLimit(
     domain: string,
     descriptor: RateLimitDescriptor,
   ): RateLimit | undefined;
   /**
-   * Returns the reference's dump format (behavior.md §2.6): one line per descriptor with a
-   * rate limit, `<fullKey>: unit=<UNIT> requests_per_unit=<n>, shadow_mode: <b>, quota_mode: <b>\n`;
-   * the extensions are appended only when not at their default:
-   * `, unit_multiplier: <n>`, `, algorithm: sliding_window`, `, charge: all_or_nothing`.
+   * Returns the reference's dump format (docs/reference-parity.md#config-dump): one line per
+   * descriptor with a rate limit,
+   * `<fullKey>: unit=<UNIT> requests_per_unit=<n>, shadow_mode: <b>, quota_mode: <b>\n`; the
+   * extensions are appended only when not at their default: `, unit_multiplier: <n>`,
+   * `, algorithm: sliding_window`, `, charge: all_or_nothing`.
    */
   dump(): string;
   /** Number of loaded domains (a domain without descriptors counts). */

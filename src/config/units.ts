@@ -1,8 +1,9 @@
 import { RateLimitResponse_RateLimit_Unit as Unit } from "../proto.js";
 
 /**
- * Window length in seconds per unit, aligned to the Unix epoch (behavior.md §4.3, upstream
- * `utilities.go` `UnitToDivider`): MONTH is 30 days and YEAR 365 days, not calendar periods.
+ * Window length in seconds per unit, aligned to the Unix epoch (docs/reference-parity.md#windows,
+ * upstream `utilities.go` `UnitToDivider`): MONTH is 30 days and YEAR 365 days, not calendar
+ * periods.
  */
 const secondsByUnit: Readonly<Record<number, number>> = {
   [Unit.SECOND]: 1,

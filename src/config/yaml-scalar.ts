@@ -1,8 +1,9 @@
 /**
  * Resolution of YAML scalars the way gopkg.in/yaml.v2 (YAML 1.1) does it, which is what the
- * reference service uses to read config files (behavior.md §2.1). The `yaml` package parses the
- * text with its failsafe schema (every scalar a string); this module then decides what that
- * text means, so that `yes`, `0x1F`, `08`, `1_000`, `.inf` or `2001-12-14` behave as upstream.
+ * reference service uses to read config files (docs/reference-parity.md#yaml-dialect). The `yaml`
+ * package parses the text with its failsafe schema (every scalar a string); this module then
+ * decides what that text means, so that `yes`, `0x1F`, `08`, `1_000`, `.inf` or `2001-12-14` behave
+ * as upstream.
  */
 
 /** YAML core tag prefix; `tag:yaml.org,2002:int` is written `!!int` in messages. */

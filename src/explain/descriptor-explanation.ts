@@ -16,7 +16,7 @@ import type {
 // path stays as it is; the unit and property tests check that both walks agree.
 
 /**
- * How one request entry met the config tree at one level (behavior.md §3.2–3.5):
+ * How one request entry met the config tree at one level (docs/reference-parity.md#matching):
  * - `exact`: `key_value` equals a rule's composite key;
  * - `wildcard`: the first wildcard rule (config order) matching `key_value`;
  * - `key-only`: the bare-key default rule;

@@ -97,7 +97,7 @@ export interface ConfigExplanation {
   readonly descriptors: DescriptorExplanation[];
   /**
    * The limits ShouldRateLimit would hand the backend: undefined where no limit applies, the
-   * rule is unlimited, or it was replaced (behavior.md §4.4).
+   * rule is unlimited, or it was replaced (docs/reference-parity.md#unlimited-replaced).
    */
   readonly limits: (RateLimit | undefined)[];
   /** Parallel: the rule is unlimited (answered OK with 4294967295 remaining, no counter). */

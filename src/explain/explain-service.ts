@@ -245,7 +245,8 @@ export function createExplainService(
     } else {
       overallCode = RlsCode.OK;
     }
-    // Overall code and the deciding descriptor: ShouldRateLimit's rule (docs/reference-parity.md#overall-code).
+    // Overall code and the deciding descriptor: ShouldRateLimit's rule
+    // (docs/reference-parity.md#overall-code).
     const quota = new Array<boolean>(n);
     const deciding = decidingDescriptor(
       statuses,

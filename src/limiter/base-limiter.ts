@@ -133,7 +133,8 @@ export interface BaseLimiter {
   ): RateLimitResponse_DescriptorStatus;
   /**
    * Decides one descriptor from its counter after the increment and updates its stats
-   * (upstream `GetResponseDescriptorStatus`; stat split of behavior.md §4.7).
+   * (upstream `GetResponseDescriptorStatus`; stat split of
+   * docs/reference-parity.md#stat-arithmetic).
    *
    * @param cacheKey - the descriptor's cache key; entered in the local cache when over limit
    * @param limitAfterIncrease - counter value after adding `hitsAddend`

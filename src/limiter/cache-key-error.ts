@@ -11,7 +11,7 @@ import type { CacheKeyRules } from "./counter-backend.js";
  * whole call with it before any counter is read or written, so other keys and other callers
  * are unaffected, and the service answers INVALID_ARGUMENT (HTTP 400 on `/json`), counted as
  * `service_error`. The reference instead fails the multi-get of the whole request and lets it
- * through unlimited (behavior.md §9.3).
+ * through unlimited (docs/reference-parity.md#mc-keys).
  */
 export class CacheKeyError extends Error {
   override readonly name = "CacheKeyError";

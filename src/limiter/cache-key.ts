@@ -24,8 +24,9 @@ export interface CacheKey {
  * so both services can share live counters:
  * `CACHE_KEY_PREFIX + domain + "_" + (entry.key + "_" + value + "_")* + windowStart`, where an
  * entry matched through a share_threshold wildcard uses the configured pattern value and the
- * prefix is glued on with no separator (behavior.md §4.2, §3.7). Windows of several units and
- * sliding windows append the limit's `cacheKeySuffix` (`_w<seconds>` / `_s<seconds>`).
+ * prefix is glued on with no separator (docs/reference-parity.md#cache-key and #share-threshold).
+ * Windows of several units and sliding windows append the limit's `cacheKeySuffix` (`_w<seconds>` /
+ * `_s<seconds>`).
  *
  * @param nowSeconds - seconds since the Unix epoch
  */

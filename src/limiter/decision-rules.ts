@@ -1,9 +1,10 @@
 // The request-level decision rules, written once for ShouldRateLimit and Explain: which limits
 // a request counts (`unlimited`, `replaces`), the 4294967295 remaining of unlimited rules, and
 // the overall code with quota mode (upstream `ratelimit.go` `shouldRateLimitWorker`;
-// docs/reference-parity.md#request-order, #unlimited-replaced and #overall-code). They run on the hot path: they fill arrays the caller allocates and
-// create nothing per request beyond what the decision needs (the `replaces` set when a matched
-// rule has `replaces`, the unlimited flags when one is unlimited).
+// docs/reference-parity.md#request-order, #unlimited-replaced and #overall-code). They run on the
+// hot path: they fill arrays the caller allocates and create nothing per request beyond what the
+// decision needs (the `replaces` set when a matched rule has `replaces`, the unlimited flags when
+// one is unlimited).
 
 import type {
   RateLimit,
@@ -55,9 +56,9 @@ export function resolveLimits(
 
 /**
  * Applies the `unlimited` and `replaces` rules, in place, to the limits found for one request
- * (docs/reference-parity.md#unlimited-replaced): an unlimited rule is answered without a counter; a named limit is dropped
- * when the rule of any descriptor of the request (unlimited ones included) lists its name in
- * `replaces`. Counts nothing.
+ * (docs/reference-parity.md#unlimited-replaced): an unlimited rule is answered without a counter; a
+ * named limit is dropped when the rule of any descriptor of the request (unlimited ones included)
+ * lists its name in `replaces`. Counts nothing.
  *
  * @param limits - parallel to the request's descriptors: on entry the limit each matched, on
  *   return the limit to count (`undefined` where none matched, unlimited, or replaced)
@@ -108,9 +109,9 @@ export function answerUnlimited(
 }
 
 /**
- * Returns the descriptor that makes the request over limit (docs/reference-parity.md#overall-code): the first
- * non-quota descriptor over its limit; else, when every quota descriptor is over its limit
- * (quota mode: per rule `quota_mode`, or `QUOTA_MODE` for all), the first of them; else
+ * Returns the descriptor that makes the request over limit (docs/reference-parity.md#overall-code):
+ * the first non-quota descriptor over its limit; else, when every quota descriptor is over its
+ * limit (quota mode: per rule `quota_mode`, or `QUOTA_MODE` for all), the first of them; else
  * `undefined` (the overall code is OK). Unlimited descriptors take no part. Also fills `quota`.
  *
  * @param statuses - one per descriptor, after shadow mode (a shadowed descriptor is OK)

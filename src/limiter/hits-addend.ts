@@ -1,10 +1,10 @@
 import type { RateLimitDescriptor } from "../proto.js";
 
 /**
- * Returns the hits to add for one descriptor (behavior.md §4.5): the descriptor's own
- * `hits_addend` when present (0 allowed: check without consuming), else the request's
- * `hits_addend`, where 0 means 1. Values beyond 2^53 − 1 are clamped (the service refuses them
- * before this runs, see `maxHitsAddend`).
+ * Returns the hits to add for one descriptor (docs/reference-parity.md#hits-addend): the
+ * descriptor's own `hits_addend` when present (0 allowed: check without consuming), else the
+ * request's `hits_addend`, where 0 means 1. Values beyond 2^53 − 1 are clamped (the service refuses
+ * them before this runs, see `maxHitsAddend`).
  */
 export function hitsAddendFor(
   descriptor: RateLimitDescriptor,

@@ -21,7 +21,7 @@ export interface LocalCacheOptions {
   readonly maxBytes: number;
   /** Time source for expiry. */
   readonly clock: Clock;
-  /** Where the `ratelimit.localcache.*` gauges live (behavior.md §10.3). */
+  /** Where the `ratelimit.localcache.*` gauges live (docs/reference-parity.md#stat-names). */
   readonly statsStore?: StatsStore;
 }
 

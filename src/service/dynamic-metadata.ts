@@ -9,8 +9,8 @@ import {
 
 /**
  * Builds the response's `dynamic_metadata` (`RESPONSE_DYNAMIC_METADATA=true`), as upstream
- * `ratelimit.go` does (behavior.md §5.5), with keys inserted in sorted order so the JSON
- * matches Go's sorted map output:
+ * `ratelimit.go` does (docs/reference-parity.md#dynamic-metadata), with keys inserted in sorted
+ * order so the JSON matches Go's sorted map output:
  * - `descriptors`: one object per request descriptor: `entries` as `"key=value"` strings,
  *   `hitsAddend` (number) when the descriptor's own addend is present (0 included), `limit`
  *   (the override in protobuf text form) when present;

@@ -46,7 +46,8 @@ export interface RateLimitServiceOptions {
   /** Report every over-limit request as OK (`SHADOW_MODE`). @defaultValue false */
   readonly globalShadowMode?: boolean;
   /**
-   * Treat every descriptor as a quota descriptor (`QUOTA_MODE`, behavior.md §5.1).
+   * Treat every descriptor as a quota descriptor (`QUOTA_MODE`,
+   * docs/reference-parity.md#overall-code).
    * @defaultValue false
    */
   readonly globalQuotaMode?: boolean;
@@ -102,7 +103,7 @@ export interface RateLimitService {
   /**
    * Applies a provider's config update: a good one is swapped in atomically and counted in
    * `config_load_success`; a bad one is logged, counted in `config_load_error`, and the last
-   * good config keeps serving (behavior.md §2.7).
+   * good config keeps serving (docs/reference-parity.md#config-reload).
    */
   applyConfigUpdate(update: ConfigUpdate): void;
   /** The config in force, if any has loaded. */

@@ -23,7 +23,8 @@ const maxUint32 = 4294967295;
  * Returns the three rate-limit headers for a response, or `undefined` when no descriptor had
  * a limit. The chosen descriptor is the one with the fewest remaining hits (first wins ties),
  * except that every non-quota OVER_LIMIT descriptor takes over unconditionally, so the last
- * such one wins (upstream `ratelimit.go` `rateLimitLimitHeader` selection, behavior.md §5.2).
+ * such one wins (upstream `ratelimit.go` `rateLimitLimitHeader` selection,
+ * docs/reference-parity.md#rate-limit-headers).
  *
  * @param statuses - one per request descriptor
  * @param limits - parallel to `statuses`; the applied limits (undefined = none)

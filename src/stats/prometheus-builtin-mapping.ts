@@ -9,7 +9,7 @@ import {
 
 /**
  * The built-in mapping: the rules of upstream `src/stats/prom/default_mapper.yaml`
- * (behavior.md §10.4), numbered as there. `responseTimeAsMilliseconds`
+ * (docs/reference-parity.md#pull-mapping), numbered as there. `responseTimeAsMilliseconds`
  * (`PULLSTATS_RESPONSE_TIME_AS_MILLISECONDS`) drops the 0.001 scale of rule 13, keeping the
  * `_seconds` name as the reference does.
  */

@@ -17,13 +17,13 @@ export type KvRole = "main" | "per-second";
 /**
  * Statistics scope of an instance's connection stats: `ratelimit.kv_pool` (main) or
  * `ratelimit.kv_per_second_pool` (per-second), upstream's `redis_pool` scopes with the neutral
- * word (behavior.md §10.3).
+ * word (docs/reference-parity.md#stat-names).
  */
 export function kvPoolStatsScope(role: KvRole): string {
   return role === "main" ? "ratelimit.kv_pool" : "ratelimit.kv_per_second_pool";
 }
 
-/** Backoff of the startup PING loop (behavior.md §8.6 step 6). */
+/** Backoff of the startup PING loop (docs/reference-parity.md#startup-backoff). */
 export interface KvStartupOptions {
   /** First wait between attempts, ms (`KV_STARTUP_INITIAL_INTERVAL`). */
   readonly initialIntervalMs: number;
@@ -182,7 +182,7 @@ export class KvClient {
    */
   async start(startup: KvStartupOptions): Promise<void> {
     const began = this.clock.nowMs();
-    // Upstream waits 1 s → 30 s, doubling, ±50 % jitter (behavior.md §8.6 step 6).
+    // Upstream waits 1 s → 30 s, doubling, ±50 % jitter (docs/reference-parity.md#startup-backoff).
     const backoff = createExponentialBackoff({
       initialIntervalMs: startup.initialIntervalMs,
       maxIntervalMs: startup.maxIntervalMs,

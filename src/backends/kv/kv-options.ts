@@ -351,7 +351,7 @@ function parseRedisUrl(text: string): KvTarget {
 }
 
 /**
- * Parses an instance URL for its deployment (behavior.md §9.1):
+ * Parses an instance URL for its deployment (docs/reference-parity.md#kv-addresses):
  * - `single` + `tcp`: `host:port`, `[v6]:port`, or `redis://[user[:password]@]host[:port][/db]`
  *   (also `?username=&password=&db=`);
  * - `single` + `unix`: a socket path (a `redis://` URL is also accepted);

@@ -86,7 +86,7 @@ export class KvCounterBackend implements CounterBackend {
 
   /**
    * Connects both instances and waits until each answers PING, retrying with backoff
-   * (`KV_STARTUP_*`, behavior.md §8.6 step 6); main first, then per-second.
+   * (`KV_STARTUP_*`, docs/reference-parity.md#startup-backoff); main first, then per-second.
    *
    * @throws {@link BackendError} after `startupMaxElapsedTimeMs` (> 0) without an answer; the
    *   cache is closed then
