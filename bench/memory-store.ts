@@ -6,7 +6,7 @@ import { create } from "@bufbuild/protobuf";
 import { MemoryCounterBackend } from "../src/backends/memory/memory-rate-limit-cache.js";
 import { unitToSeconds } from "../src/config/units.js";
 import type { RateLimit } from "../src/config/rate-limit-config.js";
-import { createBaseLimiter } from "../src/limiter/base-limiter.js";
+import { createDecider } from "../src/limiter/decide.js";
 import { RateLimitPipeline } from "../src/limiter/pipeline.js";
 import {
   RateLimitDescriptorSchema,
@@ -32,7 +32,7 @@ const cache = new RateLimitPipeline({
     sweepIntervalMs: 50,
     maxKeys: Math.max(keys, 1),
   }),
-  baseLimiter: createBaseLimiter({ clock }),
+  decider: createDecider({ clock }),
 });
 const limit: RateLimit = {
   fullKey: "bench.remote_address",

@@ -12,7 +12,7 @@ import { pino } from "pino";
 import { KvCounterBackend } from "../src/backends/kv/kv-rate-limit-cache.js";
 import type { RateLimit } from "../src/config/rate-limit-config.js";
 import { unitToSeconds, windowShape } from "../src/config/units.js";
-import { createBaseLimiter } from "../src/limiter/base-limiter.js";
+import { createDecider } from "../src/limiter/decide.js";
 import { RateLimitPipeline } from "../src/limiter/pipeline.js";
 import {
   RateLimitDescriptorSchema,
@@ -128,7 +128,7 @@ async function main(): Promise<void> {
         startupInitialIntervalMs: 50,
         startupMaxElapsedTimeMs: 10_000,
       }),
-      baseLimiter: createBaseLimiter({ clock: systemClock }),
+      decider: createDecider({ clock: systemClock }),
     });
     await cache.start();
     const admin = await import("ioredis").then(

@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import type { HealthChecker } from "../health/health.js";
-import type { BaseLimiter } from "../limiter/base-limiter.js";
+import type { Decider } from "../limiter/decide.js";
 import type { StatsManager } from "../stats/stats-manager.js";
 import type { Clock } from "../util/clock.js";
 
@@ -13,8 +13,8 @@ export interface AppContext {
   readonly clock: Clock;
   readonly health: HealthChecker;
   readonly statsManager: StatsManager;
-  /** Shared fixed-window logic (with the local cache when enabled). */
-  readonly baseLimiter: BaseLimiter;
+  /** The decide step shared by every backend (with the local cache when enabled). */
+  readonly decider: Decider;
   /**
    * Index of this worker process when `WORKERS` > 1, else 0. Listeners that must not be shared
    * between processes (debug, pull stats) open in worker 0 only.

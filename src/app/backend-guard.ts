@@ -2,7 +2,7 @@ import type { AppContext } from "./app-context.js";
 import { MemoryCounterBackend } from "../backends/memory/memory-rate-limit-cache.js";
 import type { FailureMode } from "../config/failure-mode.js";
 import { BackendGuard } from "../limiter/backend-guard.js";
-import { createBaseLimiter } from "../limiter/base-limiter.js";
+import { createDecider } from "../limiter/decide.js";
 import { RateLimitPipeline } from "../limiter/pipeline.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
 
@@ -56,7 +56,7 @@ export function guardBackend(
     createLocalLimiter: () =>
       new RateLimitPipeline({
         backend: new MemoryCounterBackend({ clock }),
-        baseLimiter: createBaseLimiter({
+        decider: createDecider({
           clock,
           nearLimitRatio: limiter.nearLimitRatio,
           cacheKeyPrefix: limiter.cacheKeyPrefix,

@@ -10,7 +10,7 @@ import { loadConfig, loadConfigFromRoots } from "../config/load-config.js";
 import type { RateLimitConfig } from "../config/rate-limit-config.js";
 import { HealthChecker, type HealthComponent } from "../health/health.js";
 import type { BackendGuard } from "../limiter/backend-guard.js";
-import { createBaseLimiter } from "../limiter/base-limiter.js";
+import { createDecider } from "../limiter/decide.js";
 import { createLocalCache } from "../limiter/local-cache.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
 import type { ConfigProvider } from "../provider/config-provider.js";
@@ -140,7 +140,7 @@ export async function createApp(
           statsStore: statsManager.store,
         })
       : undefined;
-  const baseLimiter = createBaseLimiter({
+  const decider = createDecider({
     clock,
     ...(localCache !== undefined ? { localCache } : {}),
     nearLimitRatio: settings.nearLimitRatio,
@@ -153,7 +153,7 @@ export async function createApp(
     clock,
     health,
     statsManager,
-    baseLimiter,
+    decider,
   };
   const failure: BackendFailureOptions = deps.backendFailure ?? {
     mode: settings.backendFailureMode,
@@ -198,7 +198,7 @@ export async function createApp(
         reportKeys: settings.runtimeStatsEnabled,
         maxKeys: settings.memoryMaxKeys,
       }),
-      baseLimiter,
+      decider,
       stopCacheKeyIncrementWhenOverlimit:
         settings.stopCacheKeyIncrementWhenOverlimit,
       statsStore: statsManager.store,

@@ -124,7 +124,7 @@ export function createKvCache(
     });
     return new RateLimitPipeline({
       backend,
-      baseLimiter: context.baseLimiter,
+      decider: context.decider,
       stopCacheKeyIncrementWhenOverlimit:
         settings.stopCacheKeyIncrementWhenOverlimit,
       statsStore: context.statsManager.store,

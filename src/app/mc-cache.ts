@@ -84,7 +84,7 @@ export function createMcCache(
   // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT does not apply to mc, as upstream.
   return new RateLimitPipeline({
     backend,
-    baseLimiter: context.baseLimiter,
+    decider: context.decider,
     statsStore: context.statsManager.store,
   });
 }

@@ -11,7 +11,7 @@ import { statNames } from "../stats/names.js";
 import type { Counter, Gauge, StatsStore } from "../stats/stats-store.js";
 import type { Clock } from "../util/clock.js";
 import { BackendError } from "./backend-error.js";
-import { limitStatus, okWithoutLimitStatus } from "./base-limiter.js";
+import { limitStatus, okWithoutLimitStatus } from "./decide.js";
 import type {
   ChargePreview,
   CounterReading,

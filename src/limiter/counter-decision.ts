@@ -54,7 +54,7 @@ export interface CounterDecision {
 
 /**
  * Decides the arithmetic of one counted descriptor from its counters, any algorithm (the
- * decision {@link BaseLimiter.counterStatus} answers with, and the Explain API's prediction).
+ * decision {@link Decider.counterStatus} answers with, and the Explain API's prediction).
  * Pure: reads no clock, changes no statistic.
  *
  * @param current - the current window's counter: after the increment when `charged`, before

@@ -11,7 +11,7 @@ import type {
 } from "../proto.js";
 import type { Counter, StatsStore } from "../stats/stats-store.js";
 import { lazyCompensatedCounter } from "./all-or-nothing.js";
-import type { BaseLimiter } from "./base-limiter.js";
+import type { Decider } from "./decide.js";
 import { cacheKeyError, type CacheKeyError } from "./cache-key-error.js";
 import type { CounterBackend } from "./counter-backend.js";
 import type {
@@ -27,7 +27,7 @@ export interface RateLimitPipelineOptions<B extends CounterBackend> {
   /** The counter store. */
   readonly backend: B;
   /** Cache keys, thresholds, statistics and status building (with the local cache). */
-  readonly baseLimiter: BaseLimiter;
+  readonly decider: Decider;
   /**
    * When a request has a descriptor that would go over its limit, increment only the
    * descriptors that would go over; with a local-cache hit, increment none
@@ -46,7 +46,7 @@ export interface RateLimitPipelineOptions<B extends CounterBackend> {
 /**
  * The {@link RateLimitCache} the service calls, over one {@link CounterBackend}:
  *
- * 1. plan: {@link BaseLimiter.plan} (cache keys, `total_hits`, local-cache verdicts), then the
+ * 1. plan: {@link Decider.plan} (cache keys, `total_hits`, local-cache verdicts), then the
  *    backend's cache-key rules (a {@link CacheKeyError} before any I/O);
  * 2. count: one backend call for the usual charge; a read first for stop-increment; the
  *    store's atomic operation or a check-then-increment with compensation for all-or-nothing;
@@ -57,13 +57,13 @@ export class RateLimitPipeline<
 > implements RateLimitCache {
   /** The counter store (tests and the app read backend-specific state through it). */
   readonly backend: B;
-  private readonly base: BaseLimiter;
+  private readonly base: Decider;
   private readonly stopIncrement: boolean;
   private readonly compensated: Pick<Counter, "add"> | undefined;
 
   constructor(options: RateLimitPipelineOptions<B>) {
     this.backend = options.backend;
-    this.base = options.baseLimiter;
+    this.base = options.decider;
     this.stopIncrement = options.stopCacheKeyIncrementWhenOverlimit ?? false;
     this.compensated = lazyCompensatedCounter(options.statsStore);
   }

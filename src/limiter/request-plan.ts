@@ -1,6 +1,6 @@
 /**
  * The request plan: everything decided about a request before its counters are touched,
- * built once per request by {@link BaseLimiter.plan} and read by every later step (count,
+ * built once per request by {@link Decider.plan} and read by every later step (count,
  * decide). It replaces the parallel arrays (descriptors, limits, hits addends, cache keys,
  * local-cache verdicts) that used to travel through a dozen signatures.
  */

@@ -9,7 +9,7 @@ import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load-config.js";
 import { HealthChecker } from "../../src/health/health.js";
-import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
+import { createDecider } from "../../src/limiter/decide.js";
 import {
   Health,
   HealthCheckResponse_ServingStatus as Serving,
@@ -32,7 +32,7 @@ function setup() {
   const health = new HealthChecker([{ name: "sigterm", healthy: true }]);
   const service = createRateLimitService({
     cache: memoryLimiter({
-      baseLimiter: createBaseLimiter({ clock }),
+      decider: createDecider({ clock }),
       clock,
     }),
     statsManager,

@@ -8,24 +8,24 @@ import {
   MemoryCounterBackend,
   type MemoryCounterBackendOptions,
 } from "../../src/backends/memory/memory-rate-limit-cache.js";
-import type { BaseLimiter } from "../../src/limiter/base-limiter.js";
+import type { Decider } from "../../src/limiter/decide.js";
 import { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 import type { StatsStore } from "../../src/stats/stats-store.js";
 
 /** The pipeline options a test gives beside the backend's own. */
 interface PipelineParts {
-  readonly baseLimiter: BaseLimiter;
+  readonly decider: Decider;
   readonly stopCacheKeyIncrementWhenOverlimit?: boolean;
   readonly statsStore?: StatsStore;
 }
 
 function pipelineOptions(options: PipelineParts): {
-  baseLimiter: BaseLimiter;
+  decider: Decider;
   stopCacheKeyIncrementWhenOverlimit?: boolean;
   statsStore?: StatsStore;
 } {
   return {
-    baseLimiter: options.baseLimiter,
+    decider: options.decider,
     ...(options.stopCacheKeyIncrementWhenOverlimit !== undefined
       ? {
           stopCacheKeyIncrementWhenOverlimit:
@@ -72,7 +72,7 @@ export function mcLimiter(
 ): RateLimitPipeline<McCounterBackend> {
   return new RateLimitPipeline({
     backend: new McCounterBackend(options),
-    baseLimiter: options.baseLimiter,
+    decider: options.decider,
     ...(options.statsStore !== undefined
       ? { statsStore: options.statsStore }
       : {}),

@@ -8,7 +8,7 @@ import type {
   KvTlsOptions,
 } from "../../src/backends/kv/kv-options.js";
 import { BackendError } from "../../src/limiter/backend-error.js";
-import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
+import { createDecider } from "../../src/limiter/decide.js";
 import { RateLimitDescriptorSchema } from "../../src/proto.js";
 import { createStatsManager } from "../../src/stats/stats-manager.js";
 import { FakeClock } from "../helpers/fake-clock.js";
@@ -89,7 +89,7 @@ async function decide(
   const cache = kvLimiter({
     main,
     ...(tls !== undefined ? { tls } : {}),
-    baseLimiter: createBaseLimiter({ clock: new FakeClock(nowSeconds) }),
+    decider: createDecider({ clock: new FakeClock(nowSeconds) }),
     logger: pino({ level: "silent" }),
     startupInitialIntervalMs: 20,
     startupMaxElapsedTimeMs: 300,

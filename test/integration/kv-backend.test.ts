@@ -4,7 +4,7 @@ import type { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { KvBackendOptions } from "../../src/backends/kv/kv-options.js";
 import { BackendError } from "../../src/limiter/backend-error.js";
-import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
+import { createDecider } from "../../src/limiter/decide.js";
 import { createLocalCache } from "../../src/limiter/local-cache.js";
 import {
   RateLimitDescriptorSchema,
@@ -75,7 +75,7 @@ function setup(
     options.localCacheBytes === undefined
       ? undefined
       : createLocalCache({ maxBytes: options.localCacheBytes, clock });
-  const baseLimiter = createBaseLimiter({
+  const decider = createDecider({
     clock,
     expirationJitterMaxSeconds: options.jitter ?? 300,
     cacheKeyPrefix: options.prefix ?? "",
@@ -86,7 +86,7 @@ function setup(
     logger: silent,
     statsStore: stats.store,
     ...options,
-    baseLimiter,
+    decider,
   });
   caches.push(cache);
   return { cache, stats, clock };

@@ -4,7 +4,7 @@ import { pino } from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { keySlot } from "../../src/backends/kv/kv-key-slot.js";
 import type { KvInstanceOptions } from "../../src/backends/kv/kv-options.js";
-import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
+import { createDecider } from "../../src/limiter/decide.js";
 import { RateLimitDescriptorSchema } from "../../src/proto.js";
 import { createStatsManager } from "../../src/stats/stats-manager.js";
 import { FakeClock } from "../helpers/fake-clock.js";
@@ -48,7 +48,7 @@ afterAll(async () => {
 async function startCache(extra: Partial<KvInstanceOptions> = {}) {
   const cache = kvLimiter({
     main: { type: "cluster", url: cluster.url, ...extra },
-    baseLimiter: createBaseLimiter({ clock: new FakeClock(nowSeconds) }),
+    decider: createDecider({ clock: new FakeClock(nowSeconds) }),
     logger: pino({ level: "silent" }),
   });
   caches.push(cache);

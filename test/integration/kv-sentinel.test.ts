@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
+import { createDecider } from "../../src/limiter/decide.js";
 import { RateLimitDescriptorSchema } from "../../src/proto.js";
 import { createStatsManager } from "../../src/stats/stats-manager.js";
 import { FakeClock } from "../helpers/fake-clock.js";
@@ -117,7 +117,7 @@ describe("KvCounterBackend with KV_TYPE=sentinel", () => {
         poolOnEmptyBehavior: "ERROR",
         poolOnEmptyWaitMs: 200,
       },
-      baseLimiter: createBaseLimiter({ clock: new FakeClock(nowSeconds) }),
+      decider: createDecider({ clock: new FakeClock(nowSeconds) }),
       logger: pino({ level: "silent" }),
     });
     try {

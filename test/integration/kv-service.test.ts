@@ -11,7 +11,7 @@ import { pino } from "pino";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BackendError } from "../../src/limiter/backend-error.js";
-import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
+import { createDecider } from "../../src/limiter/decide.js";
 import {
   RateLimitDescriptorSchema,
   RateLimitRequestSchema,
@@ -174,7 +174,7 @@ describe("KvCounterBackend start-up and waiting", () => {
         socketType: "tcp",
         url: `redis://user:hunter2@127.0.0.1:${port}`,
       },
-      baseLimiter: createBaseLimiter({ clock: systemClock }),
+      decider: createDecider({ clock: systemClock }),
       logger,
       startupInitialIntervalMs: 50,
       startupMaxIntervalMs: 100,
@@ -206,7 +206,7 @@ describe("KvCounterBackend start-up and waiting", () => {
         poolOnEmptyBehavior: "WAIT",
         timeoutMs: 4000,
       },
-      baseLimiter: createBaseLimiter({ clock: systemClock }),
+      decider: createDecider({ clock: systemClock }),
       logger: pino({ level: "silent" }),
     });
     await cache.start();

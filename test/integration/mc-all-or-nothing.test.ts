@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nodeIndexForKey } from "../../src/backends/mc/mc-client.js";
 import { McConnection } from "../../src/backends/mc/mc-connection.js";
 import type { RateLimit } from "../../src/config/rate-limit-config.js";
-import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
+import { createDecider } from "../../src/limiter/decide.js";
 import {
   RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
@@ -103,7 +103,7 @@ describe("all-or-nothing charging on memcached", () => {
     statsStore = new StatsStore(),
   ): Promise<RateLimitPipeline<McCounterBackend>> {
     const cache = mcLimiter({
-      baseLimiter: createBaseLimiter({
+      decider: createDecider({
         clock,
         expirationJitterMaxSeconds: 0,
       }),

@@ -6,9 +6,9 @@ import { nodeIndexForKey } from "../../src/backends/mc/mc-client.js";
 import type { McBackendOptions } from "../../src/backends/mc/mc-options.js";
 import { HealthChecker } from "../../src/health/health.js";
 import {
-  createBaseLimiter,
-  type BaseLimiterOptions,
-} from "../../src/limiter/base-limiter.js";
+  createDecider,
+  type DeciderOptions,
+} from "../../src/limiter/decide.js";
 import { CacheKeyError } from "../../src/limiter/cache-key-error.js";
 import { createLocalCache } from "../../src/limiter/local-cache.js";
 import {
@@ -61,10 +61,10 @@ describe("McCounterBackend against memcached", () => {
 
   function newCache(
     options: Partial<McBackendOptions> = {},
-    limiter: Partial<BaseLimiterOptions> = {},
+    limiter: Partial<DeciderOptions> = {},
   ): RateLimitPipeline<McCounterBackend> {
     const cache = mcLimiter({
-      baseLimiter: createBaseLimiter({ clock, ...limiter }),
+      decider: createDecider({ clock, ...limiter }),
       clock,
       logger: silent,
       hostPorts: [nodeA.address],

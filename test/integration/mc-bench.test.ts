@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
+import { createDecider } from "../../src/limiter/decide.js";
 import { RateLimitDescriptorSchema } from "../../src/proto.js";
 import { createStatsManager } from "../../src/stats/stats-manager.js";
 import { systemClock } from "../../src/util/clock.js";
@@ -30,7 +30,7 @@ describe.runIf(process.env["RLS_BENCH"] === "1")(
       );
       const stats = createStatsManager();
       const cache = mcLimiter({
-        baseLimiter: createBaseLimiter({ clock: systemClock }),
+        decider: createDecider({ clock: systemClock }),
         clock: systemClock,
         logger: pino({ level: "silent" }),
         hostPorts: nodes.map((node) => node.address),

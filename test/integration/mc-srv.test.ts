@@ -6,7 +6,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nodeIndexForKey } from "../../src/backends/mc/mc-client.js";
 import { BackendError } from "../../src/limiter/backend-error.js";
-import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
+import { createDecider } from "../../src/limiter/decide.js";
 import { RateLimitDescriptorSchema } from "../../src/proto.js";
 import { createStatsManager } from "../../src/stats/stats-manager.js";
 import { FakeClock } from "../helpers/fake-clock.js";
@@ -172,7 +172,7 @@ describe("McCounterBackend with SRV discovery", () => {
     dns.targets = [s2, s1];
     const { logger, lines } = memoryLogger();
     const cache = mcLimiter({
-      baseLimiter: createBaseLimiter({ clock }),
+      decider: createDecider({ clock }),
       clock,
       logger,
       srv: srvName,
@@ -222,7 +222,7 @@ describe("McCounterBackend with SRV discovery", () => {
   it("refuses to start when the SRV record has no targets", async () => {
     dns.targets = [];
     const cache = mcLimiter({
-      baseLimiter: createBaseLimiter({ clock }),
+      decider: createDecider({ clock }),
       clock,
       logger: pino({ level: "silent" }),
       srv: srvName,

@@ -6,7 +6,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { McTlsOptions } from "../../src/backends/mc/mc-options.js";
 import { HealthChecker } from "../../src/health/health.js";
-import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
+import { createDecider } from "../../src/limiter/decide.js";
 import {
   RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
@@ -49,7 +49,7 @@ describe("McCounterBackend over TLS", () => {
   async function decideTwice(tls: McTlsOptions) {
     const health = new HealthChecker([]);
     const cache = mcLimiter({
-      baseLimiter: createBaseLimiter({ clock }),
+      decider: createDecider({ clock }),
       clock,
       logger: pino({ level: "silent" }),
       hostPorts: [server!.address],

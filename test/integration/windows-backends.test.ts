@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { allOrNothingScript } from "../../src/backends/kv/kv-scripts.js";
 import type { KvInstanceOptions } from "../../src/backends/kv/kv-options.js";
 import type { RateLimit } from "../../src/config/rate-limit-config.js";
-import { createBaseLimiter } from "../../src/limiter/base-limiter.js";
+import { createDecider } from "../../src/limiter/decide.js";
 import type { RateLimitCache } from "../../src/limiter/rate-limit-cache.js";
 import {
   RateLimitDescriptorSchema,
@@ -74,7 +74,7 @@ async function backend(
   prefix: string,
   statsStore = new StatsStore(),
 ): Promise<RateLimitCache> {
-  const baseLimiter = createBaseLimiter({
+  const decider = createDecider({
     clock,
     cacheKeyPrefix: prefix,
     expirationJitterMaxSeconds: 0,
@@ -87,13 +87,13 @@ async function backend(
     kvLimiter({
       main,
       ...(perSecond !== undefined ? { perSecond } : {}),
-      baseLimiter,
+      decider,
       logger: silent,
       statsStore,
     });
   switch (name) {
     case "memory":
-      cache = memoryLimiter({ baseLimiter, clock });
+      cache = memoryLimiter({ decider, clock });
       break;
     case "kv":
       cache = kv({ type: "single", socketType: "tcp", url: single.address });
@@ -109,7 +109,7 @@ async function backend(
       break;
     case "mc":
       cache = mcLimiter({
-        baseLimiter,
+        decider,
         clock,
         logger: silent,
         statsStore,

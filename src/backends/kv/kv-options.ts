@@ -118,7 +118,7 @@ export interface KvInstanceOptions {
   readonly reconnectOnRequest?: boolean;
 }
 
-/** Options of {@link KvRateLimitCache}. */
+/** Options of {@link KvCounterBackend}. */
 export interface KvBackendOptions {
   /** The instance for every limit (or every limit but SECOND ones when `perSecond` is set). */
   readonly main: KvInstanceOptions;

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { AppContext } from "../../../src/app/app-context.js";
 import { createMcCache } from "../../../src/app/mc-cache.js";
 import { HealthChecker } from "../../../src/health/health.js";
-import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../src/limiter/decide.js";
 import { SettingsError } from "../../../src/settings/settings-error.js";
 import { loadSettings } from "../../../src/settings/settings.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
@@ -17,7 +17,7 @@ function context(): AppContext {
     clock,
     health: new HealthChecker([]),
     statsManager: createStatsManager(),
-    baseLimiter: createBaseLimiter({ clock }),
+    decider: createDecider({ clock }),
     workerIndex: 0,
   };
 }

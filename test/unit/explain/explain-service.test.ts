@@ -7,7 +7,7 @@ import type { RateLimit } from "../../../src/config/rate-limit-config.js";
 import { explainLimit } from "../../../src/explain/descriptor-explanation.js";
 import { explainConfig } from "../../../src/explain/explain-message.js";
 import { createExplainService } from "../../../src/explain/explain-service.js";
-import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../src/limiter/decide.js";
 import { createLocalCache } from "../../../src/limiter/local-cache.js";
 import {
   DescriptorExplanation_Verdict as Verdict,
@@ -33,7 +33,7 @@ interface Setup {
 function build(configText: string, setup: Setup) {
   const clock = new FakeClock(1_700_000_030);
   const statsManager = createStatsManager();
-  const baseLimiter = createBaseLimiter({
+  const decider = createDecider({
     clock,
     expirationJitterMaxSeconds: 0,
     ...(setup.localCache
@@ -41,7 +41,7 @@ function build(configText: string, setup: Setup) {
       : {}),
   });
   const cache = memoryLimiter({
-    baseLimiter,
+    decider,
     clock,
     stopCacheKeyIncrementWhenOverlimit: setup.stop,
   });

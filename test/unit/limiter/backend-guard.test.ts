@@ -9,7 +9,7 @@ import {
   BackendGuard,
   type BackendGuardOptions,
 } from "../../../src/limiter/backend-guard.js";
-import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../src/limiter/decide.js";
 import { CacheKeyError } from "../../../src/limiter/cache-key-error.js";
 import type { RateLimitCache } from "../../../src/limiter/rate-limit-cache.js";
 import {
@@ -51,7 +51,7 @@ class FlakyBackend implements RateLimitCache {
   private readonly store: RateLimitPipeline<MemoryCounterBackend>;
   constructor(clock: Clock) {
     this.store = memoryLimiter({
-      baseLimiter: createBaseLimiter({ clock }),
+      decider: createDecider({ clock }),
       clock,
     });
   }
@@ -109,7 +109,7 @@ function fixture(
     mode,
     createLocalLimiter: () =>
       memoryLimiter({
-        baseLimiter: createBaseLimiter({ clock }),
+        decider: createDecider({ clock }),
         clock,
       }),
     clock,

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../src/limiter/decide.js";
 import {
   counterDecision,
   weightedCount,
@@ -14,7 +14,7 @@ import { FakeClock } from "../../helpers/fake-clock.js";
 import { windowedRateLimit } from "../../helpers/rate-limit.js";
 
 describe("counterDecision", () => {
-  it("is the arithmetic of the base limiter's counterStatus (any algorithm, charged or not)", () => {
+  it("is the arithmetic of the decider's counterStatus (any algorithm, charged or not)", () => {
     fc.assert(
       fc.property(
         fc.record({
@@ -34,7 +34,7 @@ describe("counterDecision", () => {
             unitMultiplier: c.multiplier,
             sliding: c.sliding,
           });
-          const base = createBaseLimiter({ clock: new FakeClock(c.now) });
+          const base = createDecider({ clock: new FakeClock(c.now) });
           const status = base.counterStatus(
             "k",
             limit,

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../src/limiter/decide.js";
 import type {
   CounterBackend,
   CounterSlot,
@@ -23,7 +23,7 @@ import { windowedRateLimit } from "../../helpers/rate-limit.js";
 const now = 1_700_000_040;
 
 function setup() {
-  const base = createBaseLimiter({ clock: new FakeClock(now) });
+  const base = createDecider({ clock: new FakeClock(now) });
   const stats = createStatsManager();
   const limits = [
     windowedRateLimit(stats, "d.a", 5, Unit.MINUTE, { allOrNothing: true }),
@@ -88,7 +88,7 @@ describe("RateLimitPipeline all-or-nothing check-then-increment", () => {
     const store = scripted({ current: [5, 10], previous: [0, 0] }, []);
     const statuses = await new RateLimitPipeline({
       backend: store.backend,
-      baseLimiter: base,
+      decider: base,
       statsStore,
     }).doLimit("d", descriptors, limits, [1, 1]);
     expect(store.calls).toEqual(["read"]);
@@ -103,7 +103,7 @@ describe("RateLimitPipeline all-or-nothing check-then-increment", () => {
     const store = scripted({ current: [3, 10], previous: [0, 0] }, [5, 11]);
     const statuses = await new RateLimitPipeline({
       backend: store.backend,
-      baseLimiter: base,
+      decider: base,
       statsStore,
     }).doLimit("d", descriptors, limits, [1, 1]);
     expect(store.calls).toEqual(["read", "increment"]);
@@ -119,7 +119,7 @@ describe("RateLimitPipeline all-or-nothing check-then-increment", () => {
     const store = scripted({ current: [4, 10], previous: [0, 0] }, [7, 12]);
     const statuses = await new RateLimitPipeline({
       backend: store.backend,
-      baseLimiter: base,
+      decider: base,
       statsStore,
     }).doLimit("d", descriptors, limits, [1, 1]);
     expect(store.calls).toEqual(["read", "increment", "undo"]);
@@ -145,7 +145,7 @@ describe("RateLimitPipeline all-or-nothing check-then-increment", () => {
     const store = scripted({ current: [4, 10], previous: [0, 0] }, [7, 11]);
     const statuses = await new RateLimitPipeline({
       backend: store.backend,
-      baseLimiter: base,
+      decider: base,
       statsStore,
     }).doLimit("d", descriptors, limits, [1, 1]);
     expect(store.calls).toEqual(["read", "increment"]);

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { unitToSeconds, windowShape } from "../../../src/config/units.js";
-import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../src/limiter/decide.js";
 import {
   previousWindowWeight,
   secondsUntilReset,
@@ -49,7 +49,7 @@ describe("windows of unit × unit_multiplier", () => {
         const k = 3;
         const clock = new FakeClock(k * window);
         const stats = createStatsManager();
-        const base = createBaseLimiter({
+        const base = createDecider({
           clock,
           expirationJitterMaxSeconds: 0,
         });
@@ -91,7 +91,7 @@ describe("windows of unit × unit_multiplier", () => {
 
   it("keeps the reference's key and reset for one-unit fixed windows", () => {
     const clock = new FakeClock(1234);
-    const base = createBaseLimiter({ clock });
+    const base = createDecider({ clock });
     const limit = windowedRateLimit(
       createStatsManager(),
       "d.k_v",
@@ -165,7 +165,7 @@ describe("sliding-window weighting", () => {
 
   it("decides and reports from the weighted count at the window edges", () => {
     const clock = new FakeClock(0);
-    const base = createBaseLimiter({ clock, expirationJitterMaxSeconds: 0 });
+    const base = createDecider({ clock, expirationJitterMaxSeconds: 0 });
     const limit = windowedRateLimit(
       createStatsManager(),
       "d.k_v",
@@ -198,7 +198,7 @@ describe("sliding-window weighting", () => {
 
   it("reports an uncharged descriptor's untouched budget", () => {
     const clock = new FakeClock(0);
-    const base = createBaseLimiter({ clock });
+    const base = createDecider({ clock });
     const limit = windowedRateLimit(
       createStatsManager(),
       "d.k_v",

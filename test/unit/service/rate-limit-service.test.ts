@@ -3,7 +3,7 @@ import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../../../src/config/config-error.js";
 import { HealthChecker } from "../../../src/health/health.js";
-import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../src/limiter/decide.js";
 import {
   OverrideRateLimitUnit,
   RateLimitRequestSchema,
@@ -37,7 +37,7 @@ function setup(extra: Partial<RateLimitServiceOptions> = {}, stop = false) {
   const clock = new FakeClock(2222);
   const stats = createStatsManager();
   const cache = memoryLimiter({
-    baseLimiter: createBaseLimiter({ clock }),
+    decider: createDecider({ clock }),
     clock,
     stopCacheKeyIncrementWhenOverlimit: stop,
   });
@@ -111,7 +111,7 @@ describe("createRateLimitService shouldRateLimit", () => {
     const clock = new FakeClock(0);
     const service = createRateLimitService({
       cache: memoryLimiter({
-        baseLimiter: createBaseLimiter({ clock }),
+        decider: createDecider({ clock }),
         clock,
       }),
       statsManager: createStatsManager(),

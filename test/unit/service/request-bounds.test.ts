@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../src/limiter/decide.js";
 import {
   RateLimitRequestSchema,
   RateLimitResponse_Code as Code,
@@ -28,7 +28,7 @@ function setup(extra: Partial<RateLimitServiceOptions> = {}) {
   const stats = createStatsManager();
   const service = createRateLimitService({
     cache: memoryLimiter({
-      baseLimiter: createBaseLimiter({ clock }),
+      decider: createDecider({ clock }),
       clock,
     }),
     statsManager: stats,
@@ -110,7 +110,7 @@ function setupOptions(): RateLimitServiceOptions {
   const clock = new FakeClock(0);
   return {
     cache: memoryLimiter({
-      baseLimiter: createBaseLimiter({ clock }),
+      decider: createDecider({ clock }),
       clock,
     }),
     statsManager: createStatsManager(),

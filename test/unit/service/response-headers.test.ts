@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../src/limiter/decide.js";
 import { RateLimitResponse_RateLimit_Unit as Unit } from "../../../src/proto.js";
 import { rateLimitHeaders } from "../../../src/service/response-headers.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
@@ -14,7 +14,7 @@ const names = {
 
 describe("rateLimitHeaders with the window extensions", () => {
   const clock = new FakeClock(0);
-  const base = createBaseLimiter({ clock });
+  const base = createDecider({ clock });
   const stats = createStatsManager();
 
   it("resets at the end of a window of several units", () => {

@@ -21,7 +21,7 @@ import {
 import { pino } from "pino";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { BackendError } from "../../../src/limiter/backend-error.js";
-import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../src/limiter/decide.js";
 import type { RateLimitCache } from "../../../src/limiter/rate-limit-cache.js";
 import { RateLimitRequestSchema } from "../../../src/proto.js";
 import {
@@ -106,7 +106,7 @@ function setup(tracing: boolean, cache?: RateLimitCache) {
   const backend =
     cache ??
     memoryLimiter({
-      baseLimiter: createBaseLimiter({ clock }),
+      decider: createDecider({ clock }),
       clock,
       stopCacheKeyIncrementWhenOverlimit: false,
     });

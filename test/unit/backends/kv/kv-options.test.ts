@@ -8,7 +8,7 @@ import {
   resolveKvInstanceOptions,
 } from "../../../../src/backends/kv/kv-options.js";
 import { BackendError } from "../../../../src/limiter/backend-error.js";
-import { createBaseLimiter } from "../../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../../src/limiter/decide.js";
 import { pino } from "pino";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 
@@ -214,7 +214,7 @@ describe("resolveKvInstanceOptions", () => {
 
 describe("resolveKvBackendOptions", () => {
   const common = {
-    baseLimiter: createBaseLimiter({ clock: new FakeClock(0) }),
+    decider: createDecider({ clock: new FakeClock(0) }),
     logger: pino({ level: "silent" }),
   };
 

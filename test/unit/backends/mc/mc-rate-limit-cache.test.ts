@@ -1,10 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import {
-  createBaseLimiter,
-  type BaseLimiter,
-} from "../../../../src/limiter/base-limiter.js";
+import { createDecider, type Decider } from "../../../../src/limiter/decide.js";
 import { CacheKeyError } from "../../../../src/limiter/cache-key-error.js";
 import { createLocalCache } from "../../../../src/limiter/local-cache.js";
 import {
@@ -27,12 +24,12 @@ function descriptor(...pairs: [string, string][]) {
 }
 
 function newCache(
-  options: { baseLimiter?: BaseLimiter; prefix?: string; srv?: boolean } = {},
+  options: { decider?: Decider; prefix?: string; srv?: boolean } = {},
 ) {
   return mcLimiter({
-    baseLimiter:
-      options.baseLimiter ??
-      createBaseLimiter({
+    decider:
+      options.decider ??
+      createDecider({
         clock,
         ...(options.prefix !== undefined
           ? { cacheKeyPrefix: options.prefix }
@@ -113,11 +110,11 @@ describe("McCounterBackend", () => {
 
   it("answers descriptors without a limit and local-cache hits without memcached", async () => {
     const localCache = createLocalCache({ maxBytes: 1 << 20, clock });
-    const baseLimiter = createBaseLimiter({ clock, localCache });
-    const cache = newCache({ baseLimiter });
+    const decider = createDecider({ clock, localCache });
+    const cache = newCache({ decider });
     const one = testRateLimit(stats, "d.one", 1);
     // An earlier over-limit decision put the key in the local cache.
-    baseLimiter.descriptorStatus(
+    decider.descriptorStatus(
       `d_k_v_${clock.seconds - (clock.seconds % 60)}`,
       one,
       2,

@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { CounterStore } from "../../../../src/backends/memory/counter-store.js";
 import { memoryStatNames } from "../../../../src/backends/memory/memory-rate-limit-cache.js";
-import { createBaseLimiter } from "../../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../../src/limiter/decide.js";
 import {
   RateLimitDescriptorSchema,
   RateLimitResponse_RateLimit_Unit as Unit,
@@ -77,7 +77,7 @@ describe("MemoryCounterBackend storage", () => {
     const clock = new FakeClock(1_000_020);
     const stats = createStatsManager();
     const cache = memoryLimiter({
-      baseLimiter: createBaseLimiter({ clock }),
+      decider: createDecider({ clock }),
       clock,
       sweepIntervalMs: 5,
       statsStore: stats.store,
@@ -97,7 +97,10 @@ describe("MemoryCounterBackend storage", () => {
     }
     expect(cache.backend.size).toBe(1_000_000);
     clock.seconds = 1_000_080; // the minute window [1_000_020, 1_000_080) has ended
-    await waitFor(() => cache.backend.size === 0, "the sweep to free every key");
+    await waitFor(
+      () => cache.backend.size === 0,
+      "the sweep to free every key",
+    );
     await waitFor(
       () => stats.store.gauge(memoryStatNames.keys).value() === 0,
       "the keys gauge",
@@ -109,7 +112,7 @@ describe("MemoryCounterBackend storage", () => {
     const clock = new FakeClock(100);
     const stats = createStatsManager();
     const cache = memoryLimiter({
-      baseLimiter: createBaseLimiter({ clock }),
+      decider: createDecider({ clock }),
       clock,
       maxKeys: 10,
       statsStore: stats.store,

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { createBaseLimiter } from "../../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../../src/limiter/decide.js";
 import {
   RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
@@ -19,7 +19,7 @@ describe("MemoryCounterBackend", () => {
   it("counts exactly, including hits addends and zero", async () => {
     const clock = new FakeClock(100);
     const cache = memoryLimiter({
-      baseLimiter: createBaseLimiter({ clock }),
+      decider: createDecider({ clock }),
       clock,
     });
     const limit = testRateLimit(createStatsManager(), "d.k", 5);
@@ -38,7 +38,7 @@ describe("MemoryCounterBackend", () => {
   it("answers descriptors without a limit with OK and no counter", async () => {
     const clock = new FakeClock(100);
     const cache = memoryLimiter({
-      baseLimiter: createBaseLimiter({ clock }),
+      decider: createDecider({ clock }),
       clock,
     });
     const [status] = await cache.doLimit(
@@ -56,7 +56,7 @@ describe("MemoryCounterBackend", () => {
   it("sweeps counters whose window has ended and keeps live ones", async () => {
     const clock = new FakeClock(100);
     const cache = memoryLimiter({
-      baseLimiter: createBaseLimiter({ clock }),
+      decider: createDecider({ clock }),
       clock,
     });
     const stats = createStatsManager();

@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { RateLimit } from "../../../../src/config/rate-limit-config.js";
-import { createBaseLimiter } from "../../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../../src/limiter/decide.js";
 import { createLocalCache } from "../../../../src/limiter/local-cache.js";
 import {
   RateLimitDescriptorSchema,
@@ -24,7 +24,7 @@ function memoryCache(
   clock: FakeClock,
 ): RateLimitPipeline<MemoryCounterBackend> {
   return memoryLimiter({
-    baseLimiter: createBaseLimiter({ clock }),
+    decider: createDecider({ clock }),
     clock,
     sweepIntervalMs: 60_000,
   });
@@ -394,7 +394,7 @@ describe("memory backend: extensions with the local over-limit cache", () => {
   function cachedMemory(clock: FakeClock) {
     const localCache = createLocalCache({ maxBytes: 100_000, clock });
     const cache = memoryLimiter({
-      baseLimiter: createBaseLimiter({ clock, localCache }),
+      decider: createDecider({ clock, localCache }),
       clock,
       sweepIntervalMs: 60_000,
     });

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { createBaseLimiter } from "../../../src/limiter/base-limiter.js";
+import { createDecider } from "../../../src/limiter/decide.js";
 import { createLocalCache } from "../../../src/limiter/local-cache.js";
 import {
   RateLimitDescriptorSchema,
@@ -21,7 +21,7 @@ function counts(stats: ReturnType<typeof createStatsManager>, key: string) {
   };
 }
 
-describe("createBaseLimiter descriptorStatus", () => {
+describe("createDecider descriptorStatus", () => {
   // Worked examples of docs/reference-parity.md#stat-arithmetic (ratio 0.8), plus the edges of each
   // branch.
   const cases = [
@@ -119,7 +119,7 @@ describe("createBaseLimiter descriptorStatus", () => {
   for (const c of cases) {
     it(`splits limit ${c.limit}, +${c.hits} → ${c.after} into over ${c.over}, near ${c.near}, within ${c.within}`, () => {
       const stats = createStatsManager();
-      const base = createBaseLimiter({
+      const base = createDecider({
         clock: new FakeClock(1000),
         nearLimitRatio: 0.8,
       });
@@ -138,7 +138,7 @@ describe("createBaseLimiter descriptorStatus", () => {
 
   it("fills currentLimit with the rule's name and the reset as whole seconds", () => {
     const stats = createStatsManager();
-    const base = createBaseLimiter({ clock: new FakeClock(0) });
+    const base = createDecider({ clock: new FakeClock(0) });
     const limit = testRateLimit(stats, "d.k", 10, Unit.MINUTE, {
       name: "named",
     });
@@ -151,7 +151,7 @@ describe("createBaseLimiter descriptorStatus", () => {
 
   it("reports shadow-mode over-limit as OK with remaining 0 and counts shadow_mode", () => {
     const stats = createStatsManager();
-    const base = createBaseLimiter({ clock: new FakeClock(0) });
+    const base = createDecider({ clock: new FakeClock(0) });
     const limit = testRateLimit(stats, "d.s", 2, Unit.MINUTE, {
       shadowMode: true,
     });
@@ -171,7 +171,7 @@ describe("createBaseLimiter descriptorStatus", () => {
   it("uses float32 for the near-limit threshold", () => {
     // In float32, 90 × 0.7 rounds to 63 (float64 gives 62.99…), so reaching 63 is not near.
     const stats = createStatsManager();
-    const base = createBaseLimiter({
+    const base = createDecider({
       clock: new FakeClock(0),
       nearLimitRatio: 0.7,
     });
@@ -182,10 +182,10 @@ describe("createBaseLimiter descriptorStatus", () => {
   });
 });
 
-describe("createBaseLimiter generateCacheKeys", () => {
+describe("createDecider generateCacheKeys", () => {
   it("builds upstream cache keys and counts total_hits", () => {
     const stats = createStatsManager();
-    const base = createBaseLimiter({
+    const base = createDecider({
       clock: new FakeClock(0),
       cacheKeyPrefix: "prefix:",
     });
@@ -213,7 +213,7 @@ describe("createBaseLimiter generateCacheKeys", () => {
 
   it("marks SECOND limits per-second and substitutes share_threshold values", () => {
     const stats = createStatsManager();
-    const base = createBaseLimiter({ clock: new FakeClock(0) });
+    const base = createDecider({ clock: new FakeClock(0) });
     const descriptor = create(RateLimitDescriptorSchema, {
       entries: [
         { key: "files", value: "files/a.txt" },
@@ -237,14 +237,14 @@ describe("createBaseLimiter generateCacheKeys", () => {
   });
 
   it("adds jitter below the maximum to the expiration", () => {
-    const base = createBaseLimiter({
+    const base = createDecider({
       clock: new FakeClock(0),
       expirationJitterMaxSeconds: 300,
       random: () => 0.999,
     });
     const limit = testRateLimit(createStatsManager(), "d.k", 1, Unit.MINUTE);
     expect(base.expirationSeconds(limit)).toBe(60 + 299);
-    const noJitter = createBaseLimiter({
+    const noJitter = createDecider({
       clock: new FakeClock(0),
       expirationJitterMaxSeconds: 0,
     });
@@ -252,7 +252,7 @@ describe("createBaseLimiter generateCacheKeys", () => {
   });
 });
 
-describe("createBaseLimiter with a local cache", () => {
+describe("createDecider with a local cache", () => {
   it("remembers over-limit keys for the unit and answers them without counters", () => {
     const clock = new FakeClock(1000);
     const stats = createStatsManager();
@@ -261,7 +261,7 @@ describe("createBaseLimiter with a local cache", () => {
       clock,
       statsStore: stats.store,
     });
-    const base = createBaseLimiter({ clock, localCache });
+    const base = createDecider({ clock, localCache });
     const limit = testRateLimit(stats, "d.k", 1, Unit.MINUTE);
     expect(base.isOverLimitWithLocalCache("d_k_v_960")).toBe(false);
     base.descriptorStatus("d_k_v_960", limit, 2, 1, 1000);
@@ -289,7 +289,7 @@ describe("createBaseLimiter with a local cache", () => {
   it("reports shadow-mode local-cache hits as OK", () => {
     const clock = new FakeClock(0);
     const stats = createStatsManager();
-    const base = createBaseLimiter({ clock });
+    const base = createDecider({ clock });
     const status = base.localCacheStatus(
       testRateLimit(stats, "d.s", 1, Unit.MINUTE, { shadowMode: true }),
       2,

@@ -1,3 +1,4 @@
+// The decide step of the decision pipeline: plans, thresholds, statistics and statuses.
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import type { RateLimit } from "../config/rate-limit-config.js";
 import {
@@ -12,8 +13,8 @@ import { PlannedDescriptor, type RequestPlan } from "./request-plan.js";
 import { counterDecision, weightedCount } from "./counter-decision.js";
 import { secondsUntilReset, windowStartSeconds } from "./window.js";
 
-/** Options of {@link createBaseLimiter}. */
-export interface BaseLimiterOptions {
+/** Options of {@link createDecider}. */
+export interface DeciderOptions {
   /** Time source. */
   readonly clock: Clock;
   /**
@@ -38,11 +39,12 @@ export interface BaseLimiterOptions {
 }
 
 /**
- * Backend-neutral fixed-window logic shared by every backend: cache keys, thresholds,
- * near/over/within-limit stat arithmetic and status building. Function-for-function port of
- * upstream `limiter/base_limiter.go`.
+ * The "plan" and "decide" steps of the decision pipeline (`pipeline.ts`), shared by every
+ * backend: the request plan (cache keys, expirations, local-cache verdicts), thresholds,
+ * near/over/within-limit statistic arithmetic and status building. The rules are the
+ * reference's (upstream `limiter/base_limiter.go`; docs/reference-parity.md#stat-arithmetic).
  */
-export interface BaseLimiter {
+export interface Decider {
   /** Current time in whole seconds since the Unix epoch (one clock read per request). */
   nowSeconds(): number;
   /**
@@ -111,7 +113,7 @@ export interface BaseLimiter {
   ): number;
   /**
    * Decides one descriptor from its counters (any algorithm) and updates its stats, like
-   * {@link BaseLimiter.descriptorStatus} but with the sliding-window weighting, and for a
+   * {@link Decider.descriptorStatus} but with the sliding-window weighting, and for a
    * request that all-or-nothing charging did not charge (`charged` false): the counters are
    * then the values before the request; an OK answer reports `limit − weighted count` as
    * remaining (nothing was taken) and counts the hits as within limit; an over-limit answer
@@ -151,8 +153,8 @@ export interface BaseLimiter {
   okWithoutLimit(): RateLimitResponse_DescriptorStatus;
 }
 
-/** Builds the {@link BaseLimiter} shared by the backends. */
-export function createBaseLimiter(options: BaseLimiterOptions): BaseLimiter {
+/** Builds the {@link Decider} shared by the backends. */
+export function createDecider(options: DeciderOptions): Decider {
   const clock = options.clock;
   const ratio = Math.fround(options.nearLimitRatio ?? 0.8);
   const prefix = options.cacheKeyPrefix ?? "";
