@@ -22,7 +22,8 @@ export interface CounterSlot {
   readonly perSecond: boolean;
   /**
    * Lifetime of a counter a write creates, in seconds: the window (two windows for sliding
-   * windows) plus the expiration jitter. Stores with expiries (kv, mc) use it.
+   * windows) plus the expiration jitter. Stores with expiries (kv, mc) use it; 0 for
+   * in-process backends, which expire a counter with its window.
    */
   readonly expirationSeconds: number;
   /** Window length in seconds; windows start at its multiples since the Unix epoch. */
@@ -110,7 +111,8 @@ export interface CounterBackend {
   ): boolean | Promise<boolean> | undefined;
   /**
    * The counters live in this process (memory), so a read costs nothing: a read-only peek
-   * reads the keys the local cache knows over limit too, which remote stores skip.
+   * reads the keys the local cache knows over limit too, which remote stores skip; and no
+   * expiration is drawn for its slots (it expires a counter with its window).
    * @defaultValue false
    */
   readonly inProcess?: boolean;

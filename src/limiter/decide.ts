@@ -55,8 +55,9 @@ export interface Decider {
    * @param limits - parallel to `descriptors`: the limit to apply, or `undefined` for "not
    *   checked" (no match, unlimited, replaced)
    * @param hitsAddends - parallel to `descriptors`: hits to add (≥ 0); undefined: 0 each
-   * @param charge - false for a read-only plan (Explain): no statistic is counted and no
-   *   expiration drawn
+   * @param charge - false for a read-only plan (Explain): no statistic is counted
+   * @param expirations - draw each counter's expiration (with jitter) for the backend; false
+   *   for read-only plans and in-process backends, which expire counters with their window
    */
   plan(
     domain: string,
@@ -64,6 +65,7 @@ export interface Decider {
     limits: readonly (RateLimit | undefined)[],
     hitsAddends: readonly number[] | undefined,
     charge: boolean,
+    expirations: boolean,
   ): RequestPlan;
   /**
    * Returns the cache keys of a request and counts `total_hits` for every descriptor with a
@@ -236,7 +238,7 @@ export function createDecider(options: DeciderOptions): Decider {
   return {
     nowSeconds: () => clock.nowSeconds(),
 
-    plan(domain, descriptors, limits, hitsAddends, charge) {
+    plan(domain, descriptors, limits, hitsAddends, charge, expirations) {
       const nowSeconds = clock.nowSeconds();
       const counted: PlannedDescriptor[] = [];
       // Built only once a local-cache hit shows up; until then `counted` is sent whole.
@@ -265,7 +267,7 @@ export function createDecider(options: DeciderOptions): Decider {
             ? stem + String(start - windowSeconds) + limit.cacheKeySuffix
             : undefined,
           isPerSecond(limit),
-          cached || !charge ? 0 : expirationSeconds(limit),
+          cached || !expirations ? 0 : expirationSeconds(limit),
           cached,
         );
         counted.push(planned);

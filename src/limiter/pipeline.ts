@@ -59,12 +59,15 @@ export class RateLimitPipeline<
   readonly backend: B;
   private readonly base: Decider;
   private readonly stopIncrement: boolean;
+  /** Whether the backend needs each counter's expiration (not for in-process counters). */
+  private readonly expirations: boolean;
   private readonly compensated: Pick<Counter, "add"> | undefined;
 
   constructor(options: RateLimitPipelineOptions<B>) {
     this.backend = options.backend;
     this.base = options.decider;
     this.stopIncrement = options.stopCacheKeyIncrementWhenOverlimit ?? false;
+    this.expirations = options.backend.inProcess !== true;
     this.compensated = lazyCompensatedCounter(options.statsStore);
   }
 
@@ -82,7 +85,14 @@ export class RateLimitPipeline<
     limits: readonly (RateLimit | undefined)[],
     hitsAddends: readonly number[],
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
-    const plan = this.base.plan(domain, descriptors, limits, hitsAddends, true);
+    const plan = this.base.plan(
+      domain,
+      descriptors,
+      limits,
+      hitsAddends,
+      true,
+      this.expirations,
+    );
     if (this.backend.cacheKeyRules !== undefined) {
       const error = this.keyError(plan);
       if (error !== undefined) return Promise.reject(error);
@@ -110,7 +120,14 @@ export class RateLimitPipeline<
     descriptors: readonly RateLimitDescriptor[],
     limits: readonly (RateLimit | undefined)[],
   ): Promise<(CounterReading | undefined)[]> {
-    const plan = this.base.plan(domain, descriptors, limits, undefined, false);
+    const plan = this.base.plan(
+      domain,
+      descriptors,
+      limits,
+      undefined,
+      false,
+      false,
+    );
     await this.read(plan);
     const readings = new Array<CounterReading | undefined>(plan.size).fill(
       undefined,
@@ -141,6 +158,7 @@ export class RateLimitPipeline<
       descriptors,
       limits,
       hitsAddends,
+      false,
       false,
     );
     await this.read(plan);

@@ -26,15 +26,25 @@ export class PlannedDescriptor implements CounterSlot {
   readonly previousCacheKey: string | undefined;
   readonly perSecond: boolean;
   readonly expirationSeconds: number;
-  readonly windowSeconds: number;
-  readonly sliding: boolean;
-  readonly requestsPerUnit: number;
-  readonly shadowMode: boolean;
   /** The local over-limit cache knows the cache key over limit: no backend round trip. */
   readonly localCacheHit: boolean;
   increment: number;
   current = 0;
   previous = 0;
+
+  // The limit's own fields, read through (not copied into every plan entry).
+  get windowSeconds(): number {
+    return this.limit.windowSeconds;
+  }
+  get sliding(): boolean {
+    return this.limit.sliding;
+  }
+  get requestsPerUnit(): number {
+    return this.limit.requestsPerUnit;
+  }
+  get shadowMode(): boolean {
+    return this.limit.shadowMode;
+  }
 
   constructor(
     index: number,
@@ -55,10 +65,6 @@ export class PlannedDescriptor implements CounterSlot {
     this.previousCacheKey = previousCacheKey;
     this.perSecond = perSecond;
     this.expirationSeconds = expirationSeconds;
-    this.windowSeconds = limit.windowSeconds;
-    this.sliding = limit.sliding;
-    this.requestsPerUnit = limit.requestsPerUnit;
-    this.shadowMode = limit.shadowMode;
     this.localCacheHit = localCacheHit;
     this.increment = hitsAddend;
   }
