@@ -24,7 +24,14 @@ export function createExplainHandler(
     try {
       return await service.explain(request);
     } catch (err) {
-      throw connectErrorOf(err, logger);
+      const mapped = connectErrorOf(err, logger);
+      // Explain's INTERNAL answers keep their own prefix (the text clients have seen).
+      if (mapped.code !== Code.Internal || err instanceof ConnectError)
+        throw mapped;
+      throw new ConnectError(
+        `internal error: ${err instanceof Error ? err.message : String(err)}`,
+        Code.Internal,
+      );
     }
   };
 }
