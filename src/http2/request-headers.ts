@@ -17,8 +17,11 @@ export interface RequestPseudoHeaders {
   readonly listBytes: number;
 }
 
-/** Header fields that belong to HTTP/1.1 connections and make an HTTP/2 request malformed (§8.2.2). */
-const connectionSpecific = new Set([
+/**
+ * Header fields that belong to HTTP/1.1 connections (RFC 9113 §8.2.2): they make an HTTP/2
+ * request malformed, and a response must not carry them.
+ */
+export const connectionSpecific: ReadonlySet<string> = new Set([
   "connection",
   "keep-alive",
   "proxy-connection",

@@ -7,19 +7,12 @@ import type { ConnectDispatcher } from "../connect-handler.js";
 import type { H2Stream, StreamSink } from "../../http2/h2-stream.js";
 import { ErrorCode } from "../../http2/frames.js";
 import { encodeHeaderBlock } from "../../http2/hpack.js";
+// Response header fields HTTP/2 forbids are dropped if a handler sets them.
+import { connectionSpecific } from "../../http2/request-headers.js";
 
 // Everything the gRPC fast path does not serve (health, Explain, gRPC-web, Connect, compressed
 // calls, unknown paths) goes to the Connect router through its universal-handler API, as
 // `universalRequestFromNodeRequest` / `universalResponseToNodeResponse` do for node:http2.
-
-/** Response header fields HTTP/2 forbids (RFC 9113 §8.2.2); dropped if a handler sets them. */
-const connectionSpecific = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "transfer-encoding",
-  "upgrade",
-]);
 
 const notFound = encodeHeaderBlock([[":status", "404"]]);
 
