@@ -1,5 +1,6 @@
 import cluster from "node:cluster";
 import { createApp, type App } from "./app/create-app.js";
+import { legacyNameWarnings } from "./settings/legacy-names.js";
 import { SettingsError } from "./settings/settings-error.js";
 import { settingsMarkdown } from "./settings/settings-markdown.js";
 import { settingsTable } from "./settings/settings-table.js";
@@ -44,6 +45,9 @@ let loaded;
 try {
   loaded = loadSettings(process.env);
 } catch (err) {
+  // The reference's names, not read, are often why settings fail: say so next to the error.
+  for (const warning of legacyNameWarnings(process.env))
+    process.stderr.write(`ratelimit: warning: ${warning}\n`);
   process.stderr.write(
     `ratelimit: ${err instanceof SettingsError ? err.message : String(err)}\n`,
   );

@@ -11,6 +11,10 @@ import {
   RateLimitRequestSchema,
   type RateLimitRequest,
 } from "../proto.js";
+import {
+  legacyNameWarnings,
+  type LegacyEnv,
+} from "../settings/legacy-names.js";
 import { createStatsManager } from "../stats/stats-manager.js";
 import { formatExplanation } from "./explain-format.js";
 import {
@@ -55,7 +59,11 @@ const usage = `usage of ratelimit-config-check:\n${flagUsage(flags)}`;
  * @param argv - arguments after the program name, Go `flag` syntax (`-config_dir DIR`,
  * `--config_dir=DIR`, `-merge_domain_configs`)
  * @param out - receives each output line (without newline)
- * @param err - receives flag errors and their usage text; `-h` usage goes to `out`
+ * @param err - receives flag errors and their usage text, and one `warning: <text>` line per
+ * Go reference variable name set in `env` (`legacyNameWarnings`: not read by the service,
+ * with the variable to set instead), before the check; `-h` usage goes to `out`
+ * @param env - the environment to look for the reference's variable names in (names only;
+ * values are never read); the command passes `process.env`
  * With `-explain 'domain:k1=v1,k2=v2'`, a successful check is followed by the offline
  * explanation of that request (match path and rule, as the Explain API gives them; no
  * counters).
@@ -67,6 +75,7 @@ export function runConfigCheck(
   argv: readonly string[],
   out: (line: string) => void,
   err: (line: string) => void = out,
+  env: LegacyEnv = {},
 ): number {
   let parsed;
   try {
@@ -81,6 +90,7 @@ export function runConfigCheck(
     out(usage);
     return 0;
   }
+  for (const warning of legacyNameWarnings(env)) err(`warning: ${warning}`);
   const dir = parsed.values.get("config_dir") ?? "";
   const mergeDomainConfig =
     parsed.values.get("merge_domain_configs") === "true";
@@ -219,5 +229,7 @@ if (isMainModule()) {
   const logError = (line: string): void => {
     process.stderr.write(`${line}\n`);
   };
-  process.exit(runConfigCheck(process.argv.slice(2), log, logError));
+  process.exit(
+    runConfigCheck(process.argv.slice(2), log, logError, process.env),
+  );
 }

@@ -1,7 +1,9 @@
 // Startup warnings about settings this build reads but ignores, derived from the schema's
-// `deprecatedWhen` and `notImplemented` declarations (./schema/define.ts).
+// `deprecatedWhen` and `notImplemented` declarations (./schema/define.ts), and about the Go
+// reference's variable names, which it does not read (./legacy-names.ts).
 
 import type { SettingsEnv } from "./env-reader.js";
+import { legacyNameWarnings } from "./legacy-names.js";
 import { declarationEntries, type SchemaSettings } from "./schema/index.js";
 
 /** A setting whose feature this build does not implement yet. */
@@ -70,14 +72,15 @@ export const deprecatedSettings: readonly DeprecatedSetting[] = Object.freeze(
 );
 
 /**
- * Returns one warning per setting in use that this build ignores: entries of
- * {@link notImplementedSettings}, then of {@link deprecatedSettings}, in table order.
+ * Returns one warning per setting in use that this build ignores: each of the Go reference's
+ * variables set in `env` (`legacyNameWarnings`), then entries of {@link notImplementedSettings},
+ * then of {@link deprecatedSettings}, in table order.
  */
 export function settingWarnings(
   settings: SchemaSettings,
   env: SettingsEnv,
 ): string[] {
-  const warnings: string[] = [];
+  const warnings = legacyNameWarnings(env);
   for (const entry of notImplementedSettings) {
     if (entry.isInUse(settings, env))
       warnings.push(

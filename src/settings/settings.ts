@@ -81,7 +81,8 @@ export interface LoadedSettings {
   /** The parsed settings, deep-frozen. */
   readonly settings: Settings;
   /**
-   * Human-readable notes for the log: settings for features this build does not implement yet
+   * Human-readable notes for the log: the Go reference's variable names found in `env`, which
+   * are not read (see `legacyNames`), settings for features this build does not implement yet
    * (see `notImplementedSettings`) and deprecated settings. Not errors.
    */
   readonly warnings: string[];
@@ -96,7 +97,8 @@ export interface LoadedSettings {
  * checks run.
  *
  * @param env - variable name → value; `src/main.ts` passes `process.env`
- * @returns the deep-frozen settings, and warnings about settings this build ignores
+ * @returns the deep-frozen settings, and warnings about settings this build ignores (the Go
+ * reference's names among them)
  * @throws {@link SettingsError} listing every invalid variable and invalid combination at once
  */
 export function loadSettings(

@@ -148,6 +148,53 @@ describe("runConfigCheck", () => {
   });
 });
 
+describe("runConfigCheck with the Go reference's variable names", () => {
+  it("prints one warning per name on the error stream, and checks as usual", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "rls-config-check-legacy-"));
+    try {
+      await writeFile(join(dir, "a.yaml"), domainYaml("one"));
+      const out: string[] = [];
+      const errors: string[] = [];
+      const code = runConfigCheck(
+        ["-config_dir", dir],
+        (line) => out.push(line),
+        (line) => errors.push(line),
+        {
+          REDIS_URL: "localhost:6379",
+          USE_DOG_STATSD: "true",
+          DOG_STATSD_MOGRIFIER_m_NAME: "x",
+          KV_URL: "localhost:6379",
+        },
+      );
+      expect(code).toBe(0);
+      expect(errors).toEqual([
+        "warning: REDIS_URL is the Go reference's name and is ignored: set KV_URL",
+        "warning: USE_DOG_STATSD is the Go reference's name and is ignored: set USE_TAGGED_PUSHSTATS",
+        "warning: DOG_STATSD_MOGRIFIER_m_NAME is the Go reference's name and is ignored: set TAGGED_PUSHSTATS_MOGRIFIERS_m_NAME",
+      ]);
+      expect(out).toEqual([
+        "checking rate limit configs...",
+        `loading config directory: ${dir}`,
+        `opening config file: ${dir}/a.yaml`,
+        "all rate limit configs ok",
+      ]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("prints no warning without them", () => {
+    const errors: string[] = [];
+    runConfigCheck(
+      ["-config_dir", "/nonexistent-rls-dir"],
+      () => undefined,
+      (line) => errors.push(line),
+      { KV_URL: "h:1", PATH: "/bin" },
+    );
+    expect(errors).toEqual([]);
+  });
+});
+
 function escape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }

@@ -8,6 +8,7 @@ import {
   parseFloat,
   positiveInteger,
 } from "../env-parsers.js";
+import { legacyBackendTypes } from "../legacy-names.js";
 import {
   custom,
   durationMs,
@@ -28,15 +29,26 @@ import type { statistics } from "./statistics.js";
 /** Counter backend (`BACKEND_TYPE`): key-value store, memcached protocol, or in-process. */
 export type BackendType = "kv" | "mc" | "memory";
 
-const backendType = oneOf<BackendType>(
+const backendTypeExpected = "kv, mc or memory";
+const backendTypeWords = oneOf<BackendType>(
   new Map<string, BackendType>([
     ["", "kv"],
     ["kv", "kv"],
     ["mc", "mc"],
     ["memory", "memory"],
   ]),
-  "kv, mc or memory",
+  backendTypeExpected,
 );
+/** As {@link backendTypeWords}, naming our word when given the reference's (`redis`, `memcache`). */
+const backendType = custom<BackendType>((value) => {
+  const ours = legacyBackendTypes.get(value);
+  if (ours !== undefined)
+    throw new EnvParseError(
+      backendTypeExpected,
+      `${value} is the Go reference's word: set BACKEND_TYPE=${ours}`,
+    );
+  return backendTypeWords.parse(value);
+}, backendTypeWords.format);
 
 /** `BACKEND_FAILURE_MODE` values (same words as YAML `failure_mode`). */
 export type BackendFailureMode = "error" | "allow" | "deny" | "local";
