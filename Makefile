@@ -21,8 +21,9 @@ run: export DEBUG_PORT ?= 6070
 run: export LOG_LEVEL ?= info
 run: export EXPLAIN_ENABLED ?= true
 
-docs: build ## regenerate docs/settings.md from the settings table
+docs: build ## regenerate docs/settings.md and docs/migration.md's name table from src/settings/
 	node dist/src/main.js --help-markdown > docs/settings.md
+	node scripts/update-migration-doc.mjs
 
 .PHONY: bench bench-memory docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration h2spec bench clean
 
