@@ -2,6 +2,7 @@
 // Rewrites the generated block of docs/migration.md (the Go reference's variable names and
 // ours) from src/settings/legacy-names.ts. Run by `make docs`; bundles the two source files
 // with esbuild in memory, so it needs no build.
+import { Buffer } from "node:buffer";
 import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";

@@ -220,21 +220,25 @@ const families = legacyNames
 
 /**
  * Every legacy variable set in `env` (set to anything, "" included): plain names in table order,
- * then the mogrifier families' variables in name order. Reads names only, never values.
+ * then the mogrifier families' variables in name order. Looks at the names only: lists the keys
+ * and their property descriptors, never reading a value through `env[name]`.
  */
 export function findLegacyVariables(env: LegacyEnv): LegacyVariableFound[] {
+  const names = Object.keys(env)
+    .filter(
+      (name) => Object.getOwnPropertyDescriptor(env, name)?.value !== undefined,
+    )
+    .sort();
+  const present = new Set(names);
   const found: LegacyVariableFound[] = [];
   for (const entry of legacyNames) {
-    if (!entry.legacy.includes(placeholder) && env[entry.legacy] !== undefined)
+    if (present.has(entry.legacy))
       found.push({
         variable: entry.legacy,
         replacement: entry.replacement,
         entry,
       });
   }
-  const names = Object.keys(env)
-    .filter((name) => env[name] !== undefined)
-    .sort();
   for (const name of names) {
     for (const { entry, pattern } of families) {
       const match = pattern.exec(name);

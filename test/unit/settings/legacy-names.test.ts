@@ -178,6 +178,23 @@ describe("loadSettings with the reference's names", () => {
     expect(settings.statsSink).toBe("pushstats");
   });
 
+  it("looks at their names only, never reading their values", () => {
+    const read = new Set<string>();
+    const env = new Proxy<SettingsEnv>(
+      { ...memory, REDIS_URL: "x", DOG_STATSD_MOGRIFIER_m_NAME: "y" },
+      {
+        get(target, name) {
+          if (typeof name === "string") read.add(name);
+          return typeof name === "string" ? target[name] : undefined;
+        },
+      },
+    );
+    expect(load(env).warnings).toHaveLength(2);
+    expect(read.has("REDIS_URL")).toBe(false);
+    expect(read.has("DOG_STATSD_MOGRIFIER_m_NAME")).toBe(false);
+    expect(read.has("BACKEND_TYPE")).toBe(true);
+  });
+
   it("keeps our variable's value when both names are set", () => {
     const { settings, warnings } = load({
       ...memory,
