@@ -40,6 +40,8 @@ describe.each(["dist/src/main.js", "dist/bundle/main.js"])(
         RUNTIME_WATCH_ROOT: "false",
         LOG_LEVEL: "info",
         LOG_FORMAT: "json",
+        // A Go reference variable name, which is ignored with a warning.
+        USE_STATSD: "false",
       };
       service = spawnNode(entry, [], env);
       await waitFor(
@@ -81,6 +83,19 @@ describe.each(["dist/src/main.js", "dist/bundle/main.js"])(
           messages.some((m) => m.startsWith(`listening for ${what}`)),
         ).toBe(true);
       }
+    });
+
+    it("warns once about a Go reference variable name, naming the setting that replaces it", () => {
+      const warnings = service
+        .output()
+        .split("\n")
+        .filter((l) => l.includes("USE_STATSD"));
+      expect(warnings).toHaveLength(1);
+      const line = JSON.parse(warnings[0]!) as Record<string, unknown>;
+      expect(line["level"]).toBe("warning");
+      expect(String(line["@message"])).toContain(
+        "USE_STATSD is the Go reference's name and is ignored: set USE_PUSHSTATS",
+      );
     });
 
     it("answers bin/ratelimit-client, counting down then OVER_LIMIT", async () => {
@@ -183,6 +198,18 @@ describe("start-up errors", () => {
     expect(code).not.toBe(0);
     for (const name of ["PORT", "NEAR_LIMIT_RATIO", "LOG_LEVEL"])
       expect(p.output()).toContain(name);
+  });
+
+  it("names kv for BACKEND_TYPE=redis, and the setting for each Go reference name", async () => {
+    const p = spawnNode("dist/src/main.js", [], {
+      BACKEND_TYPE: "redis",
+      REDIS_URL: "127.0.0.1:6379",
+    });
+    expect(await p.exited).not.toBe(0);
+    expect(p.output()).toContain("set BACKEND_TYPE=kv");
+    expect(p.output()).toContain(
+      "REDIS_URL is the Go reference's name and is ignored: set KV_URL",
+    );
   });
 
   it("prints the settings table for --help", async () => {
