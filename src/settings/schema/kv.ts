@@ -324,7 +324,13 @@ function maskUrlCredentials(url: string): string {
     .join(",");
 }
 
-/** A sentinel address lists the master name and at least one sentinel. */
+/** `host:port` (or `[v6]:port`) with no `/`: a TCP address, never a socket path. */
+const hostPortLike = /^(?:[^/:[\]]+|\[[0-9a-fA-F:.]+\]):\d{1,5}$/;
+
+/**
+ * A sentinel address lists the master name and at least one sentinel; a `host:port` URL is
+ * not read as a unix socket path.
+ */
 export const kvChecks: readonly SettingsCheck<
   SettingsOf<typeof kv> & Pick<SettingsOf<typeof rateLimiting>, "backendType">
 >[] = [
@@ -347,12 +353,42 @@ export const kvChecks: readonly SettingsCheck<
         );
       }
     };
+    // A `host:port` read as a unix socket path fails with ENOENT on every retry: say so at once.
+    const checkSocketUrl = (
+      prefix: "KV_" | "KV_PERSECOND_",
+      type: KvType,
+      socketType: KvSocketType,
+      url: string,
+    ): void => {
+      if (
+        type === "single" &&
+        socketType === "unix" &&
+        reader.allValid(`${prefix}TYPE`, `${prefix}SOCKET_TYPE`) &&
+        hostPortLike.test(url)
+      ) {
+        reader.problem(
+          `${prefix}URL=${quote(maskUrlCredentials(url))} looks like host:port, but ${prefix}SOCKET_TYPE=unix (the default) reads it as a socket path: set ${prefix}SOCKET_TYPE=tcp`,
+        );
+      }
+    };
     checkSentinelUrl("KV_TYPE", "KV_URL", settings.kvType, settings.kvUrl);
+    checkSocketUrl(
+      "KV_",
+      settings.kvType,
+      settings.kvSocketType,
+      settings.kvUrl,
+    );
     if (settings.kvPerSecond) {
       checkSentinelUrl(
         "KV_PERSECOND_TYPE",
         "KV_PERSECOND_URL",
         settings.kvPerSecondType,
+        settings.kvPerSecondUrl,
+      );
+      checkSocketUrl(
+        "KV_PERSECOND_",
+        settings.kvPerSecondType,
+        settings.kvPerSecondSocketType,
         settings.kvPerSecondUrl,
       );
     }

@@ -561,6 +561,29 @@ describe("loadSettings combinations", () => {
     ).toBe("sentinel");
   });
 
+  it("rejects a host:port KV_URL read as a unix socket path, naming KV_SOCKET_TYPE=tcp", () => {
+    expect(loadError({ KV_URL: "127.0.0.1:33283" }).problems).toEqual([
+      'KV_URL="127.0.0.1:33283" looks like host:port, but KV_SOCKET_TYPE=unix (the default) reads it as a socket path: set KV_SOCKET_TYPE=tcp',
+    ]);
+    expect(
+      loadError({
+        KV_SOCKET_TYPE: "tcp",
+        KV_PERSECOND: "true",
+        KV_PERSECOND_URL: "[::1]:6380",
+      }).problems,
+    ).toEqual([
+      'KV_PERSECOND_URL="[::1]:6380" looks like host:port, but KV_PERSECOND_SOCKET_TYPE=unix (the default) reads it as a socket path: set KV_PERSECOND_SOCKET_TYPE=tcp',
+    ]);
+    // Socket paths, tcp, other backends and other types are left alone.
+    for (const env of [
+      { KV_URL: "/run/redis/redis.sock" },
+      { KV_URL: "127.0.0.1:6379", KV_SOCKET_TYPE: "tcp" },
+      { KV_URL: "127.0.0.1:6379", BACKEND_TYPE: "memory" },
+      { KV_URL: "127.0.0.1:7000,127.0.0.1:7001", KV_TYPE: "cluster" },
+    ])
+      expect(load(env).settings.kvUrl).toBe(env.KV_URL);
+  });
+
   it("checks the per-second sentinel KV_PERSECOND_URL only when KV_PERSECOND is on", () => {
     expect(
       load({ KV_PERSECOND_TYPE: "sentinel" }).settings.kvPerSecondType,
