@@ -428,6 +428,30 @@ export async function createApp(
         { address: http.address },
         `listening for HTTP on '${http.address}'`,
       );
+      // One line an operator can check the whole start-up against.
+      logger.warn(
+        {
+          backend: settings.backendType,
+          failureMode:
+            settings.backendType === "memory"
+              ? "none"
+              : settings.backendFailureMode,
+          statsSink: settings.statsSink,
+          ...(sinks.pullAddress !== undefined
+            ? { pullStats: sinks.pullAddress }
+            : {}),
+          configSource:
+            settings.configType === "GRPC_XDS_SOTW"
+              ? `xds ${settings.xdsServerUrl}`
+              : `files ${settings.runtimeRoot}`,
+          http2Engine: settings.grpcHttp2Engine,
+          grpc: grpc.address,
+          http: http.address,
+          ...(debugAddress !== "" ? { debug: debugAddress } : {}),
+          worker: deps.workerIndex ?? 0,
+        },
+        "ratelimit started",
+      );
       return { grpc: grpc.address, http: http.address, debug: debugAddress };
     },
 

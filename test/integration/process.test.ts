@@ -85,6 +85,32 @@ describe.each(["dist/src/main.js", "dist/bundle/main.js"])(
       }
     });
 
+    it("logs one start-up summary line: backend, failure mode, statistics, config source, engine, addresses", async () => {
+      // Logged right after the HTTP listener's line, which beforeAll waited for.
+      await waitFor(
+        () => service.output().includes("ratelimit started"),
+        "the start-up summary",
+        5_000,
+      );
+      const summaries = service
+        .output()
+        .split("\n")
+        .filter((l) => l.startsWith("{"))
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .filter((l) => l["@message"] === "ratelimit started");
+      expect(summaries).toHaveLength(1);
+      expect(summaries[0]).toMatchObject({
+        backend: "memory",
+        failureMode: "none",
+        statsSink: "pushstats",
+        configSource: `files ${join(repoRoot, "examples")}`,
+        http2Engine: "builtin",
+        grpc: `127.0.0.1:${String(ports.grpc)}`,
+        http: `127.0.0.1:${String(ports.http)}`,
+        debug: `127.0.0.1:${String(ports.debug)}`,
+      });
+    });
+
     it("warns once about a Go reference variable name, naming the setting that replaces it", () => {
       const warnings = service
         .output()
