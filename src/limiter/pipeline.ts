@@ -162,23 +162,12 @@ export class RateLimitPipeline<
       false,
     );
     await this.read(plan);
-    const now = plan.nowSeconds;
     if (plan.allOrNothing) {
       const refused = !this.allFit(plan, true);
       if (refused) for (const d of plan.counted) d.increment = 0;
       return { plan, refused, stopped: undefined };
     }
-    let stopped: ChargePreview["stopped"];
-    if (this.stopIncrement) {
-      if (plan.sent !== plan.counted) {
-        stopped = "local-cache";
-        for (const d of plan.counted) d.increment = 0;
-      } else if (plan.counted.some((d) => this.wouldExceed(d, now))) {
-        stopped = "over-limit";
-        for (const d of plan.counted)
-          if (!this.wouldExceed(d, now)) d.increment = 0;
-      }
-    }
+    const stopped = this.stopIncrement ? this.holdBack(plan) : undefined;
     return { plan, refused: false, stopped };
   }
 
@@ -238,21 +227,31 @@ export class RateLimitPipeline<
   private async chargeStopping(
     plan: RequestPlan,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
-    const sent = plan.sent;
-    if (sent !== plan.counted) {
-      for (const d of sent) d.increment = 0;
-    } else {
-      await this.backend.peek(sent);
-      let anyOver = false;
-      for (const d of sent) {
-        if (this.wouldExceed(d, plan.nowSeconds)) anyOver = true;
-      }
-      if (anyOver)
-        for (const d of sent)
-          if (!this.wouldExceed(d, plan.nowSeconds)) d.increment = 0;
-    }
-    await this.backend.increment(sent, plan.nowSeconds);
+    if (plan.sent === plan.counted) await this.backend.peek(plan.sent);
+    this.holdBack(plan);
+    await this.backend.increment(plan.sent, plan.nowSeconds);
     return this.statuses(plan);
+  }
+
+  /**
+   * The stop-increment rule over counters already read: sets each descriptor's `increment`
+   * (0 where held back) and says why any was held back.
+   */
+  private holdBack(plan: RequestPlan): ChargePreview["stopped"] {
+    const counted = plan.counted;
+    if (plan.sent !== counted) {
+      for (const d of counted) d.increment = 0;
+      return "local-cache";
+    }
+    let anyOver = false;
+    for (const d of counted) {
+      const over = this.wouldExceed(d, plan.nowSeconds);
+      if (!over) d.increment = 0;
+      anyOver ||= over;
+    }
+    if (anyOver) return "over-limit";
+    for (const d of counted) d.increment = d.hitsAddend;
+    return undefined;
   }
 
   /** Whether a descriptor's counters as read plus its hits go over its limit. */
