@@ -108,14 +108,8 @@ export class KvCounterBackend implements CounterBackend {
    *
    * @throws {@link BackendError} when the store fails or no connection is up in time
    */
-  async increment(slots: readonly CounterSlot[]): Promise<void> {
-    if (this.perSecond === undefined) return this.write(this.main, slots, true);
-    const [main, perSecond] = this.split(slots);
-    // Main instance first, then the per-second one, as upstream. (The service traces the
-    // whole round trip as one span.)
-    await this.write(this.main, main, true);
-    if (perSecond !== undefined)
-      await this.write(this.perSecond, perSecond, true);
+  increment(slots: readonly CounterSlot[]): Promise<void> {
+    return this.writeAll(slots, true);
   }
 
   /**
@@ -137,13 +131,25 @@ export class KvCounterBackend implements CounterBackend {
    *
    * @throws {@link BackendError} when the store fails
    */
-  async add(slots: readonly CounterSlot[]): Promise<void> {
+  add(slots: readonly CounterSlot[]): Promise<void> {
+    return this.writeAll(slots, false);
+  }
+
+  /**
+   * INCRBY + EXPIRE of every slot (with `withPrevious`, GET of sliding windows' previous keys
+   * too): main instance first, then the per-second one, as upstream. (The service traces the
+   * whole round trip as one span.)
+   */
+  private async writeAll(
+    slots: readonly CounterSlot[],
+    withPrevious: boolean,
+  ): Promise<void> {
     if (this.perSecond === undefined)
-      return this.write(this.main, slots, false);
+      return this.write(this.main, slots, withPrevious);
     const [main, perSecond] = this.split(slots);
-    await this.write(this.main, main, false);
+    await this.write(this.main, main, withPrevious);
     if (perSecond !== undefined)
-      await this.write(this.perSecond, perSecond, false);
+      await this.write(this.perSecond, perSecond, withPrevious);
   }
 
   /**
