@@ -4,6 +4,12 @@
 // memcached backends, statistics sinks, xDS), so those still load only when the settings use
 // them. `bin/ratelimit` runs the bundle when it exists. Run by `make build`.
 //
+// The two command-line tools are bundled too, each into one self-contained file
+// (dist/bundle/client.js, dist/bundle/config-check.js), for the npm package: it ships
+// dist/bundle but not dist/src (package.json "files"). No code splitting with the service:
+// a tool runs only when its own entry file is the script Node started, which a shared chunk
+// could silently break.
+//
 // Why: loading ~420 separate modules costs module records, resolution and per-file source
 // strings on the V8 heap, and the resolver's work at start-up is hot enough for V8 to compile
 // optimised code for it; one bundle saves 4–9 MiB of idle RSS (docs/performance.md "Idle
@@ -22,6 +28,10 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const out = join(root, "dist", "bundle");
 rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
+// CommonJS dependencies call require() for Node's built-in modules.
+const banner = {
+  js: 'import { createRequire as __rlsCreateRequire } from "node:module";\nconst require = __rlsCreateRequire(import.meta.url);',
+};
 await build({
   entryPoints: { main: join(root, "dist", "src", "main.js") },
   outdir: out,
@@ -31,15 +41,33 @@ await build({
   platform: "node",
   target: "node22",
   external: ["@opentelemetry/*"],
-  // CommonJS dependencies call require() for Node's built-in modules.
-  banner: {
-    js: 'import { createRequire as __rlsCreateRequire } from "node:module";\nconst require = __rlsCreateRequire(import.meta.url);',
-  },
+  banner,
   legalComments: "none",
   logLevel: "warning",
 });
-const files = readdirSync(out);
-const bytes = files.reduce((sum, f) => sum + statSync(join(out, f)).size, 0);
+const serviceFiles = readdirSync(out);
+const serviceBytes = serviceFiles.reduce(
+  (sum, f) => sum + statSync(join(out, f)).size,
+  0,
+);
 stdout.write(
-  `service bundled: dist/bundle/main.js and ${files.length - 1} chunks, ${bytes} B\n`,
+  `service bundled: dist/bundle/main.js and ${serviceFiles.length - 1} chunks, ${serviceBytes} B\n`,
+);
+await build({
+  entryPoints: {
+    client: join(root, "dist", "src", "cli", "client.js"),
+    "config-check": join(root, "dist", "src", "cli", "config-check.js"),
+  },
+  outdir: out,
+  bundle: true,
+  format: "esm",
+  platform: "node",
+  target: "node22",
+  banner,
+  legalComments: "none",
+  logLevel: "warning",
+});
+const size = (name) => statSync(join(out, name)).size;
+stdout.write(
+  `tools bundled: dist/bundle/client.js ${size("client.js")} B, dist/bundle/config-check.js ${size("config-check.js")} B\n`,
 );

@@ -7,13 +7,16 @@ import { settingsTable } from "./settings/settings-table.js";
 import { loadSettings } from "./settings/settings.js";
 import { createLogger } from "./telemetry/logger.js";
 import { compactHeapNow } from "./util/compact-heap.js";
+import { versionLine } from "./util/version.js";
 
 // Process entry point: the one place that reads process.env and calls process.exit.
+
+const usageLine = "usage: ratelimit [--help | --version]";
 
 function usage(): string {
   const width = Math.max(...settingsTable.map((r) => r.name.length));
   const lines = [
-    "usage: ratelimit [--help]",
+    usageLine,
     "",
     "Envoy rate-limit service (RLS v3). Configured only by environment variables:",
     "",
@@ -31,13 +34,29 @@ function usage(): string {
   return lines.join("\n") + "\n";
 }
 
+// The service takes no arguments but these, each answered before anything starts; anything
+// else is refused, so a mistyped flag never starts a service on the defaults.
 const args = process.argv.slice(2);
-if (args.includes("--help-markdown")) {
-  process.stdout.write(settingsMarkdown());
-  process.exit(0);
-}
-if (args.includes("--help") || args.includes("-h") || args.includes("-help")) {
-  process.stdout.write(usage());
+const version = (): string => `${versionLine("ratelimit")}\n`;
+const answers = new Map<string, () => string>([
+  ["--help", usage],
+  ["-help", usage],
+  ["-h", usage],
+  ["--help-markdown", settingsMarkdown],
+  ["--version", version],
+  ["-version", version],
+]);
+if (args.length > 0) {
+  const answer = answers.get(args[0] ?? "");
+  if (answer === undefined || args.length > 1) {
+    const unknown = answer === undefined ? args[0] : args[1];
+    process.stderr.write(
+      `ratelimit: unknown argument ${JSON.stringify(unknown)}\n${usageLine}\n` +
+        "Configured by environment variables only; `ratelimit --help` lists them.\n",
+    );
+    process.exit(2);
+  }
+  process.stdout.write(answer());
   process.exit(0);
 }
 

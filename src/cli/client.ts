@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { create, toJsonString } from "@bufbuild/protobuf";
-import { createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import {
   ExplainResponseSchema,
@@ -13,7 +13,9 @@ import {
   RateLimitDescriptor_EntrySchema,
   type RateLimitDescriptor_Entry,
   type RateLimitResponse,
+  type Rule,
 } from "../proto.js";
+import { versionLine } from "../util/version.js";
 import { formatExplanation } from "./explain-format.js";
 import {
   FlagError,
@@ -26,8 +28,8 @@ import {
 const flags = {
   dial_string: {
     kind: "string",
-    default: "localhost:8081",
-    help: "url of ratelimit server in <host>:<port> form",
+    default: "",
+    help: "url of ratelimit server in <host>:<port> form; without it, GRPC_HOST:GRPC_PORT from the environment (localhost:8081 when unset)",
   },
   domain: {
     kind: "string",
@@ -87,35 +89,100 @@ export function parseDescriptorFlag(text: string): RateLimitDescriptor_Entry[] {
   });
 }
 
-/** Renders a response for people: one line per descriptor, then the overall code. */
+/**
+ * The window of a descriptor's rule, from the Explain API: ShouldRateLimit's `current_limit`
+ * carries only the unit, not `unit_multiplier` nor the algorithm.
+ */
+export interface RuleWindow {
+  /** `unit_multiplier` (1 when not set in the config). */
+  readonly unitMultiplier: number;
+  /** Window length in seconds (unit × unit_multiplier). */
+  readonly windowSeconds: number;
+  /** `algorithm: sliding_window`. */
+  readonly slidingWindow: boolean;
+}
+
+/**
+ * Renders a response for people: one line per descriptor, then the overall code.
+ *
+ * @param descriptors - the `-descriptors` texts, parallel to `response.statuses`
+ * @param windows - the rule window per descriptor, parallel to `response.statuses` (undefined
+ * where no rule applies); without it (the server's Explain API is off) a line says the window
+ * printed is the unit alone
+ */
 export function formatResponse(
   response: RateLimitResponse,
   descriptors: readonly string[],
+  windows?: readonly (RuleWindow | undefined)[],
 ): string {
   const lines: string[] = [];
-  response.statuses.forEach((status, i) => {
+  let windowUnknown = false;
+  for (const [i, status] of response.statuses.entries()) {
     const code = RateLimitResponse_Code[status.code];
     const limit = status.currentLimit;
     let detail: string;
     if (limit !== undefined) {
       const unit = RateLimitResponse_RateLimit_Unit[limit.unit];
+      const window = windows?.[i];
+      if (windows === undefined) windowUnknown = true;
+      const multiplier =
+        window !== undefined && window.unitMultiplier > 1
+          ? `${window.unitMultiplier} ${unit} (${window.windowSeconds}s window)`
+          : unit;
+      const sliding = window?.slidingWindow === true;
       const name = limit.name !== "" ? ` (${limit.name})` : "";
+      // A sliding window's duration_until_reset is when its weighted count falls by one
+      // (docs/api.md), not the end of a window.
       const reset =
         status.durationUntilReset !== undefined
-          ? `, resets in ${status.durationUntilReset.seconds}s`
+          ? sliding
+            ? `, count falls by one in ${status.durationUntilReset.seconds}s`
+            : `, resets in ${status.durationUntilReset.seconds}s`
           : "";
-      detail = `limit ${limit.requestsPerUnit} per ${unit}${name}, ${status.limitRemaining} remaining${reset}`;
+      detail = `limit ${limit.requestsPerUnit} per ${multiplier}${name}${sliding ? ", sliding window" : ""}, ${status.limitRemaining} remaining${reset}`;
     } else if (status.limitRemaining === 4294967295) {
       detail = "unlimited";
     } else {
       detail = "no limit applies";
     }
     lines.push(`descriptor ${descriptors[i] ?? String(i)}: ${code}, ${detail}`);
-  });
+  }
   for (const h of response.responseHeadersToAdd)
     lines.push(`header ${h.key}: ${h.value}`);
   lines.push(`overall: ${RateLimitResponse_Code[response.overallCode]}`);
+  if (windowUnknown)
+    lines.push(
+      "note: window shown as the unit alone; unit_multiplier and sliding windows need the server's Explain API (EXPLAIN_ENABLED=true)",
+    );
   return lines.join("\n");
+}
+
+/**
+ * Returns the `-dial_string` default: `GRPC_HOST:GRPC_PORT` from `env`, as the service reads
+ * them, with `localhost` for an unset or wildcard host (`0.0.0.0`, `::`) and `8081` for an
+ * unset port; an IPv6 host is bracketed.
+ */
+export function defaultDialString(
+  env: Readonly<Record<string, string | undefined>>,
+): string {
+  const host = env["GRPC_HOST"] ?? "";
+  const port = env["GRPC_PORT"] ?? "";
+  const dialHost =
+    host === "" || host === "0.0.0.0" || host === "::" || host === "[::]"
+      ? "localhost"
+      : host.includes(":") && !host.startsWith("[")
+        ? `[${host}]`
+        : host;
+  return `${dialHost}:${port === "" ? "8081" : port}`;
+}
+
+function windowOf(rule: Rule | undefined): RuleWindow | undefined {
+  if (rule === undefined) return undefined;
+  return {
+    unitMultiplier: rule.unitMultiplier,
+    windowSeconds: rule.windowSeconds,
+    slidingWindow: rule.slidingWindow,
+  };
 }
 
 /**
@@ -123,23 +190,41 @@ export function formatResponse(
  * `-explain`, calls `ratelimit.explain.v1.ExplainService/Explain` instead and prints the
  * explanation as a tree (`-json`: proto3 JSON).
  *
+ * Without `-dial_string` it calls `GRPC_HOST:GRPC_PORT` of `env` ({@link defaultDialString}).
+ * After a ShouldRateLimit answer it asks the Explain API (charging nothing) for each rule's
+ * window, which the answer lacks; when the server does not serve Explain, the answer is
+ * printed with the unit alone and a note says so.
+ *
+ * @param argv - arguments after the program name, Go `flag` syntax; `-version` prints the
+ * version, a non-flag argument is refused
+ * @param env - the environment for `GRPC_HOST` / `GRPC_PORT`; the command passes `process.env`
  * @returns the exit code: 0 on a response (OK or OVER_LIMIT), 1 on a connection or request error, 2 on bad flags
  */
 export async function runClient(
   argv: readonly string[],
   out: (line: string) => void,
   err: (line: string) => void,
+  env: Readonly<Record<string, string | undefined>> = {},
 ): Promise<number> {
+  const usage = `usage of ratelimit-client:\n${flagUsage(flags)}`;
   let parsed;
   try {
     parsed = parseGoFlags(argv, flags);
+    if (parsed.rest.length > 0)
+      throw new FlagError(
+        `unexpected argument: ${JSON.stringify(parsed.rest[0])}`,
+      );
   } catch (e) {
     err(e instanceof Error ? e.message : String(e));
-    err(`usage of ratelimit-client:\n${flagUsage(flags)}`);
+    err(usage);
     return 2;
   }
   if (parsed.help) {
-    out(`usage of ratelimit-client:\n${flagUsage(flags)}`);
+    out(usage);
+    return 0;
+  }
+  if (parsed.version) {
+    out(versionLine("ratelimit-client"));
     return 0;
   }
   const texts = parsed.lists.get("descriptors") ?? [];
@@ -161,6 +246,8 @@ export async function runClient(
     return 2;
   }
   const useTls = parsed.values.get("grpc-use-tls") === "true";
+  const dialFlag = parsed.values.get("dial_string") ?? "";
+  const dialString = dialFlag !== "" ? dialFlag : defaultDialString(env);
   const read = (flag: string): Buffer | undefined => {
     const path = parsed.values.get(flag) ?? "";
     return path === "" ? undefined : readFileSync(path);
@@ -169,7 +256,7 @@ export async function runClient(
   const cert = read("grpc-cert-file");
   const key = read("grpc-key-file");
   const transport = createGrpcTransport({
-    baseUrl: `${useTls ? "https" : "http"}://${parsed.values.get("dial_string") ?? ""}`,
+    baseUrl: `${useTls ? "https" : "http"}://${dialString}`,
     nodeOptions: {
       ...(ca !== undefined ? { ca } : {}),
       ...(cert !== undefined ? { cert } : {}),
@@ -195,20 +282,35 @@ export async function runClient(
     }
   }
   const client = createClient(RateLimitService, transport);
+  let response: RateLimitResponse;
   try {
-    const response = await client.shouldRateLimit(request, {
+    response = await client.shouldRateLimit(request, {
       timeoutMs: 10_000,
     });
-    out(
-      json
-        ? toJsonString(RateLimitResponseSchema, response)
-        : `domain: ${request.domain}\n${formatResponse(response, texts)}`,
-    );
-    return 0;
   } catch (e) {
     err(`request error: ${e instanceof Error ? e.message : String(e)}`);
     return 1;
   }
+  if (json) {
+    out(toJsonString(RateLimitResponseSchema, response));
+    return 0;
+  }
+  let windows: (RuleWindow | undefined)[] | undefined;
+  try {
+    const explained = await createClient(ExplainService, transport).explain(
+      { request, charge: false },
+      { timeoutMs: 10_000 },
+    );
+    windows = explained.descriptors.map((d) => windowOf(d.rule));
+  } catch (e) {
+    // Explain off (UNIMPLEMENTED) or unreachable: print the answer without the windows.
+    if (!(e instanceof ConnectError) || e.code !== Code.Unimplemented)
+      err(
+        `warning: rule windows not read: ${e instanceof Error ? e.message : String(e)}`,
+      );
+  }
+  out(`domain: ${request.domain}\n${formatResponse(response, texts, windows)}`);
+  return 0;
 }
 
 if (isMain(import.meta.url)) {
@@ -216,6 +318,7 @@ if (isMain(import.meta.url)) {
     process.argv.slice(2),
     (line) => process.stdout.write(line + "\n"),
     (line) => process.stderr.write(line + "\n"),
+    process.env,
   );
   process.exit(code);
 }

@@ -16,7 +16,12 @@ export interface FlagSpec {
 export interface ParsedFlags {
   readonly values: ReadonlyMap<string, string>;
   readonly lists: ReadonlyMap<string, readonly string[]>;
+  /** `-h`, `-help` or `--help` was given. */
   readonly help: boolean;
+  /** `-version` or `--version` was given. */
+  readonly version: boolean;
+  /** The arguments after the flags (after `--` or from the first non-flag argument on). */
+  readonly rest: readonly string[];
 }
 
 /** A command-line flag is unknown or lacks its value. */
@@ -27,7 +32,8 @@ export class FlagError extends Error {
 /**
  * Parses arguments with Go `flag` package syntax, as the reference's tools accept them:
  * `-name value`, `-name=value`, `--name=value`, bool flags as `-name` or `-name=false`;
- * parsing stops at `--` or the first non-flag argument. `-h` / `-help` / `--help` ask for help.
+ * parsing stops at `--` or the first non-flag argument, and what follows is returned as `rest`.
+ * `-h` / `-help` / `--help` ask for help, `-version` / `--version` for the version.
  *
  * @throws {@link FlagError} for an unknown flag, a missing value or a bad bool
  */
@@ -42,20 +48,24 @@ export function parseGoFlags(
     else if (spec.kind === "bool") values.set(name, "false");
   }
   let help = false;
-  for (let i = 0; i < argv.length; i++) {
+  let version = false;
+  let i = 0;
+  for (; i < argv.length; i++) {
     const arg = argv[i];
-    if (
-      arg === undefined ||
-      arg === "--" ||
-      !arg.startsWith("-") ||
-      arg === "-"
-    )
+    if (arg === "--") {
+      i++;
       break;
+    }
+    if (arg === undefined || !arg.startsWith("-") || arg === "-") break;
     const body = arg.replace(/^--?/, "");
     const eq = body.indexOf("=");
     const name = eq < 0 ? body : body.slice(0, eq);
     if (name === "h" || name === "help") {
       help = true;
+      continue;
+    }
+    if (name === "version" && specs[name] === undefined) {
+      version = eq < 0 || ["1", "t", "true"].includes(body.slice(eq + 1));
       continue;
     }
     const spec = specs[name];
@@ -85,7 +95,7 @@ export function parseGoFlags(
     }
     values.set(name, value);
   }
-  return { values, lists, help };
+  return { values, lists, help, version, rest: argv.slice(i) };
 }
 
 /** Formats the flag list for `-h`, one flag per two lines as Go's `flag.PrintDefaults`. */
