@@ -1,7 +1,10 @@
-// The debug console's browser code: config tree, health, counters, and an Explain form that
-// calls ratelimit.explain.v1.ExplainService on this same origin with gRPC-web. Bundled by
-// scripts/build-console.mjs (esbuild) into dist/console/app.js; nothing is fetched from
-// elsewhere at run time.
+// The debug console's browser code: config tree, health, uptime, statistics, the last failed
+// config reload, and an Explain form that calls ratelimit.explain.v1.ExplainService on this
+// same origin with gRPC-web. Health, uptime, statistics, the loaded domains and the reload
+// state are polled every few seconds (`?refresh=<seconds>`, 3 by default) while the tab is
+// visible; the tree is rebuilt only when the config changes, and keeps which nodes are open.
+// Bundled by scripts/build-console.mjs (esbuild) into dist/console/app.js; nothing is fetched
+// from elsewhere at run time.
 import { createClient } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import {
@@ -31,11 +34,27 @@ interface RuleNode {
 interface State {
   healthy: boolean;
   components: Record<string, boolean>;
+  degraded: string[];
   uptimeSeconds: number;
   configLoaded: boolean;
   domains: { domain: string; rules: RuleNode[] }[];
-  counters: { name: string; value: number }[];
+  statistics: { name: string; value: number }[];
 }
+/** The JSON form of `/rlconfig` (`?format=json`), as far as the console reads it. */
+interface ConfigReport {
+  domains: string[];
+  loadedAt: string | null;
+  lastFailedReload: {
+    file: string | null;
+    line: number | null;
+    fieldPath: string | null;
+    message: string;
+    time: string;
+  } | null;
+}
+
+/** Default time between two refreshes of the state, in milliseconds. */
+const defaultRefreshMs = 3000;
 
 const client = createClient(
   ExplainService,
@@ -92,15 +111,45 @@ function ruleElement(rule: RuleNode): HTMLElement {
   return details;
 }
 
-function renderState(state: State): void {
-  const health = byId("health");
-  health.textContent = state.healthy ? "healthy" : "unhealthy";
-  health.className = `badge ${state.healthy ? "ok" : "fail"}`;
-  health.title = Object.entries(state.components)
-    .map(([name, ok]) => `${name}: ${ok ? "ok" : "failing"}`)
-    .join(", ");
-  byId("uptime").textContent = `up ${state.uptimeSeconds}s`;
+/** "1h 02m 03s", "2m 05s", "7s": a whole number of seconds for people. */
+function durationText(totalSeconds: number): string {
+  const s = Math.max(0, Math.floor(totalSeconds));
+  const days = Math.floor(s / 86400);
+  const hours = Math.floor((s % 86400) / 3600);
+  const minutes = Math.floor((s % 3600) / 60);
+  const seconds = s % 60;
+  const pad = (n: number): string => String(n).padStart(2, "0");
+  if (days > 0) return `${days}d ${pad(hours)}h ${pad(minutes)}m`;
+  if (hours > 0) return `${hours}h ${pad(minutes)}m ${pad(seconds)}s`;
+  if (minutes > 0) return `${minutes}m ${pad(seconds)}s`;
+  return `${seconds}s`;
+}
+
+/** Identifies a node of the tree across rebuilds: its domain or its rule's full key. */
+function treeKey(details: Element): string | undefined {
+  const domain = details.getAttribute("data-domain");
+  if (domain !== null) return `domain ${domain}`;
+  const fullKey = details.getAttribute("data-full-key");
+  return fullKey === null ? undefined : `rule ${fullKey}`;
+}
+
+/** The tree as last rendered (JSON of the state's config part), to skip identical rebuilds. */
+let renderedTree: string | undefined;
+
+/**
+ * Rebuilds the config tree when the config changed; the nodes open before stay open (matched
+ * by domain and full key), so neither a refresh nor an Explain collapses what was expanded.
+ */
+function renderTree(state: State): void {
+  const text = JSON.stringify([state.configLoaded, state.domains]);
+  if (text === renderedTree) return;
+  renderedTree = text;
   const tree = byId("config-tree");
+  const open = new Set<string>();
+  for (const details of tree.querySelectorAll("details[open]")) {
+    const key = treeKey(details);
+    if (key !== undefined) open.add(key);
+  }
   tree.replaceChildren();
   if (!state.configLoaded) tree.append("no configuration loaded");
   for (const domain of state.domains) {
@@ -112,17 +161,72 @@ function renderState(state: State): void {
     for (const rule of domain.rules) details.append(ruleElement(rule));
     tree.append(details);
   }
-  const body = byId("counters").querySelector("tbody");
+  for (const details of tree.querySelectorAll("details")) {
+    const key = treeKey(details);
+    if (key !== undefined && open.has(key)) details.setAttribute("open", "");
+  }
+}
+
+function renderState(state: State): void {
+  const health = byId("health");
+  const degraded = state.healthy && state.degraded.length > 0;
+  health.textContent = !state.healthy
+    ? "unhealthy"
+    : degraded
+      ? `degraded: ${state.degraded.join(", ")}`
+      : "healthy";
+  health.className = `badge ${!state.healthy ? "fail" : degraded ? "warn" : "ok"}`;
+  health.title = Object.entries(state.components)
+    .map(([name, ok]) => `${name}: ${ok ? "ok" : "failing"}`)
+    .join(", ");
+  const uptime = byId("uptime");
+  uptime.textContent = `up ${durationText(state.uptimeSeconds)}`;
+  uptime.setAttribute("data-seconds", String(state.uptimeSeconds));
+  renderTree(state);
+  const body = byId("statistics").querySelector("tbody");
   body?.replaceChildren(
-    ...state.counters.map((c) =>
+    ...state.statistics.map((c) =>
       el(
         "tr",
-        {},
+        { "data-name": c.name },
         el("td", {}, c.name),
         el("td", { class: "value" }, String(c.value)),
       ),
     ),
   );
+}
+
+/** Fills the domain input's suggestions, keeping the list when it is unchanged. */
+function renderDomains(domains: readonly string[]): void {
+  const list = byId("domain-list");
+  const current = [...list.querySelectorAll("option")].map((o) => o.value);
+  if (current.join("\n") === domains.join("\n")) return;
+  list.replaceChildren(
+    ...domains.map((domain) => el("option", { value: domain })),
+  );
+}
+
+/** Shows the config's load time and the last failed reload, when `/rlconfig` reports them. */
+function renderConfigReport(report: ConfigReport | undefined): void {
+  const loaded = byId("config-loaded");
+  const loadedAt = report?.loadedAt ?? null;
+  loaded.textContent = loadedAt === null ? "" : `loaded at ${loadedAt}`;
+  const failed = byId("reload-error");
+  const f = report?.lastFailedReload ?? null;
+  if (f === null) {
+    failed.hidden = true;
+    failed.textContent = "";
+    return;
+  }
+  const place =
+    f.file === null
+      ? ""
+      : f.line === null
+        ? `${f.file}: `
+        : `${f.file}:${f.line}: `;
+  const field = f.fieldPath === null ? "" : `${f.fieldPath}: `;
+  failed.textContent = `last config reload failed at ${f.time}: ${place}${field}${f.message}`;
+  failed.hidden = false;
 }
 
 const outcomeText: Record<Outcome, string> = {
@@ -206,6 +310,32 @@ function descriptorElement(d: DescriptorExplanation): HTMLElement {
         (status !== undefined ? ` (${Code[status.code]})` : ""),
     ),
   );
+  if (status?.currentLimit !== undefined) {
+    // What ShouldRateLimit answers (or would answer) in x-ratelimit-remaining and -reset.
+    const resetSeconds = Number(status.durationUntilReset?.seconds ?? 0n);
+    section.append(
+      el(
+        "div",
+        {
+          class: "remaining",
+          "data-remaining": String(status.limitRemaining),
+          "data-reset-seconds": String(resetSeconds),
+        },
+        `remaining ${status.limitRemaining} of ${status.currentLimit.requestsPerUnit}, resets in ${durationText(resetSeconds)}`,
+      ),
+    );
+  } else if (d.verdict === Verdict.UNLIMITED && status !== undefined) {
+    section.append(
+      el(
+        "div",
+        {
+          class: "remaining",
+          "data-remaining": String(status.limitRemaining),
+        },
+        `remaining ${status.limitRemaining} (unlimited), no reset`,
+      ),
+    );
+  }
   for (const note of d.notes)
     section.append(el("div", { class: "muted" }, note));
   return section;
@@ -225,7 +355,7 @@ function renderExplanation(r: ExplainResponse): void {
       ? [
           el(
             "div",
-            { class: "muted", id: "explain-charge" },
+            { class: "muted", id: "explain-charge-mode" },
             r.allOrNothingRefused
               ? "charge: all_or_nothing: refused, no counter is charged"
               : "charge: all_or_nothing: every counter is charged",
@@ -254,10 +384,117 @@ function parseDescriptors(text: string): { key: string; value: string }[][] {
     );
 }
 
-async function refresh(): Promise<void> {
-  const res = await fetch("/console/state.json");
-  renderState((await res.json()) as State);
+/**
+ * Reads `/rlconfig`'s JSON form; undefined when this server has none (an older build answers
+ * the plain dump whatever the query) or the answer is not the expected shape.
+ */
+async function fetchConfigReport(): Promise<ConfigReport | undefined> {
+  const res = await fetch("/rlconfig?format=json", {
+    headers: { accept: "application/json" },
+    cache: "no-store",
+  });
+  const type = res.headers.get("content-type") ?? "";
+  if (!res.ok || !type.includes("application/json")) return undefined;
+  let body: unknown;
+  try {
+    body = await res.json();
+  } catch {
+    return undefined; // Not JSON after all: shown as absent, like an older server.
+  }
+  if (typeof body !== "object" || body === null) return undefined;
+  const r = body as Partial<Record<keyof ConfigReport, unknown>>;
+  if (
+    !Array.isArray(r.domains) ||
+    !r.domains.every((d): d is string => typeof d === "string")
+  )
+    return undefined;
+  return {
+    domains: r.domains,
+    loadedAt: typeof r.loadedAt === "string" ? r.loadedAt : null,
+    lastFailedReload: failedReload(r.lastFailedReload),
+  };
 }
+
+/** `lastFailedReload` of the JSON form, each field checked; null when absent or malformed. */
+function failedReload(value: unknown): ConfigReport["lastFailedReload"] {
+  if (typeof value !== "object" || value === null) return null;
+  const f = value as Record<string, unknown>;
+  const text = (v: unknown): string | null =>
+    typeof v === "string" ? v : null;
+  const message = text(f["message"]);
+  const time = text(f["time"]);
+  if (message === null || time === null) return null;
+  return {
+    file: text(f["file"]),
+    line: typeof f["line"] === "number" ? f["line"] : null,
+    fieldPath: text(f["fieldPath"]),
+    message,
+    time,
+  };
+}
+
+async function refresh(): Promise<void> {
+  const [res, report] = await Promise.all([
+    fetch("/console/state.json", { cache: "no-store" }),
+    // The JSON form is optional: without it the console works as before.
+    fetchConfigReport().catch(() => undefined),
+  ]);
+  if (!res.ok) throw new Error(`state: HTTP ${res.status}`);
+  const state = (await res.json()) as State;
+  renderState(state);
+  // Without the JSON form, the tree's domains are the loaded ones (the plain dump lists only
+  // rules with a limit, and cannot tell a dotted domain name from a rule path).
+  renderDomains(report?.domains ?? state.domains.map((d) => d.domain));
+  renderConfigReport(report);
+  const status = byId("refresh-status");
+  status.textContent = "";
+  status.hidden = true;
+}
+
+/** Milliseconds between refreshes: `?refresh=<seconds>` (1 to 3600), else the default. */
+function refreshIntervalMs(): number {
+  const text = new URLSearchParams(window.location.search).get("refresh");
+  const seconds = Number(text);
+  return text !== null &&
+    Number.isInteger(seconds) &&
+    seconds >= 1 &&
+    seconds <= 3600
+    ? seconds * 1000
+    : defaultRefreshMs;
+}
+
+const refreshMs = refreshIntervalMs();
+let timer: ReturnType<typeof setTimeout> | undefined;
+let running: Promise<void> | undefined;
+
+/**
+ * Refreshes now, then every `refreshMs` while the tab is visible. At most one refresh runs
+ * at a time; a call during one is dropped (its end schedules the next).
+ */
+function poll(): void {
+  if (timer !== undefined) clearTimeout(timer);
+  timer = undefined;
+  if (running !== undefined) return;
+  running = refresh()
+    .catch((err: unknown) => {
+      const status = byId("refresh-status");
+      status.textContent = `cannot refresh: ${err instanceof Error ? err.message : String(err)}`;
+      status.hidden = false;
+    })
+    .finally(() => {
+      running = undefined;
+      if (!document.hidden) timer = setTimeout(poll, refreshMs);
+    });
+}
+
+document.addEventListener("visibilitychange", () => {
+  if (document.hidden) {
+    if (timer !== undefined) clearTimeout(timer);
+    timer = undefined;
+  } else {
+    poll();
+  }
+});
 
 byId("explain-form").addEventListener("submit", (event) => {
   event.preventDefault();
@@ -283,8 +520,11 @@ byId("explain-form").addEventListener("submit", (event) => {
       },
       charge,
     })
-    .then(renderExplanation)
-    .then(refresh)
+    .then((r) => {
+      renderExplanation(r);
+      // A charged Explain changes the statistics: show them now.
+      poll();
+    })
     .catch((err: unknown) => {
       result.replaceChildren(
         el(
@@ -296,6 +536,4 @@ byId("explain-form").addEventListener("submit", (event) => {
     });
 });
 
-refresh().catch((err: unknown) => {
-  byId("config-tree").textContent = `cannot load state: ${String(err)}`;
-});
+poll();

@@ -32,15 +32,23 @@ export interface Console {
   handle(req: IncomingMessage, res: ServerResponse, path: string): boolean;
 }
 
-/** The state the console page shows, as `/console/state.json` returns it. */
+/**
+ * The state the console page shows, as `/console/state.json` returns it; the page polls it
+ * every few seconds while visible.
+ */
 export interface ConsoleState {
+  /** Overall health, as `/healthcheck` on the HTTP port answers it. */
   readonly healthy: boolean;
+  /** Each registered health component: true when healthy. */
   readonly components: Record<string, boolean>;
+  /** Components the service runs without (`degraded: …` of `/healthcheck`); empty when fully up. */
+  readonly degraded: readonly string[];
+  /** Whole seconds since the process started. */
   readonly uptimeSeconds: number;
   readonly configLoaded: boolean;
   readonly domains: readonly DomainTree[];
-  /** The main counters: `ratelimit.service.*` and per-rule totals, sorted by name. */
-  readonly counters: readonly { name: string; value: number }[];
+  /** The service's statistics: `ratelimit.service.*`, per-rule ones included, sorted by name. */
+  readonly statistics: readonly { name: string; value: number }[];
 }
 
 const page = `<!doctype html>
@@ -52,12 +60,13 @@ const page = `<!doctype html>
 <link rel="stylesheet" href="/console/app.css">
 </head>
 <body>
-<header><h1>ratelimit console</h1><span id="health" class="badge">…</span><span id="uptime"></span></header>
+<header><h1>ratelimit console</h1><span id="health" class="badge">…</span><span id="uptime"></span><span id="refresh-status" class="error" role="status" hidden></span></header>
 <main>
 <section id="explain-section">
 <h2>Explain</h2>
 <form id="explain-form">
-<label>Domain <input id="explain-domain" name="domain" required></label>
+<label>Domain <input id="explain-domain" name="domain" list="domain-list" autocomplete="off" required></label>
+<datalist id="domain-list"></datalist>
 <label>Descriptors <input id="explain-descriptors" name="descriptors" placeholder="key=value,key2=value2; key=value" required></label>
 <label>Hits addend <input id="explain-hits" name="hits" type="number" min="0" value="1"></label>
 <label class="check"><input id="explain-charge" name="charge" type="checkbox"> charge (count the request)</label>
@@ -65,8 +74,8 @@ const page = `<!doctype html>
 </form>
 <div id="explain-result" aria-live="polite"></div>
 </section>
-<section id="config-section"><h2>Configuration</h2><div id="config-tree"></div></section>
-<section id="counters-section"><h2>Counters</h2><table id="counters"><tbody></tbody></table></section>
+<section id="config-section"><h2>Configuration</h2><div id="config-loaded" class="muted"></div><div id="reload-error" class="error" role="alert" hidden></div><div id="config-tree"></div></section>
+<section id="statistics-section"><h2>Statistics</h2><p class="muted">The service's statistics; <a href="/stats">all statistics</a> as plain text.</p><table id="statistics"><tbody></tbody></table></section>
 </main>
 <script type="module" src="/console/app.js"></script>
 </body>
@@ -94,7 +103,9 @@ const assetTypes: Record<string, string> = {
  * accepts `text/html` (the plain-text index stays for curl), `/console/app.js` and
  * `/console/app.css` the built static files (read once, nothing fetched at run time), and
  * `/console/state.json` the config tree (with source file and line), health, uptime and the
- * main counters. The page explains requests through the debug port's own Explain route.
+ * service's statistics. The page polls that state every few seconds while visible, reads the
+ * loaded domains and the last failed reload from `/rlconfig?format=json` when the debug server
+ * offers it, and explains requests through the debug port's own Explain route.
  */
 export function createConsole(options: ConsoleOptions): Console {
   const assetsDir = options.assetsDir ?? defaultAssetsDir();
@@ -114,7 +125,7 @@ export function createConsole(options: ConsoleOptions): Console {
 
   function state(): ConsoleState {
     const config = options.currentConfig();
-    const counters = options.statsStore
+    const statistics = options.statsStore
       .snapshot()
       .counters.filter((c) => c.name.startsWith("ratelimit.service."))
       .map((c) => ({ name: c.name, value: c.value() }))
@@ -122,10 +133,11 @@ export function createConsole(options: ConsoleOptions): Console {
     return {
       healthy: options.health.isHealthy(),
       components: options.health.components(),
+      degraded: options.health.degradedComponents(),
       uptimeSeconds: Math.floor((nowMs() - options.startedAtMs) / 1000),
       configLoaded: config !== undefined,
       domains: config === undefined ? [] : ruleTrees(config),
-      counters,
+      statistics,
     };
   }
 

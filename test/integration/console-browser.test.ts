@@ -151,6 +151,242 @@ describe("the debug console in Chromium", () => {
   });
 });
 
+describe("the debug console's refresh in Chromium", () => {
+  const other =
+    "domain: other\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 1 }\n";
+  const totalHits =
+    "ratelimit.service.rate_limit.rl.category_account.total_hits";
+  const loadErrors = "ratelimit.service.config_load_error";
+  let t: TestApp;
+  let page: Page;
+  /** Requests the page made for its state, counted by the test. */
+  let stateRequests = 0;
+  beforeAll(async () => {
+    t = await startTestApp(
+      { "rl.yaml": config, "other.yaml": other },
+      { DISABLE_STATS: "true" },
+    );
+    page = await browser.newPage();
+    await page.setViewport({ width: 1200, height: 900 });
+    page.on("request", (req) => {
+      if (req.url().endsWith("/console/state.json")) stateRequests++;
+    });
+    // One refresh a second (the default is 3) keeps the waits below short.
+    await page.goto(`http://${t.addresses.debug}/?refresh=1`);
+    await page.waitForSelector("details.domain");
+  });
+  afterAll(async () => {
+    await page.close();
+    await t.stop();
+  });
+
+  /** The value the page shows for one statistic, or undefined when it lists none such. */
+  function statisticScript(name: string): string {
+    return `document.querySelector('#statistics tr[data-name="${name}"] td.value')?.textContent`;
+  }
+
+  it("refreshes health, uptime and statistics without a reload", async () => {
+    const uptime = Number(
+      await inPage(
+        page,
+        `document.getElementById("uptime").getAttribute("data-seconds")`,
+      ),
+    );
+    await page.waitForFunction(
+      `Number(document.getElementById("uptime").getAttribute("data-seconds")) > ${uptime}`,
+      { timeout: 10_000 },
+    );
+    // Per-rule statistics exist from the config load on, at 0.
+    expect(await inPage(page, statisticScript(totalHits))).toBe("0");
+    const res = await fetch(`http://${t.addresses.http}/json`, {
+      method: "POST",
+      body: JSON.stringify({
+        domain: "rl",
+        descriptors: [{ entries: [{ key: "category", value: "account" }] }],
+      }),
+    });
+    expect(res.status).toBe(200);
+    await page.waitForFunction(`${statisticScript(totalHits)} === "1"`, {
+      timeout: 10_000,
+    });
+    // What SIGTERM does first: health fails while the listeners drain.
+    t.app.health.fail("sigterm");
+    try {
+      await page.waitForFunction(
+        `document.getElementById("health").textContent === "unhealthy"`,
+        { timeout: 10_000 },
+      );
+    } finally {
+      t.app.health.ok("sigterm");
+    }
+    await page.waitForFunction(
+      `document.getElementById("health").textContent === "healthy"`,
+      { timeout: 10_000 },
+    );
+  });
+
+  it("stops refreshing while the tab is hidden, and refreshes when it shows again", async () => {
+    // Another tab in front hides this one (document.visibilityState "hidden").
+    const front = await browser.newPage();
+    try {
+      await front.bringToFront();
+      expect(await inPage(page, "document.visibilityState")).toBe("hidden");
+      // A refresh already under way may still land; then none for three periods.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      const before = stateRequests;
+      await new Promise((resolve) => setTimeout(resolve, 3_500));
+      expect(stateRequests).toBe(before);
+      const refreshed = page.waitForRequest((req) =>
+        req.url().endsWith("/console/state.json"),
+      );
+      await page.bringToFront();
+      await refreshed;
+    } finally {
+      await front.close();
+    }
+  });
+
+  it("keeps open tree nodes after an Explain and a config change, and shows remaining and reset per descriptor", async () => {
+    await page.click('details[data-domain="rl"] > summary');
+    await page.click('details[data-full-key="rl.user"] > summary');
+    const openNodes = `[...document.querySelectorAll("#config-tree details[open]")].map((d) => d.getAttribute("data-domain") ?? d.getAttribute("data-full-key"))`;
+    expect(await inPage(page, openNodes)).toEqual(["rl", "rl.user"]);
+
+    await inPage(
+      page,
+      `(() => {
+        document.getElementById("explain-domain").value = "rl";
+        document.getElementById("explain-descriptors").value = "category=account; user=u1,path=/api/x; user=u2";
+        document.getElementById("explain-charge").checked = true;
+      })()`,
+    );
+    const hitsBefore = Number(
+      await inPage<string>(page, statisticScript(totalHits)),
+    );
+    await page.click("#explain-form button[type=submit]");
+    await page.waitForSelector("#explain-overall");
+    // The charge reaches the statistics (one refresh at least), the tree stays as it was.
+    await page.waitForFunction(
+      `${statisticScript(totalHits)} === "${hitsBefore + 1}"`,
+      {
+        timeout: 10_000,
+      },
+    );
+    expect(await inPage(page, openNodes)).toEqual(["rl", "rl.user"]);
+
+    const remaining = await inPage<
+      ({
+        remaining: string;
+        resetSeconds: string | null;
+        text: string;
+      } | null)[]
+    >(
+      page,
+      `[...document.querySelectorAll("#explain-result .descriptor")].map((d) => {
+        const r = d.querySelector(".remaining");
+        return r === null ? null : {
+          remaining: r.getAttribute("data-remaining"),
+          resetSeconds: r.getAttribute("data-reset-seconds"),
+          text: r.textContent,
+        };
+      })`,
+    );
+    expect(remaining).toHaveLength(3);
+    // 3 per hour, minus the earlier hits and this Explain's.
+    const left = String(Math.max(0, 3 - hitsBefore - 1));
+    expect(remaining[0]).toMatchObject({ remaining: left });
+    expect(remaining[0]!.text).toMatch(
+      new RegExp(`^remaining ${left} of 3, resets in \\d`),
+    );
+    const reset = Number(remaining[0]!.resetSeconds);
+    expect(reset).toBeGreaterThan(0);
+    expect(reset).toBeLessThanOrEqual(3600);
+    expect(remaining[1]).toMatchObject({ remaining: "9" });
+    expect(Number(remaining[1]!.resetSeconds)).toBeLessThanOrEqual(60);
+    // user=u2 matches no limit: nothing to show.
+    expect(remaining[2]).toBeNull();
+
+    // A reload rebuilds the tree; the nodes open before stay open.
+    await t.writeConfig(
+      "rl.yaml",
+      `${config}  - key: added\n    rate_limit: { unit: day, requests_per_unit: 5 }\n`,
+    );
+    await page.waitForSelector('details[data-full-key="rl.added"]', {
+      timeout: 10_000,
+    });
+    expect(await inPage(page, openNodes)).toEqual(["rl", "rl.user"]);
+  });
+
+  it("offers the loaded domains and calls its statistics statistics", async () => {
+    await page.waitForFunction(
+      `document.querySelectorAll("#domain-list option").length === 2`,
+      { timeout: 10_000 },
+    );
+    expect(
+      await inPage(
+        page,
+        `[...document.querySelectorAll("#domain-list option")].map((o) => o.value)`,
+      ),
+    ).toEqual(["other", "rl"]);
+    expect(
+      await inPage(
+        page,
+        `document.getElementById("explain-domain").getAttribute("list")`,
+      ),
+    ).toBe("domain-list");
+    const text = await inPage<string>(page, "document.body.innerText");
+    expect(text).toContain("Statistics");
+    expect(text).not.toMatch(/\bstats\b/i);
+    expect(text).not.toMatch(/\bcounters\b/i);
+  });
+
+  it("shows the last failed reload when /rlconfig reports it", async () => {
+    const base = `http://${t.addresses.debug}`;
+    const errorsBefore = Number(
+      (await inPage<string | undefined>(page, statisticScript(loadErrors))) ??
+        "0",
+    );
+    await t.writeConfig("other.yaml", "domain: other\ndescriptors: [\n");
+    await page.waitForFunction(
+      `Number(${statisticScript(loadErrors)} ?? "0") > ${errorsBefore}`,
+      { timeout: 10_000 },
+    );
+    const report = await fetch(`${base}/rlconfig?format=json`);
+    expect(report.headers.get("content-type")).toContain("application/json");
+    const { lastFailedReload } = (await report.json()) as {
+      lastFailedReload: { file: string | null } | null;
+    };
+    expect(lastFailedReload?.file).toBe("other.yaml");
+    await page.waitForFunction(
+      `!document.getElementById("reload-error").hidden`,
+      { timeout: 10_000 },
+    );
+    const banner = await inPage<string>(
+      page,
+      `document.getElementById("reload-error").textContent`,
+    );
+    expect(banner).toMatch(
+      /^last config reload failed at \S+: other\.yaml:\d+: /,
+    );
+    expect(
+      await inPage(page, `document.getElementById("refresh-status").hidden`),
+    ).toBe(true);
+    expect(
+      await inPage(
+        page,
+        `[...document.querySelectorAll("#domain-list option")].map((o) => o.value)`,
+      ),
+    ).toEqual(["other", "rl"]);
+
+    // The next successful load clears it.
+    await t.writeConfig("other.yaml", other);
+    await page.waitForFunction(
+      `document.getElementById("reload-error").hidden`,
+      { timeout: 10_000 },
+    );
+  });
+});
+
 /** Serves one page, on its own origin, whose script calls ShouldRateLimit with gRPC-web. */
 async function startOtherOrigin(): Promise<{ server: Server; origin: string }> {
   const bundle = await build({
