@@ -4,6 +4,7 @@ import { pathToFileURL } from "node:url";
 import { create } from "@bufbuild/protobuf";
 import { explainLimit } from "../explain/descriptor-explanation.js";
 import { explainConfig } from "../explain/explain-message.js";
+import { ConfigError } from "../config/config-error.js";
 import { loadConfig, type ConfigFile } from "../config/load-config.js";
 import type { RateLimitConfig } from "../config/rate-limit-config.js";
 import {
@@ -16,6 +17,7 @@ import {
   type LegacyEnv,
 } from "../settings/legacy-names.js";
 import { createStatsManager } from "../stats/stats-manager.js";
+import { versionLine } from "../util/version.js";
 import { formatExplanation } from "./explain-format.js";
 import {
   FlagError,
@@ -52,12 +54,14 @@ const usage = `usage of ratelimit-config-check:\n${flagUsage(flags)}`;
  * Output lines, as the reference prints them: `checking rate limit configs...`,
  * `loading config directory: <dir>`, one `opening config file: <dir>/<file>` per entry, then
  * `all rate limit configs ok`, or one of `error opening directory <dir>: <err>`,
- * `error reading file <path>: <err>`, `error loading rate limit configs: <message>`. Unlike
+ * `error reading file <path>: <err>`, `error loading rate limit configs: <message>` (the
+ * reference's message, then the hint and location of `ConfigError.detail`). Unlike
  * the reference, YAML and key errors are reported the same way as other config errors
  * instead of panicking.
  *
  * @param argv - arguments after the program name, Go `flag` syntax (`-config_dir DIR`,
- * `--config_dir=DIR`, `-merge_domain_configs`)
+ * `--config_dir=DIR`, `-merge_domain_configs`); `-version` prints the version; a non-flag
+ * argument is refused as a bad flag
  * @param out - receives each output line (without newline)
  * @param err - receives flag errors and their usage text, and one `warning: <text>` line per
  * Go reference variable name set in `env` (`legacyNameWarnings`: not read by the service,
@@ -80,6 +84,10 @@ export function runConfigCheck(
   let parsed;
   try {
     parsed = parseGoFlags(argv, flags);
+    if (parsed.rest.length > 0)
+      throw new FlagError(
+        `unexpected argument: ${JSON.stringify(parsed.rest[0])}`,
+      );
   } catch (e) {
     if (!(e instanceof FlagError)) throw e;
     err(e.message);
@@ -88,6 +96,10 @@ export function runConfigCheck(
   }
   if (parsed.help) {
     out(usage);
+    return 0;
+  }
+  if (parsed.version) {
+    out(versionLine("ratelimit-config-check"));
     return 0;
   }
   for (const warning of legacyNameWarnings(env)) err(`warning: ${warning}`);
@@ -123,7 +135,9 @@ export function runConfigCheck(
     });
   } catch (e) {
     // Any failure, including one that is not a ConfigError, means the configs are not usable.
-    out(`error loading rate limit configs: ${messageOf(e)}`);
+    // A config error with its hint, line and field path (ConfigError.detail).
+    const message = e instanceof ConfigError ? e.detail : messageOf(e);
+    out(`error loading rate limit configs: ${message}`);
     return 1;
   }
   out("all rate limit configs ok");

@@ -4,7 +4,7 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { RateLimitResponse_RateLimit_Unit as Unit } from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";
-import { ConfigError } from "./config-error.js";
+import { ConfigError, type ConfigErrorOptions } from "./config-error.js";
 import type {
   DescriptorLevel,
   DescriptorNode,
@@ -18,7 +18,17 @@ import {
   unitToSeconds,
   windowShape,
 } from "./units.js";
+import { sourceLine } from "./source-lines.js";
 import type { YamlDescriptor } from "./yaml-types.js";
+
+/** Builds the {@link ConfigError} of a rule problem: `<name>: <problem>`, located. */
+type Fail = (
+  problem: string,
+  where?: Omit<ConfigErrorOptions, "file" | "cause" | "detail">,
+) => ConfigError;
+
+/** `valid units: …`, the hint of an invalid unit. */
+const validUnitsHint = `valid units: ${[...unitByName.keys()].join(", ")} (any case)`;
 
 /** A level under construction; becomes read-only once the load returns. */
 interface MutableLevel extends DescriptorLevel {
@@ -72,41 +82,73 @@ export function compileWildcard(pattern: string): WildcardPattern {
  *
  * @param level - a level from {@link createDescriptorLevel}, or a domain root being merged into
  * @param parentKey - the config path of the level followed by `.`, e.g. `domain.` at the root
- * @throws {@link ConfigError} `<name>: <problem>` for the first invalid rule; the level is then
- *   partly filled and must be discarded
+ * @param fieldPath - the YAML field path of `descriptors`, for error locations
+ * @throws {@link ConfigError} `<name>: <problem>` for the first invalid rule, with the line
+ *   (for YAML sources), the field path and a hint (valid units, where a duplicate was first
+ *   defined); the level is then partly filled and must be discarded
  */
 export function loadDescriptors(
   level: DescriptorLevel,
   descriptors: readonly YamlDescriptor[],
   parentKey: string,
   context: LoadContext,
+  fieldPath = "descriptors",
 ): void {
   const target = level as MutableLevel;
-  const fail = (problem: string): ConfigError =>
-    new ConfigError(`${context.configName}: ${problem}`);
-  for (const rule of descriptors) {
-    if (rule.key === "") throw fail("descriptor has empty key");
+  for (const [index, rule] of descriptors.entries()) {
+    const rulePath = `${fieldPath}[${index}]`;
+    const fail: Fail = (problem, where = {}) =>
+      new ConfigError(`${context.configName}: ${problem}`, {
+        file: context.configName,
+        line: where.line ?? rule.line,
+        fieldPath: where.fieldPath ?? rulePath,
+        hint: where.hint,
+      });
+    if (rule.key === "") {
+      throw fail("descriptor has empty key", {
+        fieldPath: `${rulePath}.key`,
+        hint: "every descriptor needs a key",
+      });
+    }
     const compositeKey =
       rule.value === "" ? rule.key : `${rule.key}_${rule.value}`;
     const fullKey = parentKey + compositeKey;
-    if (target.nodes.has(compositeKey)) {
-      throw fail(`duplicate descriptor composite key '${fullKey}'`);
+    const earlier = target.nodes.get(compositeKey);
+    if (earlier !== undefined) {
+      throw fail(`duplicate descriptor composite key '${fullKey}'`, {
+        hint: `first defined in ${earlier.source.name}${earlier.source.line > 0 ? `:${earlier.source.line}` : ""}`,
+      });
     }
     const isWildcard = compositeKey.includes("*");
-    const limit = buildLimit(rule, fullKey, context, fail);
+    const limit = buildLimit(rule, rulePath, fullKey, context, fail);
     if (rule.shareThreshold && !isWildcard) {
       throw fail(
         `share_threshold can only be used with wildcard values (containing '*'), but found key '${compositeKey}'`,
+        {
+          line: sourceLine(rule, "share_threshold"),
+          fieldPath: `${rulePath}.share_threshold`,
+        },
       );
     }
     const metadata =
       rule.metadata === undefined
         ? undefined
-        : checkedMetadata(rule.metadata, fail);
+        : checkedMetadata(rule.metadata, (problem) =>
+            fail(problem, {
+              line: sourceLine(rule, "metadata"),
+              fieldPath: `${rulePath}.metadata`,
+            }),
+          );
     const children =
       rule.descriptors.length > 0 ? createDescriptorLevel() : undefined;
     if (children !== undefined) {
-      loadDescriptors(children, rule.descriptors, `${fullKey}.`, context);
+      loadDescriptors(
+        children,
+        rule.descriptors,
+        `${fullKey}.`,
+        context,
+        `${rulePath}.descriptors`,
+      );
     }
     const node: DescriptorNode = Object.freeze({
       compositeKey,
@@ -136,26 +178,49 @@ type PendingLimit = Omit<RateLimit, "metadata">;
 /** Validates the `rate_limit` block (unit, unlimited, replaces) and builds the limit. */
 function buildLimit(
   rule: YamlDescriptor,
+  rulePath: string,
   fullKey: string,
   context: LoadContext,
-  fail: (problem: string) => ConfigError,
+  fail: Fail,
 ): PendingLimit | undefined {
   const rateLimit = rule.rateLimit;
   if (rateLimit === undefined) return undefined;
+  const limitPath = `${rulePath}.rate_limit`;
+  // The unit's own line, else the rate_limit block's (a missing unit), else the rule's.
+  const unitWhere = {
+    line:
+      sourceLine(rateLimit, "unit") ??
+      sourceLine(rule, "rate_limit") ??
+      rule.line,
+    fieldPath: `${limitPath}.unit`,
+  };
   const unit = unitByName.get(rateLimit.unit.toUpperCase());
   if (rateLimit.unlimited) {
     if (unit !== undefined) {
-      throw fail("should not specify rate limit unit when unlimited");
+      throw fail("should not specify rate limit unit when unlimited", {
+        ...unitWhere,
+        hint: "remove the unit, or unlimited: true",
+      });
     }
   } else if (unit === undefined) {
-    throw fail(`invalid rate limit unit '${rateLimit.unit}'`);
+    throw fail(`invalid rate limit unit '${rateLimit.unit}'`, {
+      ...unitWhere,
+      hint: validUnitsHint,
+    });
   }
-  for (const replaced of rateLimit.replaces) {
+  for (const [index, replaced] of rateLimit.replaces.entries()) {
+    const replacesWhere = {
+      line: sourceLine(replaced, "name") ?? sourceLine(replaced, ""),
+      fieldPath: `${limitPath}.replaces[${index}].name`,
+    };
     if (replaced.name === "") {
-      throw fail("should not have an empty replaces entry");
+      throw fail("should not have an empty replaces entry", replacesWhere);
     }
     if (replaced.name === rateLimit.name) {
-      throw fail("replaces should not contain name of same descriptor");
+      throw fail("replaces should not contain name of same descriptor", {
+        ...replacesWhere,
+        hint: `'${replaced.name}' is this rate limit's own name`,
+      });
     }
   }
   // Unlimited limits carry unit UNKNOWN whatever was written (upstream `config_impl.go`).
@@ -163,9 +228,14 @@ function buildLimit(
     rateLimit.unlimited || unit === undefined ? Unit.UNKNOWN : unit;
   // Extensions: decided here, once, so requests never look at the algorithm.
   const unitMultiplier = rateLimit.unitMultiplier ?? 1;
+  const multiplierWhere = {
+    line: sourceLine(rateLimit, "unit_multiplier"),
+    fieldPath: `${limitPath}.unit_multiplier`,
+  };
   if (!Number.isInteger(unitMultiplier) || unitMultiplier < 1) {
     throw fail(
       `invalid unit_multiplier '${String(unitMultiplier)}' (expected an integer >= 1)`,
+      multiplierWhere,
     );
   }
   const sliding =
@@ -174,6 +244,7 @@ function buildLimit(
   if (shape.windowSeconds > maxWindowSeconds) {
     throw fail(
       `unit_multiplier ${String(unitMultiplier)} × ${unitName(effectiveUnit)} is longer than ${String(maxWindowSeconds)} seconds`,
+      multiplierWhere,
     );
   }
   return {

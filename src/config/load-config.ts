@@ -15,6 +15,7 @@ import {
   loadDescriptors,
 } from "./descriptor-compile.js";
 import { findRateLimit } from "./descriptor-lookup.js";
+import { nearestName } from "./nearest-name.js";
 import { parseConfigFile } from "./parse-config-file.js";
 import type {
   ConfigView,
@@ -22,6 +23,7 @@ import type {
   RateLimit,
   RateLimitConfig,
 } from "./rate-limit-config.js";
+import { sourceLine } from "./source-lines.js";
 import { unitFromNumber, unitToSeconds } from "./units.js";
 import type { ChargeMode, YamlRoot } from "./yaml-types.js";
 
@@ -86,7 +88,8 @@ export function loadConfig(
  * top-level composite key twice is still an error.
  *
  * @throws {@link ConfigError} `<name>: <problem>`: `config file cannot have empty domain`,
- *   `duplicate domain '<domain>' in config file`, or a rule error of {@link loadDescriptors}
+ *   `duplicate domain '<domain>' in config file` (its hint names the source that defined the
+ *   domain first), or a rule error of {@link loadDescriptors}
  */
 export function loadConfigFromRoots(
   roots: readonly NamedYamlRoot[],
@@ -96,17 +99,35 @@ export function loadConfigFromRoots(
   const domains = new Map<string, DescriptorLevel>();
   const failureModes = new Map<string, FailureMode>();
   const charges = domainChargeModes(roots, options.chargeMode ?? "each");
+  // Where each domain was first defined: `<name>` or `<name>:<line>`.
+  const firstDefined = new Map<string, string>();
   for (const { name, root, version } of roots) {
+    const domainLine = sourceLine(root, "domain");
     if (root.domain === "") {
-      throw new ConfigError(`${name}: config file cannot have empty domain`);
+      throw new ConfigError(`${name}: config file cannot have empty domain`, {
+        file: name,
+        line: domainLine,
+        fieldPath: "domain",
+        hint: "set domain: to the domain Envoy sends",
+      });
     }
     let level = domains.get(root.domain);
     if (level === undefined) {
       level = createDescriptorLevel();
       domains.set(root.domain, level);
+      firstDefined.set(
+        root.domain,
+        domainLine === undefined ? name : `${name}:${domainLine}`,
+      );
     } else if (!merge) {
       throw new ConfigError(
         `${name}: duplicate domain '${root.domain}' in config file`,
+        {
+          file: name,
+          line: domainLine,
+          fieldPath: "domain",
+          hint: `first defined in ${firstDefined.get(root.domain) ?? "another file"}; to merge them set MERGE_DOMAIN_CONFIG=true (config check: -merge_domain_configs)`,
+        },
       );
     }
     loadDescriptors(level, root.descriptors, `${root.domain}.`, {
@@ -116,7 +137,7 @@ export function loadConfigFromRoots(
       allOrNothing: charges.get(root.domain) === "all_or_nothing",
     });
     if (root.failureMode !== undefined)
-      setFailureMode(failureModes, name, root.domain, root.failureMode);
+      setFailureMode(failureModes, name, root, root.failureMode);
   }
   return new LoadedRateLimitConfig(
     domains,
@@ -135,18 +156,30 @@ export function loadConfigFromRoots(
 function setFailureMode(
   modes: Map<string, FailureMode>,
   name: string,
-  domain: string,
+  root: YamlRoot,
   text: string,
 ): void {
+  const domain = root.domain;
+  const where = {
+    file: name,
+    line: sourceLine(root, "failure_mode"),
+    fieldPath: "failure_mode",
+  };
   if (!isFailureMode(text)) {
+    const nearest = nearestName(text, allFailureModes);
     throw new ConfigError(
       `${name}: invalid failure_mode '${text}' for domain '${domain}' (expected one of ${allFailureModes.join(", ")})`,
+      {
+        ...where,
+        hint: nearest === undefined ? undefined : `did you mean '${nearest}'?`,
+      },
     );
   }
   const earlier = modes.get(domain);
   if (earlier !== undefined && earlier !== text) {
     throw new ConfigError(
       `${name}: failure_mode '${text}' for domain '${domain}' conflicts with '${earlier}' set by an earlier file`,
+      where,
     );
   }
   modes.set(domain, text);
@@ -170,6 +203,7 @@ function domainChargeModes(
     if (other !== undefined && other !== charge) {
       throw new ConfigError(
         `${name}: conflicting charge '${charge}' for domain '${root.domain}' (another file says '${other}')`,
+        { file: name, line: sourceLine(root, "charge"), fieldPath: "charge" },
       );
     }
     explicit.set(root.domain, charge);

@@ -1,5 +1,7 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { ConfigError } from "./config-error.js";
+import { ConfigError, type ConfigErrorOptions } from "./config-error.js";
+import { nearestName } from "./nearest-name.js";
+import { recordSourceLines } from "./source-lines.js";
 import type { ResolvedScalar } from "./yaml-scalar.js";
 import { YamlDocumentError, formatGoScalar } from "./yaml-scalar.js";
 import type {
@@ -55,49 +57,111 @@ const goTypes = {
  *   one `line <n>: cannot unmarshal …` line per bad field, e.g. a negative `requests_per_unit`),
  *   `config error, key is not of type string: <k>`, `config error, unknown key '<k>'`,
  *   `config error, yaml file contains list of type other than map: <elem>`, or
- *   `error checking config` (a float or over-int64 leaf).
+ *   `error checking config` (a float or over-int64 leaf). The message is the reference's text;
+ *   the error also carries the line, the field path (`descriptors[0].rate_limit.unit`) and a
+ *   hint (the nearest allowed key, the expected type), joined in `ConfigError.detail`.
  */
 export function parseConfigFile(name: string, text: string): YamlRoot {
   try {
     return parseTwoPasses(text);
   } catch (error) {
     if (error instanceof FileProblem) {
-      throw new ConfigError(`${name}: ${error.message}`);
+      const { detail, ...where } = error.where;
+      throw new ConfigError(`${name}: ${error.message}`, {
+        ...where,
+        file: name,
+        detail: detail === undefined ? undefined : `${name}: ${detail}`,
+      });
     }
     if (error instanceof YamlDocumentError) {
+      const line = /^line (\d+): /.exec(error.message)?.[1];
       throw new ConfigError(
         `${name}: error loading config file: yaml: ${error.message}`,
+        { file: name, line: line === undefined ? undefined : Number(line) },
       );
     }
     throw error;
   }
 }
 
-/** A problem with the file, without the `<name>: ` prefix. */
+/** Where a {@link FileProblem} is, without the file. */
+type ProblemLocation = Omit<ConfigErrorOptions, "file" | "cause">;
+
+/** A problem with the file, without the `<name>: ` prefix, and where it is. */
 class FileProblem extends Error {
   override readonly name = "FileProblem";
+  readonly where: ProblemLocation;
+
+  constructor(message: string, where: ProblemLocation = {}) {
+    super(message);
+    this.where = where;
+  }
+}
+
+/** One type error of the second pass: yaml.v2's text and where it is. */
+interface TypeProblem {
+  readonly text: string;
+  readonly line: number;
+  readonly fieldPath: string;
+  /** What the field takes, for the hint: `an integer from 0 to 4294967295`. */
+  readonly expected: string;
+}
+
+/** `did you mean '<nearest>'?` when a value is close to an allowed one. */
+function nearestHint(
+  text: string,
+  allowed: readonly string[],
+): string | undefined {
+  const nearest = nearestName(text, allowed);
+  return nearest === undefined ? undefined : `did you mean '${nearest}'?`;
+}
+
+/** Joins a field path and a key: `descriptors[0]` + `rate_limit`. */
+function fieldPathOf(parent: string, key: string): string {
+  return parent === "" ? key : `${parent}.${key}`;
+}
+
+/**
+ * The unmarshal-errors problem: the reference's text, and a detail that names each line's
+ * field and what it takes.
+ */
+function unmarshalProblem(errors: readonly TypeProblem[]): FileProblem {
+  const first = errors[0];
+  return new FileProblem(
+    `error loading config file: ${unmarshalErrors(errors.map((e) => e.text))}`,
+    {
+      line: first?.line,
+      fieldPath: first?.fieldPath,
+      hint: first === undefined ? undefined : `expected ${first.expected}`,
+      detail: `error loading config file: ${unmarshalErrors(
+        errors.map(
+          (e) => `${e.text} (field ${e.fieldPath}: expected ${e.expected})`,
+        ),
+      )}`,
+    },
+  );
 }
 
 function parseTwoPasses(text: string): YamlRoot {
   const root = composeFirstDocument(text);
   if (root !== undefined && root.kind !== "map") {
     // The first pass decodes into a generic map; anything else is an unmarshal error.
-    const error = typeError(root, goTypes.genericMap);
-    throw new FileProblem(
-      `error loading config file: ${unmarshalErrors([error])}`,
-    );
+    throw unmarshalProblem([
+      {
+        text: typeError(root, goTypes.genericMap),
+        line: root.line,
+        fieldPath: "(document)",
+        expected: "a map with domain and descriptors",
+      },
+    ]);
   }
   if (root !== undefined) {
-    const problem = checkKeys(root, new Set(), { visited: 0 });
-    if (problem !== undefined) throw new FileProblem(problem);
+    const problem = checkKeys(root, "", new Set(), { visited: 0 });
+    if (problem !== undefined) throw problem;
   }
   const decoder = new TypedDecoder();
   const decoded = decoder.root(root);
-  if (decoder.errors.length > 0) {
-    throw new FileProblem(
-      `error loading config file: ${unmarshalErrors(decoder.errors)}`,
-    );
-  }
+  if (decoder.errors.length > 0) throw unmarshalProblem(decoder.errors);
   return decoded;
 }
 
@@ -107,51 +171,102 @@ function parseTwoPasses(text: string): YamlRoot {
 /**
  * Returns the first key problem in document order, or undefined. (Upstream walks a Go map, so
  * with several problems its choice is random; ours is the first in the file.)
+ *
+ * @param path - field path of `map` (`""` at the root)
  */
 function checkKeys(
   map: GoMap,
+  path: string,
   checked: Set<GoMap>,
   budget: { visited: number },
-): string | undefined {
+): FileProblem | undefined {
   // An aliased map is checked once.
   if (checked.has(map)) return undefined;
   checked.add(map);
   for (const { key, value } of map.entries) {
     if (++budget.visited > maxVisitedNodes) {
-      return "error loading config file: yaml: document contains excessive aliasing";
+      return new FileProblem(
+        "error loading config file: yaml: document contains excessive aliasing",
+      );
     }
     if (key.kind !== "scalar" || !isGoString(key.resolved)) {
-      return `config error, key is not of type string: ${formatGoValue(key)}`;
+      return new FileProblem(
+        `config error, key is not of type string: ${formatGoValue(key)}`,
+        {
+          line: key.line,
+          fieldPath: path === "" ? undefined : path,
+          hint: "keys must be strings: quote the key or fix the indentation",
+        },
+      );
     }
     const keyText = formatGoScalar(key.resolved);
+    const keyPath = fieldPathOf(path, keyText);
     if (!allowedYamlKeys.has(keyText)) {
-      return `config error, unknown key '${keyText}'`;
+      const suggestion = nearestName(keyText, allowedYamlKeys);
+      return new FileProblem(`config error, unknown key '${keyText}'`, {
+        line: key.line,
+        fieldPath: keyPath,
+        hint:
+          suggestion === undefined
+            ? `valid keys: ${[...allowedYamlKeys].join(", ")}`
+            : `did you mean '${suggestion}'?`,
+      });
     }
     // Metadata is free-form: nothing under it is checked.
     if (keyText === "metadata") continue;
-    let problem: string | undefined;
+    let problem: FileProblem | undefined;
     if (value.kind === "seq") {
-      for (const element of value.items) {
+      for (const [index, element] of value.items.entries()) {
+        const elementPath = `${keyPath}[${index}]`;
         if (element.kind !== "map") {
-          return `config error, yaml file contains list of type other than map: ${formatGoValue(element)}`;
+          return new FileProblem(
+            `config error, yaml file contains list of type other than map: ${formatGoValue(element)}`,
+            {
+              line: element.line,
+              fieldPath: elementPath,
+              hint: "list elements must be maps (key: value)",
+            },
+          );
         }
-        problem = checkKeys(element, checked, budget);
+        problem = checkKeys(element, elementPath, checked, budget);
         if (problem !== undefined) return problem;
       }
     } else if (value.kind === "map") {
-      problem = checkKeys(value, checked, budget);
+      problem = checkKeys(value, keyPath, checked, budget);
       if (problem !== undefined) return problem;
     } else if (
       keyText === "unit_multiplier" &&
       value.resolved.kind === "float"
     ) {
       // An extension field: a clear message instead of the reference's generic one.
-      return `config error, line ${value.line}: invalid unit_multiplier '${value.text}' (expected an integer >= 1)`;
+      return new FileProblem(
+        `config error, line ${value.line}: invalid unit_multiplier '${value.text}' (expected an integer >= 1)`,
+        { line: value.line, fieldPath: keyPath },
+      );
     } else if (!isAllowedLeaf(value.resolved)) {
-      return "error checking config";
+      return new FileProblem("error checking config", {
+        line: value.line,
+        fieldPath: keyPath,
+        hint: leafHint(keyText, value.text, value.resolved),
+      });
     }
   }
   return undefined;
+}
+
+/** Why a leaf was refused by the first pass (the reference says only `error checking config`). */
+function leafHint(
+  keyText: string,
+  text: string,
+  resolved: ResolvedScalar,
+): string {
+  if (keyText === "requests_per_unit") {
+    return `'${text}' is not a whole number: requests_per_unit takes an integer from 0 to 4294967295`;
+  }
+  if (resolved.kind === "float") {
+    return `'${text}' is a float: values must be strings, integers, booleans or null; quote it to use it as a string`;
+  }
+  return `'${text}' is larger than the largest 64-bit integer; quote it to use it as a string`;
 }
 
 /** Leaf types upstream accepts: string, int (int64 range), bool, nil. Floats are refused. */
@@ -180,7 +295,7 @@ function isAllowedLeaf(resolved: ResolvedScalar): boolean {
  * type mismatch is collected as `line <n>: cannot unmarshal …`.
  */
 class TypedDecoder {
-  readonly errors: string[] = [];
+  readonly errors: TypeProblem[] = [];
   private visited = 0;
 
   root(node: GoMap | undefined): YamlRoot {
@@ -188,41 +303,55 @@ class TypedDecoder {
     let descriptors: readonly YamlDescriptor[] = [];
     let charge: ChargeMode | undefined;
     let failureMode: string | undefined;
+    const lines = new Map<string, number>();
     for (const { key, value } of this.fields(node)) {
-      if (key === "domain") domain = this.string(value);
-      else if (key === "descriptors") descriptors = this.descriptors(value);
+      lines.set(key, value.line);
+      if (key === "domain") domain = this.string(value, key);
+      else if (key === "descriptors")
+        descriptors = this.descriptors(value, key);
       else if (key === "charge") charge = this.charge(value);
       else if (key === "failure_mode" && !isNull(value))
-        failureMode = this.string(value);
+        failureMode = this.string(value, key);
     }
-    return {
+    const root: YamlRoot = {
       domain,
       descriptors,
       ...(charge !== undefined ? { charge } : {}),
       ...(failureMode !== undefined ? { failureMode } : {}),
     };
+    recordSourceLines(root, lines);
+    return root;
   }
 
   /** `charge:` must be one of {@link chargeModes}; null means the default. */
   private charge(node: GoNode): ChargeMode | undefined {
     if (isNull(node)) return undefined;
-    const text = this.string(node);
+    const text = this.string(node, "charge");
     const mode = chargeModes.find((m) => m === text);
     if (mode === undefined) {
       throw new FileProblem(
         `config error, line ${node.line}: invalid charge '${text}' (expected one of: ${chargeModes.join(", ")})`,
+        {
+          line: node.line,
+          fieldPath: "charge",
+          hint: nearestHint(text, chargeModes),
+        },
       );
     }
     return mode;
   }
 
-  private descriptors(node: GoNode): readonly YamlDescriptor[] {
-    return this.list(node, goTypes.descriptors, (item) =>
-      this.descriptor(item),
+  private descriptors(node: GoNode, path: string): readonly YamlDescriptor[] {
+    return this.list(
+      node,
+      path,
+      goTypes.descriptors,
+      "a list of descriptors",
+      (item, itemPath) => this.descriptor(item, itemPath),
     );
   }
 
-  private descriptor(node: GoMap): YamlDescriptor {
+  private descriptor(node: GoMap, path: string): YamlDescriptor {
     let key = "";
     let value = "";
     let rateLimit: YamlRateLimit | undefined;
@@ -233,45 +362,48 @@ class TypedDecoder {
     let valueToMetric = false;
     let shareThreshold = false;
     let metadata: JsonObject | undefined;
+    const lines = new Map<string, number>([["", node.line]]);
     for (const field of this.fields(node)) {
       const v = field.value;
+      const fieldPath = fieldPathOf(path, field.key);
+      lines.set(field.key, v.line);
       switch (field.key) {
         case "key":
-          key = this.string(v);
+          key = this.string(v, fieldPath);
           break;
         case "value":
-          value = this.string(v);
+          value = this.string(v, fieldPath);
           break;
         case "rate_limit":
-          rateLimit = this.rateLimit(v);
+          rateLimit = this.rateLimit(v, fieldPath);
           break;
         case "descriptors":
-          descriptors = this.descriptors(v);
+          descriptors = this.descriptors(v, fieldPath);
           break;
         case "shadow_mode":
-          shadowMode = this.bool(v);
+          shadowMode = this.bool(v, fieldPath);
           break;
         case "quota_mode":
-          quotaMode = this.bool(v);
+          quotaMode = this.bool(v, fieldPath);
           break;
         case "detailed_metric":
-          detailedMetric = this.bool(v);
+          detailedMetric = this.bool(v, fieldPath);
           break;
         case "value_to_metric":
-          valueToMetric = this.bool(v);
+          valueToMetric = this.bool(v, fieldPath);
           break;
         case "share_threshold":
-          shareThreshold = this.bool(v);
+          shareThreshold = this.bool(v, fieldPath);
           break;
         case "metadata":
-          metadata = this.metadata(v);
+          metadata = this.metadata(v, fieldPath);
           break;
         default:
           // Known keys in the wrong place (e.g. `domain` in a descriptor) are ignored.
           break;
       }
     }
-    return {
+    const descriptor: YamlDescriptor = {
       key,
       value,
       rateLimit,
@@ -284,12 +416,19 @@ class TypedDecoder {
       metadata,
       line: node.line,
     };
+    recordSourceLines(descriptor, lines);
+    return descriptor;
   }
 
-  private rateLimit(node: GoNode): YamlRateLimit | undefined {
+  private rateLimit(node: GoNode, path: string): YamlRateLimit | undefined {
     if (isNull(node)) return undefined;
     if (node.kind !== "map") {
-      this.errors.push(typeError(node, goTypes.rateLimit));
+      this.typeProblem(
+        node,
+        path,
+        goTypes.rateLimit,
+        "a map (unit, requests_per_unit, …)",
+      );
       return undefined;
     }
     let requestsPerUnit = 0;
@@ -299,20 +438,29 @@ class TypedDecoder {
     let replaces: readonly YamlReplaces[] = [];
     let algorithm: YamlAlgorithm | undefined;
     let unitMultiplier: number | undefined;
+    const lines = new Map<string, number>([["", node.line]]);
     for (const { key, value } of this.fields(node)) {
-      if (key === "requests_per_unit") requestsPerUnit = this.uint32(value);
-      else if (key === "unit") unit = this.string(value);
-      else if (key === "unlimited") unlimited = this.bool(value);
-      else if (key === "name") name = this.string(value);
+      const fieldPath = fieldPathOf(path, key);
+      lines.set(key, value.line);
+      if (key === "requests_per_unit")
+        requestsPerUnit = this.uint32(value, fieldPath);
+      else if (key === "unit") unit = this.string(value, fieldPath);
+      else if (key === "unlimited") unlimited = this.bool(value, fieldPath);
+      else if (key === "name") name = this.string(value, fieldPath);
       else if (key === "replaces") {
-        replaces = this.list(value, goTypes.replacesList, (item) =>
-          this.replaces(item),
+        replaces = this.list(
+          value,
+          fieldPath,
+          goTypes.replacesList,
+          "a list of {name: …}",
+          (item, itemPath) => this.replaces(item, itemPath),
         );
-      } else if (key === "algorithm") algorithm = this.algorithm(value);
+      } else if (key === "algorithm")
+        algorithm = this.algorithm(value, fieldPath);
       else if (key === "unit_multiplier")
-        unitMultiplier = this.unitMultiplier(value);
+        unitMultiplier = this.unitMultiplier(value, fieldPath);
     }
-    return {
+    const rateLimit: YamlRateLimit = {
       requestsPerUnit,
       unit,
       unlimited,
@@ -321,23 +469,30 @@ class TypedDecoder {
       ...(algorithm !== undefined ? { algorithm } : {}),
       ...(unitMultiplier !== undefined ? { unitMultiplier } : {}),
     };
+    recordSourceLines(rateLimit, lines);
+    return rateLimit;
   }
 
   /** `algorithm:` must be one of {@link yamlAlgorithms}; null means the default. */
-  private algorithm(node: GoNode): YamlAlgorithm | undefined {
+  private algorithm(node: GoNode, path: string): YamlAlgorithm | undefined {
     if (isNull(node)) return undefined;
-    const text = this.string(node);
+    const text = this.string(node, path);
     const algorithm = yamlAlgorithms.find((a) => a === text);
     if (algorithm === undefined) {
       throw new FileProblem(
         `config error, line ${node.line}: invalid rate limit algorithm '${text}' (expected one of: ${yamlAlgorithms.join(", ")})`,
+        {
+          line: node.line,
+          fieldPath: path,
+          hint: nearestHint(text, yamlAlgorithms),
+        },
       );
     }
     return algorithm;
   }
 
   /** `unit_multiplier:` must be an integer in 1 … 4294967295; null means the default. */
-  private unitMultiplier(node: GoNode): number | undefined {
+  private unitMultiplier(node: GoNode, path: string): number | undefined {
     if (isNull(node)) return undefined;
     if (
       node.kind === "scalar" &&
@@ -350,15 +505,20 @@ class TypedDecoder {
     const shown = node.kind === "scalar" ? node.text : `a ${node.kind}`;
     throw new FileProblem(
       `config error, line ${node.line}: invalid unit_multiplier '${shown}' (expected an integer >= 1)`,
+      { line: node.line, fieldPath: path },
     );
   }
 
-  private replaces(node: GoMap): YamlReplaces {
+  private replaces(node: GoMap, path: string): YamlReplaces {
     let name = "";
+    const lines = new Map<string, number>([["", node.line]]);
     for (const { key, value } of this.fields(node)) {
-      if (key === "name") name = this.string(value);
+      lines.set(key, value.line);
+      if (key === "name") name = this.string(value, fieldPathOf(path, key));
     }
-    return { name };
+    const replaces: YamlReplaces = { name };
+    recordSourceLines(replaces, lines);
+    return replaces;
   }
 
   /** Struct fields by key text; the first pass guarantees string keys in config structs. */
@@ -374,26 +534,28 @@ class TypedDecoder {
 
   private list<T>(
     node: GoNode,
+    path: string,
     goType: string,
-    decode: (item: GoMap) => T,
+    expected: string,
+    decode: (item: GoMap, itemPath: string) => T,
   ): readonly T[] {
     if (isNull(node)) return [];
     if (node.kind !== "seq") {
-      this.errors.push(typeError(node, goType));
+      this.typeProblem(node, path, goType, expected);
       return [];
     }
     const out: T[] = [];
-    for (const item of node.items) {
+    for (const [index, item] of node.items.entries()) {
       // The first pass guarantees list elements are maps.
-      if (item.kind === "map") out.push(decode(item));
+      if (item.kind === "map") out.push(decode(item, `${path}[${index}]`));
     }
     return out;
   }
 
   /** A string field takes the scalar's text as written (`yes`, `0x1F`, `123`); null is "". */
-  private string(node: GoNode): string {
+  private string(node: GoNode, path: string): string {
     if (node.kind !== "scalar") {
-      this.errors.push(typeError(node, goTypes.string));
+      this.typeProblem(node, path, goTypes.string, "a string");
       return "";
     }
     const resolved = node.resolved;
@@ -401,12 +563,12 @@ class TypedDecoder {
     return resolved.kind === "binary" ? resolved.value : node.text;
   }
 
-  private bool(node: GoNode): boolean {
+  private bool(node: GoNode, path: string): boolean {
     if (node.kind === "scalar") {
       if (node.resolved.kind === "null") return false;
       if (node.resolved.kind === "bool") return node.resolved.value;
     }
-    this.errors.push(typeError(node, goTypes.bool));
+    this.typeProblem(node, path, goTypes.bool, "true or false (unquoted)");
     return false;
   }
 
@@ -414,7 +576,7 @@ class TypedDecoder {
    * A uint32 field takes only an integer scalar in 0 … 4294967295. (yaml.v2 would also truncate
    * a float, but the first pass has already refused every float.)
    */
-  private uint32(node: GoNode): number {
+  private uint32(node: GoNode, path: string): number {
     if (node.kind === "scalar") {
       const resolved = node.resolved;
       if (resolved.kind === "null") return 0;
@@ -426,7 +588,12 @@ class TypedDecoder {
         return Number(resolved.value);
       }
     }
-    this.errors.push(typeError(node, goTypes.uint32));
+    this.typeProblem(
+      node,
+      path,
+      goTypes.uint32,
+      "an unquoted integer from 0 to 4294967295",
+    );
     return 0;
   }
 
@@ -435,19 +602,34 @@ class TypedDecoder {
    * keys are the key text, nested non-string keys are formatted as Go prints them, numbers are
    * doubles (docs/reference-parity.md#metadata).
    */
-  private metadata(node: GoNode): JsonObject | undefined {
+  private metadata(node: GoNode, path: string): JsonObject | undefined {
     if (isNull(node)) return undefined;
     if (node.kind !== "map") {
-      this.errors.push(typeError(node, goTypes.metadata));
+      this.typeProblem(node, path, goTypes.metadata, "a map");
       return undefined;
     }
     const out: JsonObject = {};
     for (const { key, value } of node.entries) {
       this.count();
-      const keyText = this.string(key);
+      const keyText = this.string(key, path);
       out[keyText] = this.json(value);
     }
     return out;
+  }
+
+  /** Collects one type error (yaml.v2 goes on decoding after one). */
+  private typeProblem(
+    node: GoNode,
+    fieldPath: string,
+    goType: string,
+    expected: string,
+  ): void {
+    this.errors.push({
+      text: typeError(node, goType),
+      line: node.line,
+      fieldPath,
+      expected,
+    });
   }
 
   private json(node: GoNode): JsonValue {

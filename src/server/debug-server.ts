@@ -3,6 +3,7 @@ import { Session } from "node:inspector/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { RateLimitConfig } from "../config/rate-limit-config.js";
+import type { ConfigReloadStatus } from "../config/reload-status.js";
 import type { StatsStore } from "../stats/stats-store.js";
 import { ExplainService } from "../proto.js";
 import { createConnectHandler } from "./connect-handler.js";
@@ -14,6 +15,11 @@ import { registerExplain, type ExplainHandler } from "./routes.js";
 export interface DebugServerOptions {
   /** Returns the config in force, if any. */
   readonly currentConfig: () => RateLimitConfig | undefined;
+  /**
+   * Returns when the config loaded and the last failed load, for `/rlconfig?format=json`.
+   * @defaultValue `loadedAt` and `lastFailedReload` answer null
+   */
+  readonly reloadStatus?: () => ConfigReloadStatus;
   /** Every statistic, listed by `/stats`. */
   readonly statsStore: StatsStore;
   /** Bind host (`DEBUG_HOST`). */
@@ -141,12 +147,31 @@ function statsText(store: StatsStore): string {
 }
 
 /**
+ * The JSON form of `/rlconfig`: `{"domains": [<sorted>], "config": <the plain dump>,
+ * "loadedAt": <RFC 3339 or null>, "lastFailedReload": null | {"file", "line", "fieldPath",
+ * "message", "time"}}` (docs/configuration.md#errors; the web console reads it).
+ */
+export function rlconfigJson(
+  config: RateLimitConfig | undefined,
+  status: ConfigReloadStatus | undefined,
+): string {
+  return JSON.stringify({
+    domains: config === undefined ? [] : [...config.domains].sort(),
+    config: config?.dump() ?? "",
+    loadedAt: status?.loadedAt ?? null,
+    lastFailedReload: status?.lastFailedReload ?? null,
+  });
+}
+
+/**
  * Starts the debug server:
  * - `/` answers the web console to an HTML client (with `console`);
  * - `/ratelimit.explain.v1.ExplainService/Explain` serves Explain over Connect and gRPC-web
  *   (with `explain`);
  * - `/` for other clients (and any unknown path) lists the paths, one `<path>: <help>` line each, sorted;
  * - `/rlconfig` dumps the loaded config in the reference's format (empty before the first load);
+ *   with `?format=json`, or an `Accept` header naming `application/json`, it answers
+ *   `{"domains", "config", "loadedAt", "lastFailedReload"}` instead (see {@link rlconfigJson});
  * - `/stats` lists every statistic with its current value, including the rate-limit counters
  *   (the reference shows only its runtime variables), plus `cmdline` and `memstats`;
  * - `/debug/pprof/` indexes the profiles: `profile?seconds=N` (CPU) and `heap?seconds=N`
@@ -232,6 +257,16 @@ export function startDebugServer(
     res.setHeader("content-type", "text/plain; charset=utf-8");
     switch (path) {
       case "/rlconfig":
+        if (
+          url.searchParams.get("format") === "json" ||
+          (req.headers.accept ?? "").includes("application/json")
+        ) {
+          res.setHeader("content-type", "application/json");
+          res.end(
+            rlconfigJson(options.currentConfig(), options.reloadStatus?.()),
+          );
+          return;
+        }
         res.end(options.currentConfig()?.dump() ?? "");
         return;
       case "/stats":
