@@ -20,12 +20,20 @@ run: export GRPC_PORT ?= 8081
 run: export DEBUG_PORT ?= 6070
 run: export LOG_LEVEL ?= info
 run: export EXPLAIN_ENABLED ?= true
+# Loopback only: Explain and the debug port's CPU profiler are not for 0.0.0.0 on a laptop.
+run: export HOST ?= 127.0.0.1
+run: export GRPC_HOST ?= 127.0.0.1
+run: export DEBUG_HOST ?= 127.0.0.1
+# No statsd push (no warning every flush without a statsd): statistics still count for the
+# debug port's /stats. To try a sink, set DISABLE_STATS=false with it.
+run: export USE_PUSHSTATS ?= false
+run: export DISABLE_STATS ?= true
 
 docs: build ## regenerate docs/settings.md and docs/migration.md's name table from src/settings/
 	node dist/src/main.js --help-markdown > docs/settings.md
 	node scripts/update-migration-doc.mjs
 
-.PHONY: bench bench-memory docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration h2spec bench clean
+.PHONY: bench bench-memory docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration h2spec bench clean image
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -55,6 +63,9 @@ build: deps ## compile src/ and gen/ to dist/, bundle the debug console and the 
 
 run: build ## build, then run the service on the memory backend with examples/config/
 	node dist/src/main.js
+
+image: ## container image with buildah (local Debian + Node 24 base, no registry); prints its name last
+	scripts/build-image.sh
 
 check-proto: deps ## buf lint, gen/ freshness, buf breaking against the previous commit
 	scripts/check-proto.sh

@@ -4,7 +4,6 @@ import type { FailureMode } from "../config/failure-mode.js";
 import { BackendGuard } from "../limiter/backend-guard.js";
 import { createDecider } from "../limiter/decide.js";
 import { RateLimitPipeline } from "../limiter/pipeline.js";
-import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
 
 /**
  * How the service answers when the kv or mc backend fails (docs/failure-modes.md); the
@@ -20,6 +19,10 @@ export interface BackendFailureOptions {
   readonly probeIntervalMs?: number;
   /** `BACKEND_FAILURE_LOCAL_SHARE`, 0 < share ≤ 1. @defaultValue 1 */
   readonly localShare?: number;
+  /** `BACKEND_DECISION_TIMEOUT` in milliseconds; 0: none. @defaultValue 0 */
+  readonly decisionTimeoutMs?: number;
+  /** The backend's own timeout in milliseconds (kv: `KV_TIMEOUT`); 0: unknown. @defaultValue 0 */
+  readonly backendTimeoutMs?: number;
 }
 
 /**
@@ -32,7 +35,7 @@ export interface BackendFailureOptions {
  * @throws {@link RangeError} when a number is out of range (see {@link BackendGuard})
  */
 export function guardBackend(
-  backend: RateLimitCache,
+  backend: RateLimitPipeline,
   backendName: "kv" | "mc",
   failure: BackendFailureOptions,
   context: AppContext,
@@ -53,9 +56,16 @@ export function guardBackend(
     ...(failure.localShare !== undefined
       ? { localShare: failure.localShare }
       : {}),
-    createLocalLimiter: () =>
+    ...(failure.decisionTimeoutMs !== undefined
+      ? { decisionTimeoutMs: failure.decisionTimeoutMs }
+      : {}),
+    ...(failure.backendTimeoutMs !== undefined
+      ? { backendTimeoutMs: failure.backendTimeoutMs }
+      : {}),
+    createLocalBackend: () => new MemoryCounterBackend({ clock }),
+    createLocalLimiter: (counters) =>
       new RateLimitPipeline({
-        backend: new MemoryCounterBackend({ clock }),
+        backend: counters,
         decider: createDecider({
           clock,
           nearLimitRatio: limiter.nearLimitRatio,
@@ -63,6 +73,8 @@ export function guardBackend(
           expirationJitterMaxSeconds: 0,
         }),
       }),
+    // The local mode's outage charges go to the store's counters when it answers again.
+    replay: (slots, nowSeconds) => backend.backend.add(slots, nowSeconds),
     clock,
     logger: context.logger.child({ component: "backend-guard" }),
     statsStore: context.statsManager.store,

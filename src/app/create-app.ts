@@ -160,9 +160,19 @@ export async function createApp(
     failureThreshold: settings.backendFailureThreshold,
     probeIntervalMs: settings.backendProbeIntervalMs,
     localShare: settings.backendFailureLocalShare,
+    decisionTimeoutMs: settings.backendDecisionTimeoutMs,
+    // A caller's deadline beyond the store's own timeout needs no timer of the guard.
+    backendTimeoutMs:
+      settings.backendType === "kv" &&
+      settings.kvTimeoutMs > 0 &&
+      settings.kvPerSecondTimeoutMs > 0
+        ? Math.max(settings.kvTimeoutMs, settings.kvPerSecondTimeoutMs)
+        : 0,
   };
-  const guardOf = (backend: RateLimitCache, name: "kv" | "mc"): BackendGuard =>
-    guardBackend(backend, name, failure, context, settings);
+  const guardOf = (
+    backend: RateLimitPipeline,
+    name: "kv" | "mc",
+  ): BackendGuard => guardBackend(backend, name, failure, context, settings);
   // The kv and mc backends are guarded (circuit breaker, failure modes); with the default
   // `error` mode mc keeps failing open on node errors, as the reference does. Their modules
   // are imported only when the settings use them (their libraries cost memory and startup
@@ -324,25 +334,22 @@ export async function createApp(
           store: statsManager.store,
           intervalMs: settings.statsFlushIntervalMs,
         });
-      if (cache.start !== undefined) await cache.start();
-      if (!settings.forceStartWithoutInitialConfig)
-        logger.info("waiting for the initial rate limit config");
-      const started = provider.start();
-      if (!settings.forceStartWithoutInitialConfig) {
-        await started;
-        logger.info(
-          { loaded: service.currentConfig() !== undefined },
-          "initial rate limit config processed",
-        );
-      } else {
-        started.catch((err: unknown) => {
-          logger.error({ err }, "config provider failed to start");
-        });
-      }
+      // The debug and HTTP ports open first, so an operator (and an orchestrator's probe)
+      // can see why the service is not ready while it waits for its store and config:
+      // `/healthcheck` answers 500 `unhealthy: startup (waiting for …)` until the gRPC port
+      // is open.
+      health.register("startup", false);
+      health.setReason(
+        "startup",
+        settings.backendType === "memory"
+          ? "loading the rate limit config"
+          : `waiting for the ${settings.backendType} store`,
+      );
       let debugAddress = "";
       if ((deps.workerIndex ?? 0) === 0) {
         const debug = await startDebugServer({
           currentConfig: () => service.currentConfig(),
+          reloadStatus: () => service.reloadStatus(),
           statsStore: statsManager.store,
           explain: explainHandler,
           console: createConsole({
@@ -362,6 +369,55 @@ export async function createApp(
           { address: debug.address },
           `listening for debug on '${debug.address}'`,
         );
+      }
+      const http = await startHttpServer({
+        routes,
+        jsonHandler: createJsonHandler({
+          service,
+          statsManager,
+          logger: logger.child({ component: "json" }),
+          tracing: settings.tracingEnabled,
+          maxBodyBytes: maxJsonBodyBytes,
+        }),
+        explainJsonHandler: createExplainJsonHandler({
+          explain: publicExplain,
+        }),
+        corsAllowedOrigins: settings.corsAllowedOrigins,
+        readMaxBytes: maxGrpcRequestBytes,
+        health,
+        reloadStatus: () => service.reloadStatus(),
+        logger: logger.child({ component: "http" }),
+        host: settings.host,
+        port: settings.port,
+      });
+      listeners.push(http);
+      logger.warn(
+        { address: http.address },
+        `listening for HTTP on '${http.address}'`,
+      );
+      try {
+        if (cache.start !== undefined) await cache.start();
+      } catch (err) {
+        // The store never answered (KV_STARTUP_MAX_ELAPSED_TIME…): close what is open.
+        const open = listeners;
+        listeners = [];
+        await Promise.all(open.map((l) => l.close(0)));
+        throw err;
+      }
+      health.setReason("startup", "loading the rate limit config");
+      if (!settings.forceStartWithoutInitialConfig)
+        logger.info("waiting for the initial rate limit config");
+      const started = provider.start();
+      if (!settings.forceStartWithoutInitialConfig) {
+        await started;
+        logger.info(
+          { loaded: service.currentConfig() !== undefined },
+          "initial rate limit config processed",
+        );
+      } else {
+        started.catch((err: unknown) => {
+          logger.error({ err }, "config provider failed to start");
+        });
       }
       const grpc = await startGrpcServer({
         routes,
@@ -404,30 +460,8 @@ export async function createApp(
         { address: grpc.address },
         `listening for gRPC on '${grpc.address}'`,
       );
-      const http = await startHttpServer({
-        routes,
-        jsonHandler: createJsonHandler({
-          service,
-          statsManager,
-          logger: logger.child({ component: "json" }),
-          tracing: settings.tracingEnabled,
-          maxBodyBytes: maxJsonBodyBytes,
-        }),
-        explainJsonHandler: createExplainJsonHandler({
-          explain: publicExplain,
-        }),
-        corsAllowedOrigins: settings.corsAllowedOrigins,
-        readMaxBytes: maxGrpcRequestBytes,
-        health,
-        logger: logger.child({ component: "http" }),
-        host: settings.host,
-        port: settings.port,
-      });
-      listeners.push(http);
-      logger.warn(
-        { address: http.address },
-        `listening for HTTP on '${http.address}'`,
-      );
+      health.setReason("startup", undefined);
+      health.ok("startup");
       // One line an operator can check the whole start-up against.
       logger.warn(
         {

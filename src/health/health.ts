@@ -1,5 +1,5 @@
 /** Names of the health components (spec "Health" table). */
-export type HealthComponent = "backend" | "config" | "sigterm";
+export type HealthComponent = "backend" | "config" | "sigterm" | "startup";
 
 /** Receives the overall health after every change of it. */
 export type HealthListener = (healthy: boolean) => void;
@@ -15,6 +15,8 @@ export class HealthChecker {
   private readonly tolerated = new Set<HealthComponent>();
   /** Components reported degraded with {@link setDegraded}. */
   private readonly degraded = new Set<HealthComponent>();
+  /** Why a component is unhealthy, when it says (shown by `/healthcheck`). */
+  private readonly reasons = new Map<HealthComponent, string>();
   private healthy: boolean;
 
   /** @param components - the enabled components with their initial state */
@@ -78,6 +80,20 @@ export class HealthChecker {
     for (const name of this.tolerated)
       if (this.states.get(name) === false) out.add(name);
     return [...out];
+  }
+
+  /**
+   * Sets (or, with undefined, clears) the text explaining why `name` is unhealthy, e.g.
+   * `waiting for the kv store`; `/healthcheck` shows it after the component's name.
+   */
+  setReason(name: HealthComponent, reason: string | undefined): void {
+    if (reason === undefined) this.reasons.delete(name);
+    else this.reasons.set(name, reason);
+  }
+
+  /** The text set by {@link setReason} for `name`, if any. */
+  reason(name: HealthComponent): string | undefined {
+    return this.reasons.get(name);
   }
 
   /** Whether every registered component is healthy. */

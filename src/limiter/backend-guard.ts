@@ -11,6 +11,8 @@ import { statNames } from "../stats/names.js";
 import type { Counter, Gauge, StatsStore } from "../stats/stats-store.js";
 import type { Clock } from "../util/clock.js";
 import { BackendError } from "./backend-error.js";
+import type { CounterBackend, CounterSlot } from "./counter-backend.js";
+import { OutageJournal, recordingBackend } from "./outage-journal.js";
 import { limitStatus, okWithoutLimitStatus } from "./decide.js";
 import type {
   ChargePreview,
@@ -47,10 +49,38 @@ export interface BackendGuardOptions {
    */
   readonly localShare?: number;
   /**
-   * Builds the in-process limiter of the `local` mode (the memory backend); called once, when
-   * first needed. It must not share the local over-limit cache of the guarded backend.
+   * Builds the in-process counters of the `local` mode (the memory backend); called once, when
+   * first needed.
    */
-  readonly createLocalLimiter: () => RateLimitCache;
+  readonly createLocalBackend: () => CounterBackend;
+  /**
+   * Builds a limiter over the `local` mode's counters (a pipeline over `backend`); called
+   * twice with the same counters: once to count while the store answers, once (over a
+   * recording backend) to answer while it fails. It must not share the local over-limit cache
+   * of the guarded backend.
+   */
+  readonly createLocalLimiter: (backend: CounterBackend) => RateLimitCache;
+  /**
+   * Adds the hits the `local` mode counted during an outage to the store's counters (the
+   * guarded backend's `add`), called when the circuit closes; each slot's `increment` is the
+   * hits to add. Absent: nothing is replayed.
+   */
+  readonly replay?: (
+    slots: readonly CounterSlot[],
+    nowSeconds: number,
+  ) => void | Promise<void>;
+  /**
+   * Longest a decision waits on the backend, in milliseconds (`BACKEND_DECISION_TIMEOUT`); 0:
+   * no bound but the caller's deadline and the backend's own timeouts. When it passes, the
+   * request is answered by the failure mode and the call counts as a failure. @defaultValue 0
+   */
+  readonly decisionTimeoutMs?: number;
+  /**
+   * How long the backend itself may take before it fails a call, in milliseconds (kv:
+   * `KV_TIMEOUT`); 0: unknown or unbounded. A deadline at least that far away arms no timer
+   * (the backend fails first). @defaultValue 0
+   */
+  readonly backendTimeoutMs?: number;
   /** Time source (probe schedule). */
   readonly clock: Clock;
   /** Logger of the guard; each transition is logged once. */
@@ -70,6 +100,7 @@ interface GuardStats {
   readonly failures: Counter | undefined;
   readonly degradedDecisions: Counter | undefined;
   readonly circuitOpened: Counter | undefined;
+  readonly replayedHits: Counter | undefined;
 }
 
 const noopCounter: Counter = {
@@ -104,7 +135,18 @@ export class BackendGuard implements RateLimitCache {
   private readonly threshold: number;
   private readonly probeIntervalMs: number;
   private readonly localShare: number;
-  private readonly createLocalLimiter: () => RateLimitCache;
+  private readonly createLocalBackend: () => CounterBackend;
+  private readonly createLocalLimiter: (
+    backend: CounterBackend,
+  ) => RateLimitCache;
+  private readonly replay:
+    | ((
+        slots: readonly CounterSlot[],
+        nowSeconds: number,
+      ) => void | Promise<void>)
+    | undefined;
+  private readonly decisionTimeoutMs: number;
+  private readonly backendTimeoutMs: number;
   private readonly clock: Clock;
   private readonly logger: Logger;
   private readonly statsStore: StatsStore | undefined;
@@ -119,7 +161,13 @@ export class BackendGuard implements RateLimitCache {
   private probeStartedAtMs = 0;
   /** Until then (seconds), a local over-limit verdict also applies after recovery. */
   private recoveringUntilSeconds = 0;
+  /** The local mode's limiter that counts while the store answers (unrecorded). */
+  private shadowLocal: RateLimitCache | undefined;
+  /** The local mode's limiter that answers while the store fails (recorded for replay). */
   private local: RateLimitCache | undefined;
+  /** What the local mode charged while the store failed, replayed when it answers again. */
+  private readonly journal = new OutageJournal();
+  private replaying = false;
   private stats: GuardStats | undefined;
   /** Scaled copies of the rate limits, with live statistics (answers while degraded). */
   private readonly countedLimits = new WeakMap<RateLimit, RateLimit>();
@@ -147,7 +195,15 @@ export class BackendGuard implements RateLimitCache {
       throw new RangeError(
         `invalid localShare ${this.localShare}: expected 0 < share ≤ 1`,
       );
+    this.decisionTimeoutMs = options.decisionTimeoutMs ?? 0;
+    if (!(this.decisionTimeoutMs >= 0))
+      throw new RangeError(
+        `invalid decisionTimeoutMs ${this.decisionTimeoutMs}: expected ≥ 0`,
+      );
+    this.backendTimeoutMs = options.backendTimeoutMs ?? 0;
+    this.createLocalBackend = options.createLocalBackend;
     this.createLocalLimiter = options.createLocalLimiter;
+    this.replay = options.replay;
     this.clock = options.clock;
     this.logger = options.logger;
     this.statsStore = options.statsStore;
@@ -172,17 +228,43 @@ export class BackendGuard implements RateLimitCache {
     return this.backend.start?.() ?? Promise.resolve();
   }
 
+  /**
+   * Decides through the backend, or by the failure mode when it fails, its circuit is open, or
+   * it does not answer before the decision deadline (see {@link BackendGuard.bounded}).
+   *
+   * @param deadlineAtMs - the caller's deadline (`grpc-timeout`) on the `performance.now()`
+   *   clock, in milliseconds; undefined: none
+   */
   doLimit(
     domain: string,
     descriptors: readonly RateLimitDescriptor[],
     limits: readonly (RateLimit | undefined)[],
     hitsAddends: readonly number[],
+    deadlineAtMs?: number,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     if (this.mode === "local")
-      return this.doLimitShadowed(domain, descriptors, limits, hitsAddends);
+      return this.doLimitShadowed(
+        domain,
+        descriptors,
+        limits,
+        hitsAddends,
+        deadlineAtMs,
+      );
     if (!this.open)
-      return this.doLimitClosed(domain, descriptors, limits, hitsAddends);
-    return this.doLimitOpen(domain, descriptors, limits, hitsAddends);
+      return this.doLimitClosed(
+        domain,
+        descriptors,
+        limits,
+        hitsAddends,
+        deadlineAtMs,
+      );
+    return this.doLimitOpen(
+      domain,
+      descriptors,
+      limits,
+      hitsAddends,
+      deadlineAtMs,
+    );
   }
 
   /**
@@ -230,6 +312,7 @@ export class BackendGuard implements RateLimitCache {
     this.closed = true;
     await this.backend.close();
     await this.local?.close();
+    await this.shadowLocal?.close();
   }
 
   // --- the three paths -----------------------------------------------------------------------
@@ -240,13 +323,12 @@ export class BackendGuard implements RateLimitCache {
     descriptors: readonly RateLimitDescriptor[],
     limits: readonly (RateLimit | undefined)[],
     hitsAddends: readonly number[],
+    deadlineAtMs: number | undefined,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     try {
-      const statuses = await this.backend.doLimit(
-        domain,
-        descriptors,
-        limits,
-        hitsAddends,
+      const statuses = await this.bounded(
+        this.backend.doLimit(domain, descriptors, limits, hitsAddends),
+        deadlineAtMs,
       );
       this.consecutiveFailures = 0;
       return statuses;
@@ -268,13 +350,11 @@ export class BackendGuard implements RateLimitCache {
     descriptors: readonly RateLimitDescriptor[],
     limits: readonly (RateLimit | undefined)[],
     hitsAddends: readonly number[],
+    deadlineAtMs: number | undefined,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     if (this.probing || this.clock.nowMs() < this.nextProbeAtMs) {
       return this.degradedAnswer(
-        new BackendError(
-          this.backendName,
-          `${this.backendName} backend unavailable (circuit open after ${this.threshold} consecutive failures)`,
-        ),
+        this.circuitOpenError(),
         domain,
         descriptors,
         limits,
@@ -285,11 +365,9 @@ export class BackendGuard implements RateLimitCache {
     this.probing = true;
     this.probeStartedAtMs = this.clock.nowMs();
     try {
-      const statuses = await this.backend.doLimit(
-        domain,
-        descriptors,
-        limits,
-        hitsAddends,
+      const statuses = await this.bounded(
+        this.backend.doLimit(domain, descriptors, limits, hitsAddends),
+        deadlineAtMs,
       );
       this.probing = false;
       this.closeCircuit();
@@ -309,21 +387,35 @@ export class BackendGuard implements RateLimitCache {
 
   /**
    * `local` as the process-wide mode: the local limiter counts every request of a domain in
-   * `local` mode (muted statistics) before the backend is asked, so its counts are current
-   * when the backend fails; its verdict is the answer when the backend fails or the circuit is
-   * open, and is combined with the backend's for a while after the circuit closes.
+   * `local` mode (muted statistics), so its counts are current when the backend fails; its
+   * verdict is the answer when the backend fails or the circuit is open (those charges are
+   * recorded and replayed into the store when it answers again), and is combined with the
+   * backend's for a while after the circuit closes.
    */
   private async doLimitShadowed(
     domain: string,
     descriptors: readonly RateLimitDescriptor[],
     limits: readonly (RateLimit | undefined)[],
     hitsAddends: readonly number[],
+    deadlineAtMs: number | undefined,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     const domainMode = this.domainModes.get(domain);
     if (domainMode !== undefined && domainMode !== "local") {
       return this.open
-        ? this.doLimitOpen(domain, descriptors, limits, hitsAddends)
-        : this.doLimitClosed(domain, descriptors, limits, hitsAddends);
+        ? this.doLimitOpen(
+            domain,
+            descriptors,
+            limits,
+            hitsAddends,
+            deadlineAtMs,
+          )
+        : this.doLimitClosed(
+            domain,
+            descriptors,
+            limits,
+            hitsAddends,
+            deadlineAtMs,
+          );
     }
     const probe =
       this.open && !this.probing && this.clock.nowMs() >= this.nextProbeAtMs;
@@ -341,39 +433,46 @@ export class BackendGuard implements RateLimitCache {
       this.probing = true;
       this.probeStartedAtMs = this.clock.nowMs();
     }
-    const local = await this.localLimiter().doLimit(
-      domain,
-      descriptors,
-      this.scaledLimits(limits, false),
-      hitsAddends,
-    );
     let statuses: RateLimitResponse_DescriptorStatus[];
     try {
-      statuses = await this.backend.doLimit(
-        domain,
-        descriptors,
-        limits,
-        hitsAddends,
+      statuses = await this.bounded(
+        this.backend.doLimit(domain, descriptors, limits, hitsAddends),
+        deadlineAtMs,
       );
     } catch (err) {
       if (probe) this.probing = false;
       this.recordFailure(err, probe);
       this.noteLocalDecision(limits);
       this.countDegradedDecision();
-      return local;
+      // The store did not count this request (or may not have): the local limiter answers,
+      // and its charge is replayed into the store when it answers again.
+      return this.localLimiter().doLimit(
+        domain,
+        descriptors,
+        this.scaledLimits(limits, false),
+        hitsAddends,
+      );
     }
     this.consecutiveFailures = 0;
     if (probe) {
       this.probing = false;
       this.closeCircuit();
     }
+    // Counted by the store: the local limiter counts it too, unrecorded.
+    const local = await this.shadowLimiter().doLimit(
+      domain,
+      descriptors,
+      this.scaledLimits(limits, false),
+      hitsAddends,
+    );
     if (this.recoveringUntilSeconds === 0) return statuses;
     if (this.clock.nowSeconds() >= this.recoveringUntilSeconds) {
       this.recoveringUntilSeconds = 0;
       return statuses;
     }
-    // The backend has not seen the hits admitted locally during the outage: the stricter
-    // verdict wins until those windows end.
+    // The backend may not have seen every hit admitted locally during the outage (a store
+    // restarted empty, a replay that failed): the stricter verdict wins until those windows
+    // end.
     for (let i = 0; i < statuses.length; i++) {
       const l = local[i]!;
       if (l.code === Code.OVER_LIMIT && statuses[i]!.code === Code.OK) {
@@ -381,6 +480,63 @@ export class BackendGuard implements RateLimitCache {
       }
     }
     return statuses;
+  }
+
+  /**
+   * The backend's decision, bounded by the decision deadline: the earlier of
+   * `decisionTimeoutMs` from now and the caller's deadline less a reserve for answering (the
+   * smaller of 5 ms and a quarter of the time left). Past it, rejects with a
+   * {@link BackendError}; the backend call goes on (its late result is dropped).
+   */
+  private bounded(
+    decision: Promise<RateLimitResponse_DescriptorStatus[]>,
+    deadlineAtMs: number | undefined,
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    let waitMs = this.decisionTimeoutMs > 0 ? this.decisionTimeoutMs : Infinity;
+    let byCaller = false;
+    if (deadlineAtMs !== undefined) {
+      const left = deadlineAtMs - performance.now();
+      const callerWaitMs = left - Math.min(5, left / 4);
+      if (callerWaitMs < waitMs) {
+        waitMs = Math.max(0, callerWaitMs);
+        byCaller = true;
+      }
+    }
+    if (
+      waitMs === Infinity ||
+      (this.backendTimeoutMs > 0 && waitMs >= this.backendTimeoutMs)
+    )
+      return decision;
+    const name = this.backendName;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(
+          new BackendError(
+            name,
+            `${name} backend did not answer within ${Math.round(waitMs)} ms (${
+              byCaller ? "the caller's deadline" : "BACKEND_DECISION_TIMEOUT"
+            })`,
+          ),
+        );
+      }, waitMs);
+      decision.then(
+        (statuses) => {
+          clearTimeout(timer);
+          resolve(statuses);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err instanceof Error ? err : new Error(String(err)));
+        },
+      );
+    });
+  }
+
+  private circuitOpenError(): BackendError {
+    return new BackendError(
+      this.backendName,
+      `${this.backendName} backend unavailable (circuit open after ${this.threshold} consecutive failures)`,
+    );
   }
 
   // --- failure handling ----------------------------------------------------------------------
@@ -428,6 +584,44 @@ export class BackendGuard implements RateLimitCache {
       "backend circuit closed: the backend answers again",
     );
     this.onDegradedChange?.(false);
+    this.replayOutage();
+  }
+
+  /**
+   * Adds what the local mode counted during the outage to the store's counters (windows still
+   * open), in the background; a failed replay is kept for the next time the circuit closes.
+   */
+  private replayOutage(): void {
+    const replay = this.replay;
+    if (replay === undefined || this.replaying || this.journal.size === 0)
+      return;
+    const now = this.clock.nowSeconds();
+    const slots = this.journal.take(now);
+    if (slots.length === 0) return;
+    this.replaying = true;
+    const hits = slots.reduce((sum, slot) => sum + slot.increment, 0);
+    const stats = this.guardStats();
+    Promise.resolve()
+      .then(() => replay(slots, now))
+      .then(
+        () => {
+          stats.replayedHits?.add(hits);
+          this.logger.warn(
+            { backend: this.backendName, counters: slots.length, hits },
+            "backend outage replayed: hits admitted locally added to the store's counters",
+          );
+        },
+        (err: unknown) => {
+          this.journal.restore(slots, this.clock.nowSeconds());
+          this.logger.warn(
+            { backend: this.backendName, counters: slots.length, hits, err },
+            "backend outage replay failed: kept for the next recovery",
+          );
+        },
+      )
+      .finally(() => {
+        this.replaying = false;
+      });
   }
 
   /**
@@ -503,8 +697,24 @@ export class BackendGuard implements RateLimitCache {
     this.guardStats().degradedDecisions?.add(1);
   }
 
+  /** The local mode's answering limiter (its charges are recorded for the replay). */
   private localLimiter(): RateLimitCache {
-    return (this.local ??= this.createLocalLimiter());
+    if (this.local === undefined) this.createLocal();
+    return this.local!;
+  }
+
+  /** The local mode's counting limiter (same counters, not recorded). */
+  private shadowLimiter(): RateLimitCache {
+    if (this.shadowLocal === undefined) this.createLocal();
+    return this.shadowLocal!;
+  }
+
+  private createLocal(): void {
+    const counters = this.createLocalBackend();
+    this.shadowLocal = this.createLocalLimiter(counters);
+    this.local = this.createLocalLimiter(
+      recordingBackend(counters, this.journal),
+    );
   }
 
   /**
@@ -548,6 +758,7 @@ export class BackendGuard implements RateLimitCache {
       failures: store?.counter(statNames.backendFailures),
       degradedDecisions: store?.counter(statNames.backendDegradedDecisions),
       circuitOpened: store?.counter(statNames.backendCircuitOpened),
+      replayedHits: store?.counter(statNames.backendReplayedHits),
     };
     return this.stats;
   }

@@ -57,6 +57,9 @@ export interface RateLimitCache {
    *   checked" (no match, unlimited, replaced); such descriptors get `{code: OK}` and no
    *   backend traffic
    * @param hitsAddends - parallel to `descriptors`: hits to add (≥ 0)
+   * @param deadlineAtMs - the caller's deadline (`grpc-timeout`) on the `performance.now()`
+   *   clock, in milliseconds, or undefined; only the backend guard reads it (it answers by the
+   *   failure mode before it passes)
    * @returns one status per descriptor, same order and length
    * @throws {@link BackendError} when the backend fails (no partial result)
    */
@@ -65,6 +68,7 @@ export interface RateLimitCache {
     descriptors: readonly RateLimitDescriptor[],
     limits: readonly (RateLimit | undefined)[],
     hitsAddends: readonly number[],
+    deadlineAtMs?: number,
   ): Promise<RateLimitResponse_DescriptorStatus[]>;
   /**
    * Reads the counters a request would charge, without changing them or any statistic

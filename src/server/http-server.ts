@@ -7,7 +7,11 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { createConnectHandler } from "./connect-handler.js";
 import { createCors } from "./cors.js";
-import type { HealthChecker } from "../health/health.js";
+import type { HealthChecker, HealthComponent } from "../health/health.js";
+import {
+  failedReloadLine,
+  type ConfigReloadStatus,
+} from "../config/reload-status.js";
 import { listen, type Listening } from "./listen.js";
 
 /** Options of {@link startHttpServer}. */
@@ -30,6 +34,12 @@ export interface HttpServerOptions {
    */
   readonly corsAllowedOrigins?: readonly string[];
   readonly health: HealthChecker;
+  /**
+   * Returns the last failed config load, appended to the `/healthcheck` body as
+   * `\nlast config reload failed at <time>: <file>:<line>: <message>` (status unchanged).
+   * @defaultValue no such line
+   */
+  readonly reloadStatus?: () => ConfigReloadStatus;
   readonly logger: Logger;
   /** Bind host (`HOST`). */
   readonly host: string;
@@ -45,7 +55,8 @@ export interface HttpServerOptions {
 /**
  * Starts the HTTP/1.1 server: `/json` (decision as proto3 JSON), `/explain` (Explain as proto3
  * JSON), `/healthcheck` (200 `OK` when healthy, 200 `degraded: <components>` while serving
- * without a tolerated component, 500 with the failing components otherwise), and the Connect
+ * without a tolerated component, 500 with the failing components otherwise; after a failed
+ * config load a second line says so, the status unchanged), and the Connect
  * router for everything else (gRPC-web and Connect-protocol clients); with
  * `corsAllowedOrigins`, CORS headers and preflight answers for browsers on those origins.
  *
@@ -75,19 +86,26 @@ export function startHttpServer(
       return;
     }
     if (path === "/healthcheck") {
+      // The status is the reference's; a failed config load only adds a line to the body.
+      const failed = options.reloadStatus?.().lastFailedReload ?? null;
+      const reloadLine = failed === null ? "" : `\n${failedReloadLine(failed)}`;
       if (health.isHealthy()) {
         // Serving without a component (BACKEND_FAILURE_MODE): still 200, says so in the body.
         const degraded = health.degradedComponents();
         res.writeHead(200, { "content-type": "text/plain; charset=utf-8" });
         res.end(
-          degraded.length === 0 ? "OK" : `degraded: ${degraded.join(", ")}`,
+          (degraded.length === 0 ? "OK" : `degraded: ${degraded.join(", ")}`) +
+            reloadLine,
         );
       } else {
         const failing = Object.entries(health.components())
           .filter(([, ok]) => !ok)
-          .map(([name]) => name);
+          .map(([name]) => {
+            const reason = health.reason(name as HealthComponent);
+            return reason === undefined ? name : `${name} (${reason})`;
+          });
         res.writeHead(500, { "content-type": "text/plain; charset=utf-8" });
-        res.end(`unhealthy: ${failing.join(", ")}`);
+        res.end(`unhealthy: ${failing.join(", ")}${reloadLine}`);
       }
       return;
     }

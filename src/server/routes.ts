@@ -83,8 +83,14 @@ export function createRoutes(
   return (router) => {
     router.service(RateLimitService, {
       // The request headers carry the caller's trace context (read only when tracing is on).
-      shouldRateLimit: (request, context) =>
-        shouldRateLimit(request, context.requestHeader),
+      shouldRateLimit: (request, context) => {
+        const timeoutMs = context.timeoutMs();
+        return shouldRateLimit(
+          request,
+          context.requestHeader,
+          timeoutMs === undefined ? undefined : performance.now() + timeoutMs,
+        );
+      },
     });
     registerExplain(router, explain);
     router.service(Health, {

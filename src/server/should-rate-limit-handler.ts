@@ -43,11 +43,14 @@ export type RequestHeaders = IncomingHttpHeaders | Headers | HeaderFieldList;
  * it: counts `ratelimit_server.ShouldRateLimit.total_requests` and `.response_time` and maps
  * every failure to a `ConnectError` (rejects with nothing else). With tracing on, the call is
  * one SERVER span that continues the trace of `headers` (see docs/tracing.md); `headers` is
- * not read otherwise.
+ * not read otherwise. `deadlineAtMs` is the caller's deadline on the `performance.now()`
+ * clock in milliseconds (`grpc-timeout`), handed to the service (the backend guard answers by
+ * the failure mode before it passes).
  */
 export type ShouldRateLimitHandler = (
   request: RateLimitRequest,
   headers?: RequestHeaders,
+  deadlineAtMs?: number,
 ) => Promise<RateLimitResponse>;
 
 /** Options of {@link createShouldRateLimitHandler}. */
@@ -83,11 +86,15 @@ export function createShouldRateLimitHandler(
   const { service, statsManager, logger } = options;
   const totalRequests = statsManager.serverTotalRequests("ShouldRateLimit");
   const responseTime = statsManager.serverResponseTime("ShouldRateLimit");
-  const handler: ShouldRateLimitHandler = async (request) => {
+  const handler: ShouldRateLimitHandler = async (
+    request,
+    _headers,
+    deadlineAtMs,
+  ) => {
     const startMs = performance.now();
     totalRequests.add(1);
     try {
-      return await service.shouldRateLimit(request);
+      return await service.shouldRateLimit(request, deadlineAtMs);
     } catch (err) {
       throw toConnectError(err, statsManager, logger);
     } finally {
@@ -99,7 +106,7 @@ export function createShouldRateLimitHandler(
 
 /** Wraps `inner` in a server span whose context is active while `inner` runs. */
 function traced(inner: ShouldRateLimitHandler): ShouldRateLimitHandler {
-  return async (request, headers) => {
+  return async (request, headers, deadlineAtMs) => {
     const parent = extractTraceContext(headers);
     const span = tracer.startSpan(shouldRateLimitSpanName, serverKind, parent);
     // After sampling: the SDK would check attributes given at start even for dropped spans.
@@ -118,6 +125,8 @@ function traced(inner: ShouldRateLimitHandler): ShouldRateLimitHandler {
         inner,
         undefined,
         request,
+        headers,
+        deadlineAtMs,
       );
       span.setAttribute(
         spanAttributes.overallCode,

@@ -7,6 +7,12 @@ import {
 } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { ConfigUpdate } from "../config/config-update.js";
+import {
+  toFailedReload,
+  toRfc3339,
+  type ConfigReloadStatus,
+  type FailedReload,
+} from "../config/reload-status.js";
 import type {
   RateLimit,
   RateLimitConfig,
@@ -23,7 +29,9 @@ import {
   type RateLimitRequest,
   type RateLimitResponse,
 } from "../proto.js";
+import { statNames } from "../stats/names.js";
 import type { StatsManager } from "../stats/stats-manager.js";
+import type { Gauge } from "../stats/stats-store.js";
 import type { Clock } from "../util/clock.js";
 import { dynamicMetadata } from "./dynamic-metadata.js";
 import { NotReadyError } from "./errors.js";
@@ -98,16 +106,26 @@ export interface RateLimitService {
    * @throws `RequestError` (errors.ts) for an invalid request (message names the field)
    * @throws {@link NotReadyError} before any config has loaded
    * @throws {@link BackendError} when the counter backend fails
+   * @param deadlineAtMs - the caller's deadline on the `performance.now()` clock, in
+   *   milliseconds (`grpc-timeout`, `connect-timeout-ms`), or undefined
    */
-  shouldRateLimit(request: RateLimitRequest): Promise<RateLimitResponse>;
+  shouldRateLimit(
+    request: RateLimitRequest,
+    deadlineAtMs?: number,
+  ): Promise<RateLimitResponse>;
   /**
-   * Applies a provider's config update: a good one is swapped in atomically and counted in
-   * `config_load_success`; a bad one is logged, counted in `config_load_error`, and the last
-   * good config keeps serving (docs/reference-parity.md#config-reload).
+   * Applies a provider's config update: a good one is swapped in atomically, counted in
+   * `config_load_success` and clears the last failure; a bad one is logged with its location,
+   * counted in `config_load_error`, recorded as the last failure (gauge
+   * `config_last_load_failed` 1), and the last good config keeps serving
+   * (docs/reference-parity.md#config-reload). A failure before any config has loaded, while
+   * health does not follow the config, also logs a warning naming the setting that would.
    */
   applyConfigUpdate(update: ConfigUpdate): void;
   /** The config in force, if any has loaded. */
   currentConfig(): RateLimitConfig | undefined;
+  /** When the config in force loaded and the last failed load since (a fresh snapshot). */
+  reloadStatus(): ConfigReloadStatus;
 }
 
 /** Shared empty `raw_body` (never written to). */
@@ -131,6 +149,11 @@ export function createRateLimitService(
   const withDynamicMetadata = options.dynamicMetadata ?? false;
   const bounds = resolveRequestBounds(options.requestBounds);
   let config: RateLimitConfig | undefined;
+  let loadedAt: string | null = null;
+  let lastFailedReload: FailedReload | null = null;
+  // Created by the first failure (see statNames.configLastLoadFailed).
+  let lastLoadFailed: Gauge | undefined;
+  let warnedHealthWithoutConfig = false;
 
   // Decided once: without tracing the decision calls the backend directly.
   const tracedDoLimit =
@@ -149,7 +172,7 @@ export function createRateLimitService(
   }
 
   return {
-    async shouldRateLimit(request) {
+    async shouldRateLimit(request, deadlineAtMs) {
       const snapshot = validate(request);
       const domain = request.domain;
       const descriptors = request.descriptors;
@@ -166,8 +189,14 @@ export function createRateLimitService(
       );
 
       const statuses = await (tracedDoLimit === undefined
-        ? cache.doLimit(domain, descriptors, limits, hitsAddends)
-        : tracedDoLimit(domain, descriptors, limits, hitsAddends));
+        ? cache.doLimit(domain, descriptors, limits, hitsAddends, deadlineAtMs)
+        : tracedDoLimit(
+            domain,
+            descriptors,
+            limits,
+            hitsAddends,
+            deadlineAtMs,
+          ));
 
       if (unlimited !== undefined) answerUnlimited(statuses, unlimited);
       const quota = new Array<boolean>(n);
@@ -212,14 +241,41 @@ export function createRateLimitService(
 
     applyConfigUpdate(update) {
       if (!update.ok) {
+        const error = update.error;
         statsManager.service.configLoadError.add(1);
-        logger.error(
-          { err: update.error },
-          `error loading new configuration: ${update.error.message}`,
+        lastFailedReload = toFailedReload(error, clock.nowMs());
+        lastLoadFailed ??= statsManager.store.gauge(
+          statNames.configLastLoadFailed,
         );
+        lastLoadFailed.set(1);
+        logger.error(
+          {
+            err: error,
+            file: error.file,
+            line: error.line,
+            fieldPath: error.fieldPath,
+          },
+          `error loading new configuration: ${error.detail}`,
+        );
+        if (
+          config === undefined &&
+          health !== undefined &&
+          !health.has("config") &&
+          !warnedHealthWithoutConfig
+        ) {
+          warnedHealthWithoutConfig = true;
+          logger.warn(
+            "no rate limit config is loaded, yet /healthcheck and gRPC health answer serving " +
+              "(as the reference does); set HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED=true to " +
+              "report unhealthy until a config loads",
+          );
+        }
         return;
       }
       config = update.config;
+      loadedAt = toRfc3339(clock.nowMs());
+      lastFailedReload = null;
+      lastLoadFailed?.set(0);
       statsManager.service.configLoadSuccess.add(1);
       logger.info(
         { domains: update.config.domains },
@@ -232,6 +288,8 @@ export function createRateLimitService(
     },
 
     currentConfig: () => config,
+
+    reloadStatus: () => ({ loadedAt, lastFailedReload }),
   };
 }
 
@@ -247,19 +305,31 @@ function createTracedDoLimit(
     kind: tracing.backend === "memory" ? SpanKind.INTERNAL : SpanKind.CLIENT,
   };
   const attributes = { "ratelimit.backend": tracing.backend };
-  return async (domain, descriptors, limits, hitsAddends) => {
+  return async (domain, descriptors, limits, hitsAddends, deadlineAtMs) => {
     const parent = context.active();
     // Under a server span that is not recorded (trace not sampled) this one would not be
     // either, and spans the backend starts inherit the parent's decision: skip the work.
     if (trace.getSpan(parent)?.isRecording() === false)
-      return cache.doLimit(domain, descriptors, limits, hitsAddends);
+      return cache.doLimit(
+        domain,
+        descriptors,
+        limits,
+        hitsAddends,
+        deadlineAtMs,
+      );
     const span = tracer.startSpan(backendSpanName, spanOptions, parent);
     try {
       if (!span.isRecording())
-        return await cache.doLimit(domain, descriptors, limits, hitsAddends);
+        return await cache.doLimit(
+          domain,
+          descriptors,
+          limits,
+          hitsAddends,
+          deadlineAtMs,
+        );
       span.setAttributes(attributes);
       return await context.with(trace.setSpan(parent, span), () =>
-        cache.doLimit(domain, descriptors, limits, hitsAddends),
+        cache.doLimit(domain, descriptors, limits, hitsAddends, deadlineAtMs),
       );
     } catch (err) {
       span.setStatus({

@@ -16,6 +16,12 @@ export const statNames = {
   configLoadSuccess: "ratelimit.service.config_load_success",
   configLoadError: "ratelimit.service.config_load_error",
   globalShadowMode: "ratelimit.service.global_shadow_mode",
+  /**
+   * Gauge: 1 while the most recent config load or reload failed (the previous config, if any,
+   * still serving), 0 once one succeeds. Not a reference name; created by the first failed
+   * load, so a process whose loads all succeed reports exactly the reference's statistics.
+   */
+  configLastLoadFailed: "ratelimit.service.config_last_load_failed",
   /** Scope of call errors: `<scope>.<errType>`, e.g. `service_error`, `kv_error`. */
   shouldRateLimitErrorScope: "ratelimit.service.call.should_rate_limit",
   /** Scope of server stats: `<scope>.<method>.total_requests` / `.response_time`. */
@@ -49,6 +55,7 @@ export const statNames = {
   backendDegradedDecisions: "ratelimit.backend.degraded_decisions",
   /** Counter: times the circuit breaker opened. */
   backendCircuitOpened: "ratelimit.backend.circuit_opened",
+  backendReplayedHits: "ratelimit.backend.replayed_hits",
   /**
    * Scope of the gRPC listener's HTTP/2 event counters, `<scope>.<event>`, one per
    * `Http2Event` of src/http2/limits.ts (`internal_error`, `enhance_your_calm`,
@@ -73,6 +80,11 @@ export const pullStatNames = {
   responseTime: "ratelimit_service_response_time_seconds",
   configLoadSuccess: "ratelimit_service_config_load_success",
   configLoadError: "ratelimit_service_config_load_error",
+  /**
+   * `ratelimit.service.config_last_load_failed` (gauge). Not in the reference's mapping: no rule
+   * maps it, and the default escaping (dots to `_`) gives this name.
+   */
+  configLastLoadFailed: "ratelimit_service_config_last_load_failed",
   /** Label names. */
   domainLabel: "domain",
   key1Label: "key1",

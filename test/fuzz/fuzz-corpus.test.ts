@@ -657,7 +657,7 @@ describe("fuzz corpus", () => {
         LOG_FORMAT: "json",
       });
       await waitFor(
-        () => service.output().includes("listening for HTTP"),
+        () => service.output().includes("ratelimit started"),
         "the service to listen",
         20_000,
       );

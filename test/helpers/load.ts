@@ -18,6 +18,8 @@ export type Answer = "OK" | "OVER_LIMIT" | `error:${string}`;
 export interface CallRecord {
   /** Phase current when the call was sent. */
   readonly phase: string;
+  /** Milliseconds from the start of the load to the call being sent. */
+  readonly sentAtMs: number;
   /** Milliseconds from the start of the load to the answer. */
   readonly answeredAtMs: number;
   readonly answer: Answer;
@@ -79,12 +81,14 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
 
   const send = (): void => {
     const callPhase = phase;
+    const sentAtMs = performance.now() - start;
     const p = client
       .shouldRateLimit(request, { timeoutMs: options.timeoutMs ?? 3000 })
       .then(
         (res) => {
           calls.push({
             phase: callPhase,
+            sentAtMs,
             answeredAtMs: performance.now() - start,
             answer: res.overallCode === RlCode.OVER_LIMIT ? "OVER_LIMIT" : "OK",
           });
@@ -93,6 +97,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
           const ce = ConnectError.from(err);
           calls.push({
             phase: callPhase,
+            sentAtMs,
             answeredAtMs: performance.now() - start,
             answer: `error:${codeName(ce.code)}`,
             message: ce.rawMessage,

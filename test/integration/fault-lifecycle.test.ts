@@ -82,7 +82,7 @@ describe("SIGTERM during load", () => {
     });
     try {
       await waitFor(
-        () => service.output().includes("listening for HTTP"),
+        () => service.output().includes("ratelimit started"),
         "the service to listen",
         20_000,
       );

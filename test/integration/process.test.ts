@@ -45,7 +45,7 @@ describe.each(["dist/src/main.js", "dist/bundle/main.js"])(
       };
       service = spawnNode(entry, [], env);
       await waitFor(
-        () => service.output().includes("listening for HTTP"),
+        () => service.output().includes("ratelimit started"),
         "the service to listen",
         20_000,
       );
@@ -187,7 +187,7 @@ describe("the bundle on the key-value backend", () => {
     });
     try {
       await waitFor(
-        () => service.output().includes("listening for HTTP"),
+        () => service.output().includes("ratelimit started"),
         "the service to listen",
         20_000,
       );
@@ -269,7 +269,7 @@ describe("start-up errors", () => {
       });
       try {
         await waitFor(
-          () => p.output().includes("listening for HTTP"),
+          () => p.output().includes("ratelimit started"),
           "the service to listen",
           20_000,
         );

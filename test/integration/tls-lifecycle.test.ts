@@ -223,7 +223,7 @@ describe("graceful shutdown", () => {
     });
     try {
       await waitFor(
-        () => p.output().includes("listening for HTTP"),
+        () => p.output().includes("ratelimit started"),
         "the service to listen",
         20_000,
       );

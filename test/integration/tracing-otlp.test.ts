@@ -65,8 +65,7 @@ async function startService(env: Record<string, string>): Promise<Service> {
     ...env,
   });
   await waitFor(
-    () =>
-      p.output().includes("listening for HTTP") || p.child.exitCode !== null,
+    () => p.output().includes("ratelimit started") || p.child.exitCode !== null,
     "the service to listen",
     20_000,
   );

@@ -66,7 +66,7 @@ describe("WORKERS=2 on the key-value backend", () => {
       LOG_LEVEL: "info",
     });
     await waitFor(
-      () => service.output().split("listening for HTTP").length - 1 === 2,
+      () => service.output().split("ratelimit started").length - 1 === 2,
       "both workers to listen",
       30_000,
     );

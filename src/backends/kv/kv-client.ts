@@ -109,6 +109,10 @@ export class KvClient {
   private startSleep: { timer: NodeJS.Timeout; wake: () => void } | undefined;
   /** Last connection error logged at warn since the connection was last up. */
   private lastErrorLogged: string | undefined;
+  /** The client has been connected once (a lost connection then fails requests at once). */
+  private everConnected = false;
+  /** {@link KvClient.start} was called (requests no longer wait for the first connection). */
+  private starting = false;
 
   constructor(options: KvClientOptions) {
     this.instance = options.instance;
@@ -181,6 +185,7 @@ export class KvClient {
    *   closed meanwhile; the client is closed then
    */
   async start(startup: KvStartupOptions): Promise<void> {
+    this.starting = true;
     const began = this.clock.nowMs();
     // Upstream waits 1 s → 30 s, doubling, ±50 % jitter (docs/reference-parity.md#startup-backoff).
     const backoff = createExponentialBackoff({
@@ -558,8 +563,12 @@ export class KvClient {
 
   /**
    * Waits for a connection as `KV_POOL_ON_EMPTY_BEHAVIOR` says: ERROR waits
-   * `poolOnEmptyWaitMs` (0: fails at once); WAIT and CREATE wait up to `timeoutMs` (0: no
-   * bound). Waiters hold no commands: nothing is queued for a store that is down.
+   * `poolOnEmptyWaitMs` (0: fails at once); WAIT waits up to `timeoutMs` (0: no bound);
+   * CREATE (the default) waits so only before {@link KvClient.start}, and fails at once while
+   * the start-up waits for the store or a connection that was up is lost (a decision must not
+   * wait for a store that is not there: the backend guard answers by the failure mode at
+   * once, docs/failure-modes.md). Waiters hold no commands: nothing is queued for a store
+   * that is down.
    */
   private waitForConnection(): Promise<void> {
     const status = this.redis.status;
@@ -574,6 +583,18 @@ export class KvClient {
       this.redis.connect().catch(noop);
     }
     const instance = this.instance;
+    if (
+      instance.poolOnEmptyBehavior === "CREATE" &&
+      (this.everConnected || this.starting) &&
+      status !== "connect"
+    ) {
+      return Promise.reject(
+        new BackendError(
+          "kv",
+          `the connection to the kv store (${this.role}) is down (${status}); not waiting for it`,
+        ),
+      );
+    }
     const waitMs =
       instance.poolOnEmptyBehavior === "ERROR"
         ? instance.poolOnEmptyWaitMs
@@ -665,6 +686,7 @@ export class KvClient {
     this.activeConnections = count;
     this.cxActive?.set(count);
     if (before === 0 && count > 0) {
+      this.everConnected = true;
       this.lastErrorLogged = undefined;
       this.logger.info(
         { url: this.instance.maskedUrl },

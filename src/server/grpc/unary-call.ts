@@ -52,6 +52,8 @@ export abstract class UnaryCall<O extends UnaryCallOptions = UnaryCallOptions> {
   answered = false;
   /** The `grpc-timeout` timer, if any. */
   deadline: NodeJS.Timeout | undefined = undefined;
+  /** The `grpc-timeout` deadline on the `performance.now()` clock (ms), if any. */
+  deadlineAtMs: number | undefined = undefined;
   /** The first chunk of the body; later ones (rare: large requests) go to `more`. */
   first: Buffer | undefined = undefined;
   more: Buffer[] | undefined = undefined;
@@ -101,6 +103,7 @@ export abstract class UnaryCall<O extends UnaryCallOptions = UnaryCallOptions> {
       return false;
     }
     this.deadline = setTimeout(onDeadline, timeoutMs, this);
+    this.deadlineAtMs = performance.now() + timeoutMs;
     return true;
   }
 
@@ -154,7 +157,11 @@ export abstract class UnaryCall<O extends UnaryCallOptions = UnaryCallOptions> {
     }
     this.first = undefined;
     this.more = undefined;
-    const decision = this.options.handler(request, this.headers);
+    const decision = this.options.handler(
+      request,
+      this.headers,
+      this.deadlineAtMs,
+    );
     this.beginWork();
     void this.answer(decision);
   }

@@ -125,6 +125,18 @@ export const rateLimiting = settingsGroup("rate limiting", {
       "Time between probes of the backend (one real request) while the circuit breaker is open.",
   }),
   /**
+   * Longest a decision waits on the kv or mc backend, in milliseconds, before it is answered
+   * by the failure mode (and counted as a backend failure); 0: no bound but the caller's
+   * `grpc-timeout` (always honoured) and the backend's own timeouts (docs/failure-modes.md).
+   */
+  backendDecisionTimeoutMs: setting({
+    env: "BACKEND_DECISION_TIMEOUT",
+    codec: durationMs("non-negative"),
+    default: 0,
+    meaning:
+      "Longest a decision waits on the kv or mc backend before the failure mode answers; 0: only the caller's grpc-timeout bounds it.",
+  }),
+  /**
    * Share of each limit the `local` failure mode grants this process, 0 < share ≤ 1 (0.25 for
    * a fleet of four); limits become ⌊limit × share⌋, at least 1.
    */

@@ -26,8 +26,8 @@ import {
 import type { Clock } from "../../../src/util/clock.js";
 import { testRateLimit } from "../../helpers/rate-limit.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
-import type { MemoryCounterBackend } from "../../../src/backends/memory/memory-rate-limit-cache.js";
-import type { RateLimitPipeline } from "../../../src/limiter/pipeline.js";
+import { MemoryCounterBackend } from "../../../src/backends/memory/memory-rate-limit-cache.js";
+import { RateLimitPipeline } from "../../../src/limiter/pipeline.js";
 
 /** A clock in milliseconds the test moves by hand. */
 class MsClock implements Clock {
@@ -46,9 +46,11 @@ class MsClock implements Clock {
 /** A backend (exact memory counters) that fails while `down` is set. */
 class FlakyBackend implements RateLimitCache {
   down = false;
+  /** Calls never settle while set (a store that stopped answering). */
+  hang = false;
   calls = 0;
   failWith: () => Error = () => new BackendError("kv", "kv store error");
-  private readonly store: RateLimitPipeline<MemoryCounterBackend>;
+  readonly store: RateLimitPipeline<MemoryCounterBackend>;
   constructor(clock: Clock) {
     this.store = memoryLimiter({
       decider: createDecider({ clock }),
@@ -62,6 +64,7 @@ class FlakyBackend implements RateLimitCache {
     hitsAddends: readonly number[],
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     this.calls++;
+    if (this.hang) return new Promise(() => undefined);
     if (this.down) return Promise.reject(this.failWith());
     return this.store.doLimit(domain, descriptors, limits, hitsAddends);
   }
@@ -107,10 +110,11 @@ function fixture(
     backend,
     backendName: "kv",
     mode,
-    createLocalLimiter: () =>
-      memoryLimiter({
+    createLocalBackend: () => new MemoryCounterBackend({ clock }),
+    createLocalLimiter: (counters) =>
+      new RateLimitPipeline({
+        backend: counters,
         decider: createDecider({ clock }),
-        clock,
       }),
     clock,
     logger,
@@ -290,6 +294,132 @@ describe("BackendGuard", () => {
     f.clock.ms += 1000;
     expect(await f.call()).toBe(Code.OVER_LIMIT);
     expect(f.guard.degraded).toBe(false);
+  });
+
+  it("local: adds the hits counted during the outage to the store's counters when it answers again", async () => {
+    let f: Fixture | undefined = undefined;
+    const replayed: number[] = [];
+    f = fixture(
+      "local",
+      {
+        failureThreshold: 3,
+        replay: (slots, now) => {
+          replayed.push(...slots.map((slot) => slot.increment));
+          f!.backend.store.backend.add(slots, now);
+        },
+      },
+      10,
+    );
+    const read = async (): Promise<number> => {
+      const [reading] = await f.backend.store.peekCounters(
+        "d",
+        [
+          create(RateLimitDescriptorSchema, {
+            entries: [{ key: "k", value: "v" }],
+          }),
+        ],
+        [f.limit],
+      );
+      return reading!.value;
+    };
+    for (let i = 0; i < 4; i++) await f.call();
+    expect(await read()).toBe(4);
+    f.backend.down = true;
+    for (let i = 0; i < 20; i++) await f.call();
+    expect(await read()).toBe(4);
+    f.backend.down = false;
+    f.clock.ms += 600; // past one probe interval: the next call probes and closes the circuit
+    expect(await f.call()).toBe(Code.OVER_LIMIT);
+    expect(f.guard.degraded).toBe(false);
+    await new Promise((resolve) => setImmediate(resolve));
+    // The 20 hits counted locally (admitted or not, as the store itself counts them) plus the
+    // probe's own hit, so the store holds what it would have held without the outage.
+    expect(replayed).toEqual([20]);
+    expect(await read()).toBe(4 + 1 + 20);
+    expect(counter(f.stats, statNames.backendReplayedHits)).toBe(20);
+    // A second recovery replays nothing more.
+    f.backend.down = true;
+    for (let i = 0; i < 3; i++) await f.call();
+    f.backend.down = false;
+    f.clock.ms += 600;
+    await f.call();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(replayed).toEqual([20, 3]);
+  });
+
+  it("local: replays only windows still open, and keeps a failed replay for the next recovery", async () => {
+    let failReplay = true;
+    const replayed: number[][] = [];
+    const f = fixture(
+      "local",
+      {
+        failureThreshold: 1,
+        replay: (slots) => {
+          if (failReplay) throw new BackendError("kv", "down again");
+          replayed.push(slots.map((slot) => slot.increment));
+        },
+      },
+      10,
+    );
+    f.backend.down = true;
+    for (let i = 0; i < 3; i++) await f.call();
+    f.backend.down = false;
+    f.clock.ms += 600;
+    await f.call(); // closes; the replay fails and is kept
+    await new Promise((resolve) => setImmediate(resolve));
+    f.backend.down = true;
+    await f.call(); // opens again, 1 more hit
+    failReplay = false;
+    f.backend.down = false;
+    f.clock.ms += 600;
+    await f.call();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(replayed).toEqual([[4]]);
+    // An outage whose window has ended by the recovery replays nothing.
+    f.backend.down = true;
+    await f.call();
+    f.clock.ms += 120_000;
+    f.backend.down = false;
+    await f.call();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(replayed).toEqual([[4]]);
+  });
+
+  it("answers by the failure mode when the backend does not answer within BACKEND_DECISION_TIMEOUT", async () => {
+    const f = fixture("allow", { decisionTimeoutMs: 20, failureThreshold: 2 });
+    f.backend.hang = true;
+    expect(await f.call()).toBe(Code.OK);
+    expect(counter(f.stats, statNames.backendFailures)).toBe(1);
+    expect(await f.call()).toBe(Code.OK);
+    expect(f.guard.degraded).toBe(true);
+    const e = fixture("error", { decisionTimeoutMs: 20 });
+    e.backend.hang = true;
+    await expect(e.call()).rejects.toThrow(
+      "kv backend did not answer within 20 ms (BACKEND_DECISION_TIMEOUT)",
+    );
+  });
+
+  it("answers by the failure mode before the caller's deadline passes", async () => {
+    const f = fixture("error");
+    f.backend.hang = true;
+    const descriptor = create(RateLimitDescriptorSchema, {
+      entries: [{ key: "k", value: "v" }],
+    });
+    const startMs = performance.now();
+    const answer = f.guard.doLimit(
+      "d",
+      [descriptor],
+      [f.limit],
+      [1],
+      startMs + 40,
+    );
+    // 40 ms left: the reserve is 5 ms, so the answer comes at about 35 ms.
+    await expect(answer).rejects.toThrow(
+      /kv backend did not answer within (3[0-5]|2\d) ms \(the caller's deadline\)/,
+    );
+    // Without a deadline nothing bounds the wait but the backend's own timeouts.
+    f.backend.hang = false;
+    expect(await f.call()).toBe(Code.OK);
   });
 
   it("local: scales each limit by the local share (at least 1)", async () => {
