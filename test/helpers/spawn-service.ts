@@ -96,3 +96,38 @@ export async function memoryServiceEnv(
     },
   };
 }
+
+/** What a command run to its end printed, and how it ended. */
+export interface RunResult {
+  /** Exit code, or the signal's name. */
+  readonly code: number | string;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Runs `command` to its end with `env` as its whole environment, collecting its output.
+ *
+ * @throws when the command cannot be started (the spawn error)
+ */
+export function runToEnd(
+  command: string,
+  args: readonly string[],
+  options: { readonly env: NodeJS.ProcessEnv; readonly cwd?: string },
+): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {
+      ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
+      env: options.env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("exit", (code, signal) => {
+      resolve({ code: code ?? signal ?? -1, stdout, stderr });
+    });
+  });
+}

@@ -1,9 +1,12 @@
-import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
-import { repoRoot } from "../helpers/spawn-service.js";
+import {
+  repoRoot,
+  runToEnd,
+  type RunResult,
+} from "../helpers/spawn-service.js";
 
 // The three launchers of bin/ in the source checkout: --version, arguments they refuse, and
 // the client's GRPC_HOST/GRPC_PORT default and rule windows against a real gRPC listener.
@@ -12,11 +15,7 @@ const { version } = JSON.parse(
   readFileSync(join(repoRoot, "package.json"), "utf8"),
 ) as { version: string };
 
-interface Run {
-  readonly code: number | string;
-  readonly stdout: string;
-  readonly stderr: string;
-}
+type Run = RunResult;
 
 /** Runs `bin/<command>` with only PATH and `env` in its environment. */
 function runBin(
@@ -24,19 +23,8 @@ function runBin(
   args: readonly string[],
   env: Record<string, string> = {},
 ): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(join(repoRoot, "bin", command), args, {
-      env: { PATH: process.env["PATH"] ?? "", ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("exit", (code, signal) => {
-      resolve({ code: code ?? signal ?? -1, stdout, stderr });
-    });
+  return runToEnd(join(repoRoot, "bin", command), args, {
+    env: { PATH: process.env["PATH"] ?? "", ...env },
   });
 }
 

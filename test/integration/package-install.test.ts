@@ -11,7 +11,12 @@ import {
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort, repoRoot } from "../helpers/spawn-service.js";
+import {
+  freePort,
+  repoRoot,
+  runToEnd,
+  type RunResult,
+} from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 // The npm package as a user gets it: `npm pack` of the built tree, `npm install -g` of the
@@ -24,11 +29,7 @@ const { version } = JSON.parse(
   await readFile(join(repoRoot, "package.json"), "utf8"),
 ) as { version: string };
 
-interface Run {
-  readonly code: number | string;
-  readonly stdout: string;
-  readonly stderr: string;
-}
+type Run = RunResult;
 
 /** Runs `command` to its end with `env` alone (plus what the caller puts in it). */
 function run(
@@ -36,21 +37,7 @@ function run(
   args: readonly string[],
   options: { cwd: string; env: NodeJS.ProcessEnv },
 ): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
-      cwd: options.cwd,
-      env: options.env,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("exit", (code, signal) => {
-      resolve({ code: code ?? signal ?? -1, stdout, stderr });
-    });
-  });
+  return runToEnd(command, args, options);
 }
 
 describe("the npm package installed with npm install -g", () => {
