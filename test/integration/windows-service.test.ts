@@ -126,7 +126,7 @@ describe("ratelimit-config-check with the extension fields", () => {
         1,
       );
       expect(lines.at(-1)).toBe(
-        `error loading rate limit configs: ${join(dir, "bad.yaml")}: config error, line 6: invalid unit_multiplier '0' (expected an integer >= 1)`,
+        `error loading rate limit configs: ${join(dir, "bad.yaml")}: config error, line 6: invalid unit_multiplier '0' (expected an integer >= 1); field descriptors[0].rate_limit.unit_multiplier`,
       );
     } finally {
       await rm(dir, { recursive: true, force: true });
