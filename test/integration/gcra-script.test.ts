@@ -19,22 +19,11 @@ import {
   stopAllRedisServers,
   type RedisServer,
 } from "../helpers/redis-server.js";
+import { mulberry32 } from "../helpers/seeded-random.js";
 
 // The caller's clock in µs (a whole millisecond, as Clock.nowMs() × 1000 gives).
 const t0 = 1_700_000_123_456_000;
 const second = 1_000_000;
-
-/** Seeded PRNG (mulberry32): the same seed replays the same sequence. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Random params and arrivals in whole milliseconds (the service's clock): bursts, idles,
