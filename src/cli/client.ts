@@ -46,6 +46,10 @@ const flags = {
     default: "0",
     help: "hits to add (0 means 1)",
   },
+  negative_hits: {
+    kind: "bool",
+    help: "give the hits back instead of adding them (is_negative_hits on every descriptor: a refund, as Envoy sends when a stream ends)",
+  },
   json: { kind: "bool", help: "print the response as proto3 JSON" },
   explain: {
     kind: "bool",
@@ -239,7 +243,10 @@ export async function runClient(
     request = create(RateLimitRequestSchema, {
       domain: parsed.values.get("domain") ?? "",
       hitsAddend: hits,
-      descriptors: texts.map((t) => ({ entries: parseDescriptorFlag(t) })),
+      descriptors: texts.map((t) => ({
+        entries: parseDescriptorFlag(t),
+        isNegativeHits: parsed.values.get("negative_hits") === "true",
+      })),
     });
   } catch (e) {
     err(e instanceof Error ? e.message : String(e));

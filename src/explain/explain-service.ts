@@ -152,8 +152,25 @@ export function createExplainService(
     const earlier = new Map<string, number>();
     for (let i = 0; i < n; i++) {
       const d = descriptors[i]!;
-      d.hitsAddend = BigInt(hits[i]!);
       const limit = limits[i];
+      if (hits[i]! < 0) {
+        // A refund (is_negative_hits): no counter check, never over limit.
+        const back = -hits[i]!;
+        d.hitsAddend = BigInt(back);
+        d.notes.push(
+          limit === undefined
+            ? `is_negative_hits: a refund of ${back}, but no counter applies`
+            : `is_negative_hits: a refund: the counter goes down by ${back} (never below 0, never created); always OK, counted in no statistic`,
+        );
+        predicted.push(
+          create(RateLimitResponse_DescriptorStatusSchema, {
+            code: RlsCode.OK,
+            limitRemaining: unlimited[i] === true ? unlimitedRemaining : 0,
+          }),
+        );
+        continue;
+      }
+      d.hitsAddend = BigInt(hits[i]!);
       const reading = readings[i];
       if (limit === undefined) {
         predicted.push(

@@ -87,9 +87,10 @@ export interface CounterBackend {
   peek(slots: readonly CounterSlot[]): void | Promise<void>;
   /**
    * The write of a check-then-increment (all-or-nothing charging where the store cannot do it
-   * atomically): adds each slot's `increment` (which may be negative: an undo, which never
-   * creates a counter on stores that can avoid it) and waits for the store; fills `current`
-   * with the value after it. Leaves `previous` alone.
+   * atomically), and of refunds: adds each slot's `increment` and waits for the store; fills
+   * `current` with the value after it. Leaves `previous` alone. A negative increment (an undo
+   * of a lost all-or-nothing race, or a refund) subtracts, never below 0, and never creates a
+   * counter (a missing one stays missing and reads 0).
    *
    * @param nowSeconds - the request time, seconds since the Unix epoch
    */

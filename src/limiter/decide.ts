@@ -9,7 +9,11 @@ import {
 import type { Clock } from "../util/clock.js";
 import { cacheKeyStem, isPerSecond, type CacheKey } from "./cache-key.js";
 import type { LocalCache } from "./local-cache.js";
-import { PlannedDescriptor, type RequestPlan } from "./request-plan.js";
+import {
+  noRefunds,
+  PlannedDescriptor,
+  type RequestPlan,
+} from "./request-plan.js";
 import { counterDecision, weightedCount } from "./counter-decision.js";
 import { secondsUntilReset, windowStartSeconds } from "./window.js";
 
@@ -54,7 +58,9 @@ export interface Decider {
    *
    * @param limits - parallel to `descriptors`: the limit to apply, or `undefined` for "not
    *   checked" (no match, unlimited, replaced)
-   * @param hitsAddends - parallel to `descriptors`: hits to add (≥ 0); undefined: 0 each
+   * @param hitsAddends - parallel to `descriptors`: hits to add (≥ 0), or to give back (< 0:
+   *   a refund, planned in `refunds`, counting no statistic and clearing its local-cache
+   *   entry when charged); undefined: 0 each
    * @param charge - false for a read-only plan (Explain): no statistic is counted
    * @param expirations - draw each counter's expiration (with jitter) for the backend; false
    *   for read-only plans and in-process backends, which expire counters with their window
@@ -151,6 +157,19 @@ export interface Decider {
     hitsAddend: number,
     nowSeconds: number,
   ): RateLimitResponse_DescriptorStatus;
+  /**
+   * Status of a refund (a descriptor with `is_negative_hits`): always OK, counting no
+   * statistic; `limit_remaining` = limit − the (weighted) count after the refund, ≥ 0.
+   *
+   * @param current - the current window's counter after the refund
+   * @param previous - the previous window's counter (sliding windows; else ignored)
+   */
+  refundStatus(
+    limit: RateLimit,
+    current: number,
+    previous: number,
+    nowSeconds: number,
+  ): RateLimitResponse_DescriptorStatus;
   /** Status of a descriptor without a limit: `{code: OK}` only. */
   okWithoutLimit(): RateLimitResponse_DescriptorStatus;
 }
@@ -244,6 +263,7 @@ export function createDecider(options: DeciderOptions): Decider {
       // Built only once a local-cache hit shows up; until then `counted` is sent whole.
       let sent: PlannedDescriptor[] | undefined;
       let allOrNothing: boolean | undefined;
+      let refunds: PlannedDescriptor[] | undefined;
       const n = descriptors.length;
       for (let i = 0; i < n; i++) {
         const limit = limits[i];
@@ -255,6 +275,26 @@ export function createDecider(options: DeciderOptions): Decider {
         const start = windowStartSeconds(nowSeconds, windowSeconds);
         const cacheKey = stem + String(start) + limit.cacheKeySuffix;
         const hits = hitsAddends === undefined ? 0 : hitsAddends[i]!;
+        if (hits < 0) {
+          // A refund: never answered by the local cache, whose entry it makes stale.
+          if (charge) localCache?.delete(cacheKey);
+          (refunds ??= []).push(
+            new PlannedDescriptor(
+              i,
+              descriptor,
+              limit,
+              hits,
+              cacheKey,
+              limit.sliding
+                ? stem + String(start - windowSeconds) + limit.cacheKeySuffix
+                : undefined,
+              isPerSecond(limit),
+              0,
+              false,
+            ),
+          );
+          continue;
+        }
         if (charge) limit.stats.totalHits.add(hits);
         const cached = localCache?.has(cacheKey) === true;
         const planned = new PlannedDescriptor(
@@ -281,6 +321,7 @@ export function createDecider(options: DeciderOptions): Decider {
         counted,
         sent: sent ?? counted,
         allOrNothing: allOrNothing ?? false,
+        refunds: refunds ?? noRefunds,
       };
     },
 
@@ -350,6 +391,16 @@ export function createDecider(options: DeciderOptions): Decider {
         d.resetSeconds,
         d.cacheTtlSeconds,
         d.remaining,
+      );
+    },
+
+    refundStatus(limit, current, previous, nowSeconds) {
+      const count = weightedCount(limit, current, previous, nowSeconds);
+      return limitStatus(
+        Code.OK,
+        limit,
+        Math.max(0, limit.requestsPerUnit - count),
+        secondsUntilReset(nowSeconds, limit.windowSeconds),
       );
     },
 

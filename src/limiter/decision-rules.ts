@@ -46,7 +46,8 @@ export function resolveLimits(
     const hits = hitsAddendFor(descriptor, requestHitsAddend);
     hitsAddends[i] = hits;
     limits[i] = limit;
-    if (limit?.unlimited === true) {
+    // A refund (negative hits) counts in no statistic.
+    if (limit?.unlimited === true && hits >= 0) {
       limit.stats.totalHits.add(hits);
       limit.stats.withinLimit.add(hits);
     }

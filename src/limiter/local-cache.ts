@@ -11,6 +11,8 @@ export interface LocalCache {
   has(cacheKey: string): boolean;
   /** Remembers `cacheKey` as over limit for `expirationSeconds` (> 0). */
   add(cacheKey: string, expirationSeconds: number): void;
+  /** Forgets a cache key (a refund made its over-limit verdict stale). */
+  delete(cacheKey: string): void;
   /** Number of keys held. */
   readonly size: number;
 }
@@ -76,6 +78,9 @@ export function createLocalCache(options: LocalCacheOptions): LocalCache {
       if (cache.has(cacheKey)) gauges.overwriteCount?.set(++overwrites);
       cache.set(cacheKey, true, { ttl: expirationSeconds * 1000 });
       gauges.entryCount?.set(cache.size);
+    },
+    delete(cacheKey) {
+      if (cache.delete(cacheKey)) gauges.entryCount?.set(cache.size);
     },
     get size() {
       return cache.size;

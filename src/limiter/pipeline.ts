@@ -97,6 +97,14 @@ export class RateLimitPipeline<
       const error = this.keyError(plan);
       if (error !== undefined) return Promise.reject(error);
     }
+    if (plan.refunds.length > 0) return this.refundThenCharge(plan);
+    return this.charge(plan);
+  }
+
+  /** Counts the hits of a planned request (every rule but refunds) and decides. */
+  private charge(
+    plan: RequestPlan,
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
     if (plan.allOrNothing) return this.chargeAllOrNothing(plan);
     const sent = plan.sent;
     if (sent.length === 0) return Promise.resolve(this.statuses(plan));
@@ -199,10 +207,36 @@ export class RateLimitPipeline<
     return this.backend.close();
   }
 
+  /**
+   * Refunds (`is_negative_hits`, docs/configuration.md#refunds-and-in-flight-limits): each
+   * refunded counter is decremented by its hits, never below 0 and never created (the
+   * backend's `add` with a negative increment), before the request's other descriptors are
+   * charged as usual; a refund is always OK and counts no statistic. In an all-or-nothing
+   * domain refunds are applied whatever the charge decides: a refund cannot be refused.
+   */
+  private async refundThenCharge(
+    plan: RequestPlan,
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    const now = plan.nowSeconds;
+    await this.backend.add(plan.refunds, now);
+    const statuses = await this.charge(plan);
+    for (const d of plan.refunds)
+      statuses[d.index] = this.base.refundStatus(
+        d.limit,
+        d.current,
+        d.previous,
+        now,
+      );
+    return statuses;
+  }
+
   /** Returns the {@link CacheKeyError} of the first cache key the backend cannot store. */
   private keyError(plan: RequestPlan): CacheKeyError | undefined {
     const rules = this.backend.cacheKeyRules!;
-    for (const d of plan.counted) {
+    const refunds = plan.refunds;
+    for (const d of refunds.length === 0
+      ? plan.counted
+      : [...plan.counted, ...refunds]) {
       const problem = rules.problem(d.cacheKey);
       if (problem === undefined) continue;
       return cacheKeyError(

@@ -20,7 +20,7 @@ export class PlannedDescriptor implements CounterSlot {
   readonly descriptor: RateLimitDescriptor;
   /** The rate limit that applies. */
   readonly limit: RateLimit;
-  /** Hits this request adds (≥ 0). */
+  /** Hits this request adds (≥ 0), or gives back (< 0: a refund, in {@link RequestPlan.refunds}). */
   readonly hitsAddend: number;
   readonly cacheKey: string;
   readonly previousCacheKey: string | undefined;
@@ -90,4 +90,14 @@ export interface RequestPlan {
    * the domain's `charge:` or `CHARGE_MODE`; a request's limits come from one domain).
    */
   readonly allOrNothing: boolean;
+  /**
+   * The descriptors whose hits are given back (`is_negative_hits`), in request order: not in
+   * {@link RequestPlan.counted}, never OVER_LIMIT, never answered by the local cache (the
+   * refund clears its entry); each one's `increment` is the negative hits. Empty (a shared
+   * array) in requests without refunds.
+   */
+  readonly refunds: readonly PlannedDescriptor[];
 }
+
+/** The `refunds` of every plan without refunds (never written). */
+export const noRefunds: readonly PlannedDescriptor[] = Object.freeze([]);

@@ -45,7 +45,7 @@ export interface DebugServerOptions {
 const paths: readonly (readonly [string, string])[] = [
   [
     "/",
-    "the web console (config tree, health, counters, Explain) for browsers (Accept: text/html)",
+    "the web console (config tree, health, statistics, Explain) for browsers (Accept: text/html)",
   ],
   ["/debug/pprof/", "index of the profiling endpoints"],
   [

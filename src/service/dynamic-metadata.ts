@@ -13,7 +13,8 @@ import {
  * order so the JSON matches Go's sorted map output:
  * - `descriptors`: one object per request descriptor: `entries` as `"key=value"` strings,
  *   `hitsAddend` (number) when the descriptor's own addend is present (0 included), `limit`
- *   (the override in protobuf text form) when present;
+ *   (the override in protobuf text form) when present, `isNegativeHits: true` for a refund
+ *   (between the two, in sorted order);
  * - `domain`: the request domain;
  * - `hitsAddend`: the request-level addend, when not 0;
  * - `metadata`: the config `metadata` of every descriptor that passed (not over limit, not
@@ -35,6 +36,7 @@ export function dynamicMetadata(
     };
     if (descriptor.hitsAddend !== undefined)
       out["hitsAddend"] = Number(descriptor.hitsAddend);
+    if (descriptor.isNegativeHits) out["isNegativeHits"] = true;
     const override = descriptor.limit;
     if (override !== undefined) {
       // Go's text format prints an unknown enum number as the number.

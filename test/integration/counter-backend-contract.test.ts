@@ -183,6 +183,35 @@ describe.each(subjects)("CounterBackend contract: $name", (subject) => {
     expect(read.current).toBe(2);
   });
 
+  it("a negative add (a refund) never goes below 0 and never creates a counter", async () => {
+    const key = freshKey(subject.name);
+    await backend.increment([slot(key, 3)], now);
+    await backend.flush();
+    const refund = slot(key, -2);
+    await backend.add([refund], now);
+    expect(refund.current).toBe(1);
+    const tooMuch = slot(key, -5);
+    await backend.add([tooMuch], now);
+    expect(tooMuch.current).toBe(0);
+    const read = slot(key, 0);
+    await backend.peek([read]);
+    expect(read.current).toBe(0);
+    // The counter still counts from 0 (not from -4).
+    const again = slot(key, 1);
+    await backend.increment([again], now);
+    expect(again.current).toBe(1);
+    await backend.flush();
+    // A refund of a counter that does not exist leaves it absent: a later hit starts at 1.
+    const missing = freshKey(subject.name);
+    const nothing = slot(missing, -1);
+    await backend.add([nothing], now);
+    expect(nothing.current).toBe(0);
+    const first = slot(missing, 1);
+    await backend.increment([first], now);
+    expect(first.current).toBe(1);
+    await backend.flush();
+  });
+
   it("chargeAllOrNothing charges every counter or none, where the store can", async () => {
     const a = freshKey(subject.name);
     const b = freshKey(subject.name);

@@ -9,7 +9,11 @@ import { executeOnCluster } from "./kv-cluster-routing.js";
 import type { CounterSlot } from "../../limiter/counter-backend.js";
 import type { KvJob } from "./kv-job.js";
 import type { KvTlsOptions, ResolvedKvInstanceOptions } from "./kv-options.js";
-import { allOrNothingScript, allOrNothingScriptSha } from "./kv-scripts.js";
+import {
+  allOrNothingScript,
+  allOrNothingScriptSha,
+  decrementScript,
+} from "./kv-scripts.js";
 
 /** Which instance a client talks to; names its log lines and its pool statistics scope. */
 export type KvRole = "main" | "per-second";
@@ -75,6 +79,8 @@ interface Waiter {
 }
 
 const noop = (): void => undefined;
+/** The reply slot of a command a refund does not send (its EXPIRE). */
+const zeroReply: Promise<number> = Promise.resolve(0);
 
 /**
  * One store instance (single, sentinel or cluster) over ioredis: connection lifecycle and
@@ -515,10 +521,22 @@ export class KvClient {
       );
     }
     const slots = job.slots;
-    // INCRBY then EXPIRE per key; EXPIRE's reply only matters when it is an error.
+    // INCRBY then EXPIRE per key; EXPIRE's reply only matters when it is an error. A negative
+    // increment (a refund, an undo) is the clamped decrement script instead: never below 0,
+    // never creating the key.
     const replies = new Array<Promise<number>>(slots.length * 2);
     for (let i = 0; i < slots.length; i++) {
       const slot = slots[i]!;
+      if (slot.increment < 0) {
+        replies[2 * i] = redis.eval(
+          decrementScript,
+          1,
+          slot.cacheKey,
+          -slot.increment,
+        ) as Promise<number>;
+        replies[2 * i + 1] = zeroReply;
+        continue;
+      }
       replies[2 * i] = redis.incrby(slot.cacheKey, slot.increment);
       replies[2 * i + 1] = redis.expire(slot.cacheKey, slot.expirationSeconds);
     }

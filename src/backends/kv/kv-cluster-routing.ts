@@ -5,6 +5,7 @@
 import type { ChainableCommander, Cluster } from "ioredis";
 import { jobKey, jobSize, type KvJob } from "./kv-job.js";
 import { keySlot } from "./kv-key-slot.js";
+import { decrementScript } from "./kv-scripts.js";
 
 type Reply = [error: Error | null, result: unknown];
 
@@ -12,7 +13,7 @@ type Reply = [error: Error | null, result: unknown];
 interface CommandRef {
   readonly job: KvJob;
   readonly index: number;
-  /** 0 INCRBY, 1 EXPIRE, 2 GET, 3 GET of the previous window's key */
+  /** 0 INCRBY (or the clamped decrement script), 1 EXPIRE, 2 GET, 3 GET of the previous window's key */
   readonly op: 0 | 1 | 2 | 3;
 }
 
@@ -53,9 +54,25 @@ function addCommands(
     return;
   }
   const slot = job.slots[index]!;
-  pipeline.incrby(slot.cacheKey, slot.increment);
+  writeCounter(pipeline, slot.cacheKey, slot.increment);
+  refs.push({ job, index, op: 0 });
+  // A negative increment (a refund, an undo) never creates the key: no EXPIRE.
+  if (slot.increment < 0) return;
   pipeline.expire(slot.cacheKey, slot.expirationSeconds);
-  refs.push({ job, index, op: 0 }, { job, index, op: 1 });
+  refs.push({ job, index, op: 1 });
+}
+
+/**
+ * INCRBY of `increment`, or for a negative one the clamped decrement script (never below 0,
+ * never creating the key); its reply is the counter after it.
+ */
+function writeCounter(
+  pipeline: ChainableCommander,
+  cacheKey: string,
+  increment: number,
+): void {
+  if (increment < 0) pipeline.eval(decrementScript, 1, cacheKey, -increment);
+  else pipeline.incrby(cacheKey, increment);
 }
 
 /** Executes one pipeline and routes each reply; collects the refs that got a redirect. */
@@ -160,7 +177,7 @@ export async function executeOnCluster(
       for (const ref of refs) {
         const job = ref.job;
         if (job.kind === "incr" && ref.op === 0)
-          pipeline.incrby(cacheKey, job.slots[ref.index]!.increment);
+          writeCounter(pipeline, cacheKey, job.slots[ref.index]!.increment);
         else if (job.kind === "incr" && ref.op === 1)
           pipeline.expire(cacheKey, job.slots[ref.index]!.expirationSeconds);
         else pipeline.get(cacheKey);

@@ -51,3 +51,19 @@ return reply
 export const allOrNothingScriptSha = createHash("sha1")
   .update(allOrNothingScript)
   .digest("hex");
+
+/**
+ * A decrement that never goes below 0 and never creates a counter (a refund, or the undo of a
+ * lost all-or-nothing race). KEYS: the counter. ARGV: the hits to take back (> 0). Replies the
+ * counter after it, 0 when the key does not exist. One key per call, so it runs on a cluster
+ * too; DECRBY keeps the key's expiry.
+ */
+export const decrementScript = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local after = redis.call('DECRBY', KEYS[1], ARGV[1])
+if after < 0 then
+  redis.call('INCRBY', KEYS[1], -after)
+  return 0
+end
+return after
+`;

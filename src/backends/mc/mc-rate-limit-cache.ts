@@ -140,8 +140,9 @@ export class McCounterBackend implements CounterBackend {
    * The awaited write of a check-then-increment: a positive increment is sent as the
    * increment that answers with the new value (a missing counter is created with the hits and
    * its expiration); without a reply the value is taken as read + increment (fail-open) and
-   * the slot's increment set to 0, so an undo skips it. A negative increment (the undo) is a
-   * decrement, never creating a counter; memcached floors it at 0.
+   * the slot's increment set to 0, so an undo skips it. A negative increment (an undo, a
+   * refund) is a decrement, never creating a counter; memcached floors it at 0. The counters
+   * after the decrements are read back (one multi-get) into `current`.
    */
   async add(slots: readonly CounterSlot[], nowSeconds: number): Promise<void> {
     if (slots.some((slot) => slot.increment < 0)) {
@@ -150,6 +151,7 @@ export class McCounterBackend implements CounterBackend {
         if (slot.increment < 0)
           undo.push({ key: slot.cacheKey, hits: -slot.increment });
       await this.client.decrementMulti(undo);
+      await this.peek(slots);
       return;
     }
     const increments = slots.map((slot) => ({

@@ -60,6 +60,20 @@ export class CounterStore {
   }
 
   /**
+   * Subtracts `hits` (> 0) from an existing counter, never below 0; a missing counter stays
+   * missing (a refund of a window that has ended, or was never counted).
+   *
+   * @returns the counter after it (0 when missing)
+   */
+  subtract(key: string, hits: number): number {
+    const current = this.counts.get(key);
+    if (current === undefined) return 0;
+    const after = current > hits ? current - hits : 0;
+    this.counts.set(key, after);
+    return after;
+  }
+
+  /**
    * Adds `hits` (≥ 0; 0 creates the counter) to `key`, creating it for a window that ends at
    * `expiresAtSeconds` (epoch seconds) when absent.
    *

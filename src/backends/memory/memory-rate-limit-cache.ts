@@ -126,8 +126,13 @@ export class MemoryCounterBackend implements CounterBackend {
     this.counters.sweep(nowSeconds);
   }
 
-  /** Adds the slot's increment to its counter; returns the value after it. */
+  /**
+   * Adds the slot's increment to its counter; returns the value after it. A negative
+   * increment (an undo, a refund) subtracts, never below 0, and never creates a counter.
+   */
   private write(slot: CounterSlot, now: number): number {
+    if (slot.increment < 0)
+      return this.counters.subtract(slot.cacheKey, -slot.increment);
     // The key embeds its window start, so it is dead once the window ends (a sliding
     // window's counter is read during the next window too).
     const windowSeconds = slot.windowSeconds;

@@ -129,6 +129,7 @@ function decodeDescriptor(
   const descriptor: RateLimitDescriptor = {
     $typeName: "envoy.extensions.common.ratelimit.v3.RateLimitDescriptor",
     entries,
+    isNegativeHits: false,
   };
   while (pos < end) {
     const tag = varint(bytes, end);
@@ -156,6 +157,11 @@ function decodeDescriptor(
         if (value < 0 || pos !== wrapperEnd) return undefined;
       }
       descriptor.hitsAddend = BigInt(value);
+    } else if (tag === 0x20) {
+      // is_negative_hits (bool; the last value on the wire wins, as protobuf decoders do).
+      const value = varint(bytes, end);
+      if (value < 0) return undefined;
+      descriptor.isNegativeHits = value !== 0;
     } else {
       return undefined;
     }

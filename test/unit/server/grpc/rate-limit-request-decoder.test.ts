@@ -93,6 +93,7 @@ const request = fc.record({
         }),
         limit: fc.record({ requestsPerUnit: uint32, unit }),
         hitsAddend: hitsAddend64,
+        isNegativeHits: fc.boolean(),
       },
       { requiredKeys: ["entries"] },
     ),
@@ -132,6 +133,24 @@ describe("decodeRateLimitRequest", () => {
       ],
     });
     expectSame(toBinary(RateLimitRequestSchema, typical));
+    // Envoy's refund: a descriptor with hits_addend 1 and is_negative_hits (bytes `20 01`).
+    expectSame(
+      toBinary(
+        RateLimitRequestSchema,
+        create(RateLimitRequestSchema, {
+          domain: "edge",
+          descriptors: [
+            {
+              entries: [{ key: "route", value: "slow" }],
+              hitsAddend: 1n,
+              isNegativeHits: true,
+            },
+          ],
+        }),
+      ),
+    );
+    // is_negative_hits written twice (false then true): the last one wins.
+    expectSame(Uint8Array.from([0x12, 0x04, 0x20, 0x00, 0x20, 0x01]));
     // A wrapper written with an explicit zero, and an empty entry.
     expectSame(
       Uint8Array.from([0x12, 0x06, 0x0a, 0x00, 0x1a, 0x02, 0x08, 0x00]),

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file envoy/extensions/common/ratelimit/v3/ratelimit.proto.
  */
 export const file_envoy_extensions_common_ratelimit_v3_ratelimit: GenFile = /*@__PURE__*/
-  fileDesc("CjRlbnZveS9leHRlbnNpb25zL2NvbW1vbi9yYXRlbGltaXQvdjMvcmF0ZWxpbWl0LnByb3RvEiRlbnZveS5leHRlbnNpb25zLmNvbW1vbi5yYXRlbGltaXQudjMi9wIKE1JhdGVMaW1pdERlc2NyaXB0b3ISUAoHZW50cmllcxgBIAMoCzI/LmVudm95LmV4dGVuc2lvbnMuY29tbW9uLnJhdGVsaW1pdC52My5SYXRlTGltaXREZXNjcmlwdG9yLkVudHJ5EloKBWxpbWl0GAIgASgLMksuZW52b3kuZXh0ZW5zaW9ucy5jb21tb24ucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdERlc2NyaXB0b3IuUmF0ZUxpbWl0T3ZlcnJpZGUSMQoLaGl0c19hZGRlbmQYAyABKAsyHC5nb29nbGUucHJvdG9idWYuVUludDY0VmFsdWUaIwoFRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJGloKEVJhdGVMaW1pdE92ZXJyaWRlEhkKEXJlcXVlc3RzX3Blcl91bml0GAEgASgNEioKBHVuaXQYAiABKA4yHC5lbnZveS50eXBlLnYzLlJhdGVMaW1pdFVuaXRiBnByb3RvMw", [file_envoy_type_v3_ratelimit_unit, file_google_protobuf_wrappers]);
+  fileDesc("CjRlbnZveS9leHRlbnNpb25zL2NvbW1vbi9yYXRlbGltaXQvdjMvcmF0ZWxpbWl0LnByb3RvEiRlbnZveS5leHRlbnNpb25zLmNvbW1vbi5yYXRlbGltaXQudjMikQMKE1JhdGVMaW1pdERlc2NyaXB0b3ISUAoHZW50cmllcxgBIAMoCzI/LmVudm95LmV4dGVuc2lvbnMuY29tbW9uLnJhdGVsaW1pdC52My5SYXRlTGltaXREZXNjcmlwdG9yLkVudHJ5EloKBWxpbWl0GAIgASgLMksuZW52b3kuZXh0ZW5zaW9ucy5jb21tb24ucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdERlc2NyaXB0b3IuUmF0ZUxpbWl0T3ZlcnJpZGUSMQoLaGl0c19hZGRlbmQYAyABKAsyHC5nb29nbGUucHJvdG9idWYuVUludDY0VmFsdWUSGAoQaXNfbmVnYXRpdmVfaGl0cxgEIAEoCBojCgVFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAkaWgoRUmF0ZUxpbWl0T3ZlcnJpZGUSGQoRcmVxdWVzdHNfcGVyX3VuaXQYASABKA0SKgoEdW5pdBgCIAEoDjIcLmVudm95LnR5cGUudjMuUmF0ZUxpbWl0VW5pdGIGcHJvdG8z", [file_envoy_type_v3_ratelimit_unit, file_google_protobuf_wrappers]);
 
 /**
  * A request-side descriptor: an ordered list of entries, optionally with its own limit and
@@ -40,6 +40,14 @@ export type RateLimitDescriptor = Message<"envoy.extensions.common.ratelimit.v3.
    * @generated from field: google.protobuf.UInt64Value hits_addend = 3;
    */
   hitsAddend?: bigint | undefined;
+
+  /**
+   * The hits are given back instead of taken (Envoy >= 1.38): a refund, e.g. when a stream
+   * that counted one in-flight request ends.
+   *
+   * @generated from field: bool is_negative_hits = 4;
+   */
+  isNegativeHits: boolean;
 };
 
 /**
