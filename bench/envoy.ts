@@ -51,6 +51,8 @@ export interface EnvoyConfigOptions {
    * turn a slow answer into a fail-open). @defaultValue the example's value
    */
   readonly timeout?: string;
+  /** The example file to start from. @defaultValue {@link envoyExamplePath} */
+  readonly example?: string;
 }
 
 /** Replaces `from` by `to` in `text`, insisting that `from` occurs exactly once. */
@@ -72,7 +74,7 @@ function replaceOnce(text: string, from: string, to: string): string {
 export function envoyConfig(options: EnvoyConfigOptions): string {
   const address = (host: string, port: number): string =>
     `socket_address: { address: ${host}, port_value: ${port} }`;
-  let text = readFileSync(envoyExamplePath, "utf8");
+  let text = readFileSync(options.example ?? envoyExamplePath, "utf8");
   text = replaceOnce(
     text,
     address("127.0.0.1", 9901),
