@@ -136,11 +136,27 @@ const distinctRequest = JSON.stringify({
   ],
 });
 
+// Refunds (`is_negative_hits`, Envoy >= 1.38): every call gives one hit back to one key (the
+// counter stays at 0: the clamped decrement on every call). Ours only: the reference's API
+// predates the field.
+const refundRequest = JSON.stringify({
+  domain: "bench",
+  descriptors: [
+    {
+      entries: [{ key: "remote_address", value: "10.1.2.3" }],
+      hitsAddend: "1",
+      isNegativeHits: true,
+    },
+  ],
+});
+
 interface Load {
-  readonly id: "one-key" | "distinct" | "fixed";
+  readonly id: "one-key" | "distinct" | "fixed" | "refunds";
   readonly label: string;
   readonly request: string;
   readonly rps?: number;
+  /** Only for our targets (a feature the reference and the floor do not have). */
+  readonly oursOnly?: boolean;
 }
 
 const loads: readonly Load[] = [
@@ -159,6 +175,12 @@ const loads: readonly Load[] = [
     label: `fixed ${fixedRate}/s, distinct values`,
     request: distinctRequest,
     rps: fixedRate,
+  },
+  {
+    id: "refunds",
+    label: `${inFlight} in flight, refunds (one key)`,
+    request: refundRequest,
+    oursOnly: true,
   },
 ];
 
@@ -323,6 +345,7 @@ async function measure(
     request: distinctRequest,
   });
   for (const load of loads) {
+    if (load.oursOnly === true && !name.startsWith("ours")) continue;
     progress(`${name}: ${load.label}, ${seconds}s`);
     const cpu0 = treeCpuSeconds(pid);
     const store0 = store !== undefined ? treeCpuSeconds(store.pid) : 0;
