@@ -275,28 +275,13 @@ export function createDecider(options: DeciderOptions): Decider {
         const start = windowStartSeconds(nowSeconds, windowSeconds);
         const cacheKey = stem + String(start) + limit.cacheKeySuffix;
         const hits = hitsAddends === undefined ? 0 : hitsAddends[i]!;
-        if (hits < 0) {
-          // A refund: never answered by the local cache, whose entry it makes stale.
-          if (charge) localCache?.delete(cacheKey);
-          (refunds ??= []).push(
-            new PlannedDescriptor(
-              i,
-              descriptor,
-              limit,
-              hits,
-              cacheKey,
-              limit.sliding
-                ? stem + String(start - windowSeconds) + limit.cacheKeySuffix
-                : undefined,
-              isPerSecond(limit),
-              0,
-              false,
-            ),
-          );
-          continue;
-        }
-        if (charge) limit.stats.totalHits.add(hits);
-        const cached = localCache?.has(cacheKey) === true;
+        // A refund (negative hits) counts no statistic and is never answered by the local
+        // cache, whose entry it makes stale.
+        const refund = hits < 0;
+        if (!refund) {
+          if (charge) limit.stats.totalHits.add(hits);
+        } else if (charge) localCache?.delete(cacheKey);
+        const cached = !refund && localCache?.has(cacheKey) === true;
         const planned = new PlannedDescriptor(
           i,
           descriptor,
@@ -307,9 +292,13 @@ export function createDecider(options: DeciderOptions): Decider {
             ? stem + String(start - windowSeconds) + limit.cacheKeySuffix
             : undefined,
           isPerSecond(limit),
-          cached || !expirations ? 0 : expirationSeconds(limit),
+          cached || refund || !expirations ? 0 : expirationSeconds(limit),
           cached,
         );
+        if (refund) {
+          (refunds ??= []).push(planned);
+          continue;
+        }
         counted.push(planned);
         if (cached) sent ??= counted.slice(0, counted.length - 1);
         else sent?.push(planned);
