@@ -15,19 +15,13 @@ import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { freePort, spawnNode, type Spawned } from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
+import type { ConfigReloadStatus } from "../../src/config/reload-status.js";
 
 /** The JSON form of `/rlconfig` (the contract the web console reads). */
-interface RlconfigJson {
-  domains: string[];
-  config: string;
-  loadedAt: string | null;
-  lastFailedReload: {
-    file: string | null;
-    line: number | null;
-    fieldPath: string | null;
-    message: string;
-    time: string;
-  } | null;
+/** The JSON form of `/rlconfig` (src/server/debug-server.ts `rlconfigJson`). */
+interface RlconfigJson extends ConfigReloadStatus {
+  readonly domains: string[];
+  readonly config: string;
 }
 
 const rfc3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
