@@ -321,6 +321,14 @@ export async function createApp(
   let sinks: StatsSinks | undefined;
   let runtimeStats: RuntimeStats | undefined;
   let closing: Promise<void> | undefined;
+  /** Keeps a listener for shutdown and says where it listens (one warn line each). */
+  const opened = (what: string, listening: Listening): void => {
+    listeners.push(listening);
+    logger.warn(
+      { address: listening.address },
+      `listening for ${what} on '${listening.address}'`,
+    );
+  };
 
   return {
     health,
@@ -363,12 +371,8 @@ export async function createApp(
           host: settings.debugHost,
           port: settings.debugPort,
         });
-        listeners.push(debug);
+        opened("debug", debug);
         debugAddress = debug.address;
-        logger.warn(
-          { address: debug.address },
-          `listening for debug on '${debug.address}'`,
-        );
       }
       const http = await startHttpServer({
         routes,
@@ -390,11 +394,7 @@ export async function createApp(
         host: settings.host,
         port: settings.port,
       });
-      listeners.push(http);
-      logger.warn(
-        { address: http.address },
-        `listening for HTTP on '${http.address}'`,
-      );
+      opened("HTTP", http);
       try {
         if (cache.start !== undefined) await cache.start();
       } catch (err) {
@@ -455,11 +455,7 @@ export async function createApp(
             }
           : {}),
       });
-      listeners.push(grpc);
-      logger.warn(
-        { address: grpc.address },
-        `listening for gRPC on '${grpc.address}'`,
-      );
+      opened("gRPC", grpc);
       health.setReason("startup", undefined);
       health.ok("startup");
       // One line an operator can check the whole start-up against.

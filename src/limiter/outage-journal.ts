@@ -30,42 +30,15 @@ export class OutageJournal {
   }
 
   /**
-   * Records the increments of a local charge; a negative increment (an undo) takes back hits
-   * recorded before, never below 0.
+   * Records the increments of a local charge; a negative increment (an undo, a refund) takes
+   * back hits recorded before, never below 0.
    *
    * @param nowSeconds - the request time, seconds since the Unix epoch
    */
   record(slots: readonly CounterSlot[], nowSeconds: number): void {
     for (const slot of slots) {
       const hits = slot.increment;
-      if (hits === 0) continue;
-      const entry = this.entries.get(slot.cacheKey);
-      if (entry !== undefined) {
-        entry.hits = Math.max(0, entry.hits + hits);
-        continue;
-      }
-      if (hits < 0) continue;
-      const window = slot.windowSeconds;
-      const windowEnd =
-        window > 0 ? (Math.floor(nowSeconds / window) + 1) * window : 0;
-      this.entries.set(slot.cacheKey, {
-        slot: {
-          cacheKey: slot.cacheKey,
-          previousCacheKey: undefined,
-          perSecond: slot.perSecond,
-          // The store's own lifetime rule without the jitter: the window, two for sliding.
-          expirationSeconds: window * (slot.sliding ? 2 : 1),
-          windowSeconds: window,
-          sliding: slot.sliding,
-          requestsPerUnit: slot.requestsPerUnit,
-          shadowMode: slot.shadowMode,
-          increment: 0,
-          current: 0,
-          previous: 0,
-        },
-        hits,
-        liveUntilSeconds: windowEnd + (slot.sliding ? window : 0),
-      });
+      if (hits !== 0) this.add(slot, hits, nowSeconds, true);
     }
   }
 
@@ -89,20 +62,56 @@ export class OutageJournal {
     for (const slot of slots) {
       const hits = slot.increment;
       slot.increment = 0;
-      const entry = this.entries.get(slot.cacheKey);
-      if (entry !== undefined) entry.hits += hits;
-      else {
-        const window = slot.windowSeconds;
-        const windowEnd =
-          window > 0 ? (Math.floor(nowSeconds / window) + 1) * window : 0;
-        this.entries.set(slot.cacheKey, {
-          slot,
-          hits,
-          liveUntilSeconds: windowEnd + (slot.sliding ? window : 0),
-        });
-      }
+      this.add(slot, hits, nowSeconds, false);
     }
   }
+
+  /**
+   * Adds `hits` to the entry of `slot`'s cache key (never below 0); creates it for positive
+   * hits, keeping a copy of the slot (`copy`, for a request's slot) or the slot itself (one
+   * taken from this journal).
+   */
+  private add(
+    slot: CounterSlot,
+    hits: number,
+    nowSeconds: number,
+    copy: boolean,
+  ): void {
+    const entry = this.entries.get(slot.cacheKey);
+    if (entry !== undefined) {
+      entry.hits = Math.max(0, entry.hits + hits);
+      return;
+    }
+    if (hits < 0) return;
+    const window = slot.windowSeconds;
+    const windowEnd =
+      window > 0 ? (Math.floor(nowSeconds / window) + 1) * window : 0;
+    this.entries.set(slot.cacheKey, {
+      slot: copy ? replaySlot(slot) : slot,
+      hits,
+      // A sliding window's counter still weighs in the next window.
+      liveUntilSeconds: windowEnd + (slot.sliding ? window : 0),
+    });
+  }
+}
+
+/** A slot for the replay of `slot`'s counter (no previous key, the increment set at take). */
+function replaySlot(slot: CounterSlot): CounterSlot {
+  const window = slot.windowSeconds;
+  return {
+    cacheKey: slot.cacheKey,
+    previousCacheKey: undefined,
+    perSecond: slot.perSecond,
+    // The store's own lifetime rule without the jitter: the window, two for sliding.
+    expirationSeconds: window * (slot.sliding ? 2 : 1),
+    windowSeconds: window,
+    sliding: slot.sliding,
+    requestsPerUnit: slot.requestsPerUnit,
+    shadowMode: slot.shadowMode,
+    increment: 0,
+    current: 0,
+    previous: 0,
+  };
 }
 
 /**
@@ -116,29 +125,27 @@ export function recordingBackend(
   inner: CounterBackend,
   journal: OutageJournal,
 ): CounterBackend {
+  /** Records `slots` once `done` (the inner write) has finished. */
+  const recorded = (
+    done: void | Promise<void>,
+    slots: readonly CounterSlot[],
+    nowSeconds: number,
+  ): void | Promise<void> => {
+    if (done === undefined) {
+      journal.record(slots, nowSeconds);
+      return undefined;
+    }
+    return done.then(() => {
+      journal.record(slots, nowSeconds);
+    });
+  };
   return {
     inProcess: inner.inProcess ?? false,
-    increment(slots, nowSeconds) {
-      const done = inner.increment(slots, nowSeconds);
-      if (done === undefined) {
-        journal.record(slots, nowSeconds);
-        return undefined;
-      }
-      return done.then(() => {
-        journal.record(slots, nowSeconds);
-      });
-    },
+    increment: (slots, nowSeconds) =>
+      recorded(inner.increment(slots, nowSeconds), slots, nowSeconds),
     peek: (slots) => inner.peek(slots),
-    add(slots, nowSeconds) {
-      const done = inner.add(slots, nowSeconds);
-      if (done === undefined) {
-        journal.record(slots, nowSeconds);
-        return undefined;
-      }
-      return done.then(() => {
-        journal.record(slots, nowSeconds);
-      });
-    },
+    add: (slots, nowSeconds) =>
+      recorded(inner.add(slots, nowSeconds), slots, nowSeconds),
     ...(inner.chargeAllOrNothing !== undefined
       ? {
           chargeAllOrNothing(slots, nowSeconds, fits) {

@@ -15,7 +15,7 @@ import {
   stopAllRedisServers,
   type RedisServer,
 } from "../helpers/redis-server.js";
-import { freePort, spawnNode } from "../helpers/spawn-service.js";
+import { memoryServiceEnv, spawnNode } from "../helpers/spawn-service.js";
 import { freeStablePort } from "../helpers/stable-port.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -97,29 +97,20 @@ async function startService(
   const root = await mkdtemp(join(tmpdir(), "rls-outage-"));
   await mkdir(join(root, "config"));
   await writeFile(join(root, "config", "outage.yaml"), config);
-  const [http, grpc, debug] = [
-    await freePort(),
-    await freePort(),
-    await freePort(),
-  ];
-  const spawned = spawnNode("dist/src/main.js", [], {
-    BACKEND_TYPE: "kv",
-    KV_SOCKET_TYPE: "tcp",
-    KV_URL: store.address,
-    HOST: "127.0.0.1",
-    PORT: String(http),
-    GRPC_HOST: "127.0.0.1",
-    GRPC_PORT: String(grpc),
-    DEBUG_HOST: "127.0.0.1",
-    DEBUG_PORT: String(debug),
-    RUNTIME_ROOT: root,
-    RUNTIME_SUBDIRECTORY: "",
-    RUNTIME_APPDIRECTORY: "config",
-    RUNTIME_WATCH_ROOT: "false",
-    USE_PUSHSTATS: "false",
-    LOG_LEVEL: "warn",
-    ...env,
-  });
+  // The HTTP/2 engine named is the default one.
+  const { env: serviceEnv, grpcPort: grpc } = await memoryServiceEnv(
+    "builtin",
+    root,
+    {
+      BACKEND_TYPE: "kv",
+      KV_SOCKET_TYPE: "tcp",
+      KV_URL: store.address,
+      ...env,
+    },
+  );
+  const http = serviceEnv["PORT"]!;
+  const debug = serviceEnv["DEBUG_PORT"]!;
+  const spawned = spawnNode("dist/src/main.js", [], serviceEnv);
   await waitFor(
     async () => {
       try {
