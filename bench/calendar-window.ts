@@ -4,7 +4,7 @@
 // instants (every call recomputes). Run after `make build`:
 //   node dist/bench/calendar-window.js
 // Numbers are for comparison on one machine; the machine is shared.
-import { CalendarWindow } from "../src/limiter/calendar-window.js";
+import { CalendarWindow } from "../src/config/calendar-window.js";
 
 const calls = Number(process.env["BENCH_CALENDAR_CALLS"] ?? "5000000");
 

@@ -4,7 +4,9 @@
 // Declared in one file that imports no other config/ file but failure-mode.ts, so the files
 // that compile, look up and explain the tree all import it and it imports none of them.
 
+import type { CalendarWindow } from "./calendar-window.js";
 import type { FailureMode } from "./failure-mode.js";
+import type { GcraParams } from "./token-bucket.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type {
   RateLimitDescriptor,
@@ -53,9 +55,43 @@ export interface RateLimit {
   /**
    * Appended to the cache key after the window start, decided at load: "" for the reference's
    * fixed one-unit windows (keys stay byte-identical), `_w<windowSeconds>` for fixed windows
-   * of several units, `_s<windowSeconds>` for sliding windows.
+   * of several units (and for every fixed window in a `rate_limits:` list, whose windows could
+   * otherwise start at the same second), `_s<windowSeconds>` for sliding windows; for token
+   * buckets the whole tail after the stem (`tb…`, see `tokenBucket`).
    */
   readonly cacheKeySuffix: string;
+  /**
+   * `algorithm: token_bucket` (an extension): the GCRA parameters (emission interval from
+   * `requests_per_unit` per `windowSeconds`, `burst`), decided at load; undefined for the window
+   * algorithms. A token bucket has no windows: its cache key is the stem plus
+   * `cacheKeySuffix` (`tb<windowSeconds>_<requests_per_unit>_<burst>`, see `gcraCacheKeyTail`),
+   * with no window start.
+   */
+  readonly tokenBucket: GcraParams | undefined;
+  /**
+   * `time_zone:` (an extension) with a DAY, WEEK, MONTH or YEAR unit: the calendar window of
+   * that unit in that IANA zone (`week_start` for weeks), decided at load; undefined for the
+   * reference's epoch-aligned windows. Its cache key is the stem plus the period's
+   * `cacheKeyPart` (`2026-11@Europe/Berlin`) plus `cacheKeySuffix`; `windowSeconds` stays the
+   * unit's nominal length (dump, headers), while a decision uses the period's real bounds.
+   */
+  readonly calendar: CalendarWindow | undefined;
+  /**
+   * `rate_limits:` (an extension, a list instead of `rate_limit:`): the list's other limits,
+   * in list order, checked with this one (the list's first entry) for every request that
+   * matches the rule; each has its own counter and statistics. A request is over limit when
+   * any of them is; the answer reports the tightest. Undefined for a rule with `rate_limit:`
+   * (every reference config), and on the extra limits themselves.
+   */
+  readonly extraLimits: readonly RateLimit[] | undefined;
+  /**
+   * Appended to the stats key of a limit in a `rate_limits:` list, decided at load: `_<name>`
+   * when the entry has a `name`, else `_per_<unit>` (`_per_second`, `_per_5_minute` with
+   * `unit_multiplier: 5`), so that `<domain>.<key>_<value>_per_second.total_hits` and
+   * `…_per_hour.total_hits` count apart; "" for `rate_limit:` (stats keys stay the
+   * reference's). Derived stats keys (detailed_metric, value_to_metric) append it too.
+   */
+  readonly statsKeySuffix: string;
   /**
    * The domain's charge mode is `all_or_nothing` (YAML `charge:` or the global `CHARGE_MODE`):
    * when any limit of a request is over, no counter of the request is incremented.

@@ -612,7 +612,7 @@ export class BackendGuard implements RateLimitCache {
           );
         },
         (err: unknown) => {
-          this.journal.restore(slots, this.clock.nowSeconds());
+          this.journal.restore(slots);
           this.logger.warn(
             { backend: this.backendName, counters: slots.length, hits, err },
             "backend outage replay failed: kept for the next recovery",

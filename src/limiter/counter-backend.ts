@@ -1,8 +1,10 @@
 /**
  * The counter backend interface: the I/O half of a decision. A backend (memory, kv, mc) only
  * reads and writes counters; the decision pipeline (`pipeline.ts`) decides. Backends import
- * this file (and the two error files) and nothing else of `limiter/`.
+ * this file, the two error files and the token-bucket maths (`gcra.ts`, `gcra-scripts.ts`) and
+ * nothing else of `limiter/`.
  */
+import type { GcraDecision, GcraParams } from "./gcra.js";
 
 /**
  * One counter of one request, as a backend sees it: what to write and where the backend puts
@@ -26,8 +28,19 @@ export interface CounterSlot {
    * in-process backends, which expire a counter with its window.
    */
   readonly expirationSeconds: number;
-  /** Window length in seconds; windows start at its multiples since the Unix epoch. */
+  /**
+   * Window length in seconds: windows start at its multiples since the Unix epoch; for a
+   * calendar window (`time_zone`), the length of the current period (23–25 h for a day, 28–31
+   * days for a month, …).
+   */
   readonly windowSeconds: number;
+  /**
+   * When the current window ends, seconds since the Unix epoch (exclusive): the window start
+   * plus `windowSeconds`. A store that expires counters itself (memory) or computes the time
+   * left in the window (the kv all-or-nothing script) reads this, never `now mod window`, so
+   * that calendar windows expire where their period ends.
+   */
+  readonly windowEndSeconds: number;
   /** Whether the limit counts with a sliding window (the counter lives two windows). */
   readonly sliding: boolean;
   /** `requests_per_unit` of the limit (the store-side all-or-nothing check reads it). */
@@ -44,6 +57,31 @@ export interface CounterSlot {
   current: number;
   /** Filled by the backend: the previous window's counter (sliding windows; else 0). */
   previous: number;
+}
+
+/**
+ * One token bucket (`algorithm: token_bucket`) of one request, as a backend sees it: the
+ * bucket's key and GCRA parameters, the hits to take, and where the backend puts the decision.
+ * The stored value at `cacheKey` is the bucket's theoretical arrival time (TAT) as a decimal
+ * integer of µs since the Unix epoch, identical on every backend (see `gcra-scripts.ts`).
+ */
+export interface BucketSlot {
+  /** The bucket's cache key (`<stem>tb<window>_<rate>_<burst>`). */
+  readonly cacheKey: string;
+  /** SECOND rates: the per-second instance holds the bucket when one is configured. */
+  readonly perSecond: boolean;
+  /** The bucket's GCRA parameters; always set on slots passed to {@link CounterBackend.takeTokens}. */
+  readonly tokenBucket: GcraParams | undefined;
+  /**
+   * Hits to decide: > 0 to take (all or none), 0 to read the state without writing, < 0 to
+   * give back (a refund, or the undo of an all-or-nothing charge).
+   */
+  increment: number;
+  /**
+   * Filled by the backend: the decision `gcraDecide(stored TAT, nowUs, increment, params)`,
+   * applied atomically with the write of its new TAT.
+   */
+  decision: GcraDecision | undefined;
 }
 
 /**
@@ -110,6 +148,18 @@ export interface CounterBackend {
     nowSeconds: number,
     fits: (slots: readonly CounterSlot[]) => boolean,
   ): boolean | Promise<boolean> | undefined;
+  /**
+   * Token buckets (GCRA): for each slot, one atomic step in the store that reads the stored
+   * TAT, decides `increment` hits with `gcraDecide` at `nowUs`, and stores the new TAT when it
+   * changes (with a lifetime until the bucket is full: an absent key is a full bucket); fills
+   * `decision`. An increment of 0 only reads. kv runs `gcraScript` (one script call per
+   * slot, pipelined with the request's other commands), mc loops on compare-and-swap around
+   * `gcraCasStep`, memory calls `gcraDecide` directly. Slots are independent: one slot's
+   * refusal does not stop the others (all-or-nothing is the pipeline's business).
+   *
+   * @param nowUs - the request time, integer µs since the Unix epoch (`clock.nowMs() × 1000`)
+   */
+  takeTokens(slots: readonly BucketSlot[], nowUs: number): void | Promise<void>;
   /**
    * The counters live in this process (memory), so a read costs nothing: a read-only peek
    * reads the keys the local cache knows over limit too, which remote stores skip; and no

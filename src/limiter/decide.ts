@@ -245,13 +245,17 @@ export function createDecider(options: DeciderOptions): Decider {
     return result;
   }
 
+  /**
+   * A new counter's lifetime, seconds: the window (two for sliding windows, read as the
+   * previous window during the next one) plus random jitter.
+   */
+  function lifetime(windowSeconds: number, sliding: boolean): number {
+    const seconds = sliding ? 2 * windowSeconds : windowSeconds;
+    return jitterMax > 0 ? seconds + Math.floor(random() * jitterMax) : seconds;
+  }
+
   function expirationSeconds(limit: RateLimit): number {
-    const lifetime = limit.sliding
-      ? 2 * limit.windowSeconds
-      : limit.windowSeconds;
-    return jitterMax > 0
-      ? lifetime + Math.floor(random() * jitterMax)
-      : lifetime;
+    return lifetime(limit.windowSeconds, limit.sliding);
   }
 
   return {
@@ -259,56 +263,102 @@ export function createDecider(options: DeciderOptions): Decider {
 
     plan(domain, descriptors, limits, hitsAddends, charge, expirations) {
       const nowSeconds = clock.nowSeconds();
+      let nowUs = 0;
       const counted: PlannedDescriptor[] = [];
       // Built only once a local-cache hit shows up; until then `counted` is sent whole.
       let sent: PlannedDescriptor[] | undefined;
       let allOrNothing: boolean | undefined;
       let refunds: PlannedDescriptor[] | undefined;
+      let buckets: PlannedDescriptor[] | undefined;
       const n = descriptors.length;
       for (let i = 0; i < n; i++) {
-        const limit = limits[i];
+        let limit = limits[i];
         if (limit === undefined) continue;
         allOrNothing ??= limit.allOrNothing;
         const descriptor = descriptors[i]!;
         const stem = cacheKeyStem(prefix, domain, descriptor, limit);
-        const windowSeconds = limit.windowSeconds;
-        const start = windowStartSeconds(nowSeconds, windowSeconds);
-        const cacheKey = stem + String(start) + limit.cacheKeySuffix;
         const hits = hitsAddends === undefined ? 0 : hitsAddends[i]!;
         // A refund (negative hits) counts no statistic and is never answered by the local
         // cache, whose entry it makes stale.
         const refund = hits < 0;
-        if (!refund) {
-          if (charge) limit.stats.totalHits.add(hits);
-        } else if (charge) localCache?.delete(cacheKey);
-        const cached = !refund && localCache?.has(cacheKey) === true;
-        const planned = new PlannedDescriptor(
-          i,
-          descriptor,
-          limit,
-          hits,
-          cacheKey,
-          limit.sliding
-            ? stem + String(start - windowSeconds) + limit.cacheKeySuffix
-            : undefined,
-          isPerSecond(limit),
-          cached || refund || !expirations ? 0 : expirationSeconds(limit),
-          cached,
-        );
-        if (refund) {
-          (refunds ??= []).push(planned);
-          continue;
+        const extra = limit.extraLimits;
+        for (let k = 0; ; ) {
+          if (!refund && charge) limit.stats.totalHits.add(hits);
+          let planned: PlannedDescriptor;
+          if (limit.tokenBucket !== undefined) {
+            if (nowUs === 0) nowUs = clock.nowMs() * 1000;
+            planned = new PlannedDescriptor(
+              i,
+              descriptor,
+              limit,
+              hits,
+              stem + limit.cacheKeySuffix,
+              undefined,
+              isPerSecond(limit),
+              0,
+              limit.windowSeconds,
+              0,
+              false,
+            );
+            if (refund) (refunds ??= []).push(planned);
+            else (buckets ??= []).push(planned);
+          } else {
+            let cacheKey: string;
+            let previousCacheKey: string | undefined;
+            let windowSeconds: number;
+            let windowEnd: number;
+            const calendar = limit.calendar;
+            if (calendar === undefined) {
+              windowSeconds = limit.windowSeconds;
+              const start = windowStartSeconds(nowSeconds, windowSeconds);
+              cacheKey = stem + String(start) + limit.cacheKeySuffix;
+              previousCacheKey = limit.sliding
+                ? stem + String(start - windowSeconds) + limit.cacheKeySuffix
+                : undefined;
+              windowEnd = start + windowSeconds;
+            } else {
+              const period = calendar.period(nowSeconds);
+              cacheKey = stem + period.cacheKeyPart + limit.cacheKeySuffix;
+              previousCacheKey = undefined;
+              windowSeconds = period.endSeconds - period.startSeconds;
+              windowEnd = period.endSeconds;
+            }
+            if (refund && charge) localCache?.delete(cacheKey);
+            const cached = !refund && localCache?.has(cacheKey) === true;
+            planned = new PlannedDescriptor(
+              i,
+              descriptor,
+              limit,
+              hits,
+              cacheKey,
+              previousCacheKey,
+              isPerSecond(limit),
+              cached || refund || !expirations
+                ? 0
+                : lifetime(windowSeconds, limit.sliding),
+              windowSeconds,
+              windowEnd,
+              cached,
+            );
+            if (refund) (refunds ??= []).push(planned);
+            else {
+              counted.push(planned);
+              if (cached) sent ??= counted.slice(0, counted.length - 1);
+              else sent?.push(planned);
+            }
+          }
+          if (extra === undefined || k === extra.length) break;
+          limit = extra[k++]!;
         }
-        counted.push(planned);
-        if (cached) sent ??= counted.slice(0, counted.length - 1);
-        else sent?.push(planned);
       }
       return {
         domain,
         nowSeconds,
+        nowUs,
         size: n,
         counted,
         sent: sent ?? counted,
+        buckets: buckets ?? noRefunds,
         allOrNothing: allOrNothing ?? false,
         refunds: refunds ?? noRefunds,
       };

@@ -31,14 +31,13 @@ export class OutageJournal {
 
   /**
    * Records the increments of a local charge; a negative increment (an undo, a refund) takes
-   * back hits recorded before, never below 0.
-   *
-   * @param nowSeconds - the request time, seconds since the Unix epoch
+   * back hits recorded before, never below 0. Each counter lives until its slot's window
+   * ends (`windowEndSeconds`; a sliding window's one window later).
    */
-  record(slots: readonly CounterSlot[], nowSeconds: number): void {
+  record(slots: readonly CounterSlot[]): void {
     for (const slot of slots) {
       const hits = slot.increment;
-      if (hits !== 0) this.add(slot, hits, nowSeconds, true);
+      if (hits !== 0) this.add(slot, hits, true);
     }
   }
 
@@ -58,11 +57,11 @@ export class OutageJournal {
   }
 
   /** Puts back slots taken by {@link take} whose replay failed (merged with newer hits). */
-  restore(slots: readonly CounterSlot[], nowSeconds: number): void {
+  restore(slots: readonly CounterSlot[]): void {
     for (const slot of slots) {
       const hits = slot.increment;
       slot.increment = 0;
-      this.add(slot, hits, nowSeconds, false);
+      this.add(slot, hits, false);
     }
   }
 
@@ -71,12 +70,7 @@ export class OutageJournal {
    * hits, keeping a copy of the slot (`copy`, for a request's slot) or the slot itself (one
    * taken from this journal).
    */
-  private add(
-    slot: CounterSlot,
-    hits: number,
-    nowSeconds: number,
-    copy: boolean,
-  ): void {
+  private add(slot: CounterSlot, hits: number, copy: boolean): void {
     const entry = this.entries.get(slot.cacheKey);
     if (entry !== undefined) {
       entry.hits = Math.max(0, entry.hits + hits);
@@ -84,8 +78,7 @@ export class OutageJournal {
     }
     if (hits < 0) return;
     const window = slot.windowSeconds;
-    const windowEnd =
-      window > 0 ? (Math.floor(nowSeconds / window) + 1) * window : 0;
+    const windowEnd = slot.windowEndSeconds;
     this.entries.set(slot.cacheKey, {
       slot: copy ? replaySlot(slot) : slot,
       hits,
@@ -105,6 +98,7 @@ function replaySlot(slot: CounterSlot): CounterSlot {
     // The store's own lifetime rule without the jitter: the window, two for sliding.
     expirationSeconds: window * (slot.sliding ? 2 : 1),
     windowSeconds: window,
+    windowEndSeconds: slot.windowEndSeconds,
     sliding: slot.sliding,
     requestsPerUnit: slot.requestsPerUnit,
     shadowMode: slot.shadowMode,
@@ -129,34 +123,37 @@ export function recordingBackend(
   const recorded = (
     done: void | Promise<void>,
     slots: readonly CounterSlot[],
-    nowSeconds: number,
   ): void | Promise<void> => {
     if (done === undefined) {
-      journal.record(slots, nowSeconds);
+      journal.record(slots);
       return undefined;
     }
     return done.then(() => {
-      journal.record(slots, nowSeconds);
+      journal.record(slots);
     });
   };
   return {
     inProcess: inner.inProcess ?? false,
     increment: (slots, nowSeconds) =>
-      recorded(inner.increment(slots, nowSeconds), slots, nowSeconds),
+      recorded(inner.increment(slots, nowSeconds), slots),
     peek: (slots) => inner.peek(slots),
+    // Token buckets are not journaled: a bucket's state is one time (its TAT), not a count
+    // that adds up, so an outage's token-bucket charges stay in the local limiter only
+    // (docs/failure-modes.md#nothing-lost).
+    takeTokens: (slots, nowUs) => inner.takeTokens(slots, nowUs),
     add: (slots, nowSeconds) =>
-      recorded(inner.add(slots, nowSeconds), slots, nowSeconds),
+      recorded(inner.add(slots, nowSeconds), slots),
     ...(inner.chargeAllOrNothing !== undefined
       ? {
           chargeAllOrNothing(slots, nowSeconds, fits) {
             const charged = inner.chargeAllOrNothing?.(slots, nowSeconds, fits);
             if (charged === undefined) return undefined;
             if (typeof charged === "boolean") {
-              if (charged) journal.record(slots, nowSeconds);
+              if (charged) journal.record(slots);
               return charged;
             }
             return charged.then((ok) => {
-              if (ok) journal.record(slots, nowSeconds);
+              if (ok) journal.record(slots);
               return ok;
             });
           },

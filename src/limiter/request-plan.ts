@@ -6,14 +6,17 @@
  */
 import type { RateLimit } from "../config/rate-limit-config.js";
 import type { RateLimitDescriptor } from "../proto.js";
-import type { CounterSlot } from "./counter-backend.js";
+import type { BucketSlot, CounterSlot } from "./counter-backend.js";
+import type { GcraDecision, GcraParams } from "./gcra.js";
 
 /**
  * One descriptor of a request that has a limit to check: its rate limit, hits addend, cache
- * keys, local-cache verdict, and (as a {@link CounterSlot}) what the backend read and writes.
- * A class so every plan entry shares one shape.
+ * keys, local-cache verdict, and (as a {@link CounterSlot}, or a {@link BucketSlot} for a
+ * token bucket) what the backend read and writes. A descriptor whose rule has several limits
+ * (`rate_limits:`) has one entry per limit, all with the descriptor's `index`. A class so every
+ * plan entry shares one shape.
  */
-export class PlannedDescriptor implements CounterSlot {
+export class PlannedDescriptor implements CounterSlot, BucketSlot {
   /** Position of the descriptor in the request. */
   readonly index: number;
   /** The request's descriptor. */
@@ -26,15 +29,27 @@ export class PlannedDescriptor implements CounterSlot {
   readonly previousCacheKey: string | undefined;
   readonly perSecond: boolean;
   readonly expirationSeconds: number;
+  /**
+   * The current window's length, seconds: the limit's `windowSeconds`, or for a calendar
+   * window the current period's length; the token bucket's rate window for token buckets.
+   */
+  readonly windowSeconds: number;
+  /**
+   * When the current window ends, seconds since the Unix epoch: `duration_until_reset` is
+   * `windowEndSeconds − now` for window algorithms (0 for token buckets, which have none).
+   */
+  readonly windowEndSeconds: number;
   /** The local over-limit cache knows the cache key over limit: no backend round trip. */
   readonly localCacheHit: boolean;
   increment: number;
   current = 0;
   previous = 0;
+  /** Token buckets: the backend's decision (see {@link BucketSlot.decision}). */
+  decision: GcraDecision | undefined = undefined;
 
   // The limit's own fields, read through (not copied into every plan entry).
-  get windowSeconds(): number {
-    return this.limit.windowSeconds;
+  get tokenBucket(): GcraParams | undefined {
+    return this.limit.tokenBucket;
   }
   get sliding(): boolean {
     return this.limit.sliding;
@@ -55,6 +70,8 @@ export class PlannedDescriptor implements CounterSlot {
     previousCacheKey: string | undefined,
     perSecond: boolean,
     expirationSeconds: number,
+    windowSeconds: number,
+    windowEndSeconds: number,
     localCacheHit: boolean,
   ) {
     this.index = index;
@@ -65,6 +82,8 @@ export class PlannedDescriptor implements CounterSlot {
     this.previousCacheKey = previousCacheKey;
     this.perSecond = perSecond;
     this.expirationSeconds = expirationSeconds;
+    this.windowSeconds = windowSeconds;
+    this.windowEndSeconds = windowEndSeconds;
     this.localCacheHit = localCacheHit;
     this.increment = hitsAddend;
   }
@@ -76,10 +95,24 @@ export interface RequestPlan {
   readonly domain: string;
   /** Request time, whole seconds since the Unix epoch (one clock read per request). */
   readonly nowSeconds: number;
+  /**
+   * The same request time in integer µs since the Unix epoch (`clock.nowMs() × 1000`, read
+   * once per request): token buckets decide with it. 0 when the plan has no token bucket.
+   */
+  readonly nowUs: number;
   /** Number of descriptors in the request (the statuses' length). */
   readonly size: number;
-  /** The descriptors with a limit to check, in request order. */
+  /**
+   * The descriptors with a window limit to check (fixed, multi-unit, sliding, calendar), in
+   * request order; a descriptor with several limits appears once per window limit.
+   */
   readonly counted: readonly PlannedDescriptor[];
+  /**
+   * The descriptors' token buckets (`algorithm: token_bucket`) to charge, in request order:
+   * decided by {@link CounterBackend.takeTokens}, never answered by the local cache. Empty (a
+   * shared array) in requests without token buckets.
+   */
+  readonly buckets: readonly PlannedDescriptor[];
   /**
    * The entries of {@link RequestPlan.counted} the local cache did not answer: the slots sent
    * to the backend (the same array when there is no local-cache hit).

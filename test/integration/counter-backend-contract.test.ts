@@ -39,6 +39,7 @@ function slot(
     perSecond: false,
     expirationSeconds: previousCacheKey === undefined ? 60 : 120,
     windowSeconds: 60,
+    windowEndSeconds: now - (now % 60) + 60,
     sliding: previousCacheKey !== undefined,
     requestsPerUnit: 5,
     shadowMode: false,

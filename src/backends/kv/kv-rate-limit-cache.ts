@@ -1,5 +1,6 @@
 import type { HealthChecker } from "../../health/health.js";
 import type {
+  BucketSlot,
   CounterBackend,
   CounterSlot,
 } from "../../limiter/counter-backend.js";
@@ -264,6 +265,11 @@ export class KvCounterBackend implements CounterBackend {
   }
 
   /** Writes pending pipeline windows and waits for their replies. */
+  /** Token buckets: not implemented yet (issue 23). */
+  takeTokens(_slots: readonly BucketSlot[], _nowUs: number): Promise<void> {
+    return Promise.reject(new Error("token buckets are not implemented on this backend yet"));
+  }
+
   async flush(): Promise<void> {
     await this.main.flush();
     await this.perSecond?.flush();

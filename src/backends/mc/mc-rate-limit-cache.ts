@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import type {
+  BucketSlot,
   CacheKeyRules,
   CounterBackend,
   CounterSlot,
@@ -179,6 +180,11 @@ export class McCounterBackend implements CounterBackend {
   }
 
   /** Resolves once every background increment started so far has finished or failed. */
+  /** Token buckets: not implemented yet (issue 23). */
+  takeTokens(_slots: readonly BucketSlot[], _nowUs: number): Promise<void> {
+    return Promise.reject(new Error("token buckets are not implemented on this backend yet"));
+  }
+
   flush(): Promise<void> {
     if (this.pendingIncrements === 0) return Promise.resolve();
     return new Promise((resolve) => {

@@ -1,4 +1,5 @@
 import type {
+  BucketSlot,
   CounterBackend,
   CounterSlot,
 } from "../../limiter/counter-backend.js";
@@ -110,6 +111,11 @@ export class MemoryCounterBackend implements CounterBackend {
     if (!fits(slots)) return false;
     this.add(slots, nowSeconds);
     return true;
+  }
+
+  /** Token buckets: not implemented yet (issue 23). */
+  takeTokens(_slots: readonly BucketSlot[], _nowUs: number): Promise<void> {
+    return Promise.reject(new Error("token buckets are not implemented on this backend yet"));
   }
 
   flush(): Promise<void> {

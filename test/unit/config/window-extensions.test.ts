@@ -76,6 +76,10 @@ describe("config: window extensions", () => {
       windowSeconds: 3600,
       sliding: false,
       cacheKeySuffix: "",
+      tokenBucket: undefined,
+      calendar: undefined,
+      extraLimits: undefined,
+      statsKeySuffix: "",
     });
   });
 

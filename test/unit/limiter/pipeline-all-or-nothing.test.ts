@@ -57,6 +57,9 @@ function scripted(before: RequestCounters, after: readonly number[]) {
     increment: () => {
       calls.push("charge");
     },
+    takeTokens: () => {
+      calls.push("tokens");
+    },
     peek: (slots: readonly CounterSlot[]) => {
       calls.push("read");
       slots.forEach((slot, i) => {

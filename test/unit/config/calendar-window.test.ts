@@ -12,7 +12,7 @@ import {
   type CalendarPeriod,
   type CalendarUnit,
   type Weekday,
-} from "../../../src/limiter/calendar-window.js";
+} from "../../../src/config/calendar-window.js";
 import { mulberry32 } from "../../helpers/seeded-random.js";
 
 /** Unix seconds of a UTC date and time (month 1–12). */
