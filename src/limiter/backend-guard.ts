@@ -19,7 +19,7 @@ import type {
   CounterReading,
   RateLimitCache,
 } from "./rate-limit-cache.js";
-import { secondsUntilReset } from "./window.js";
+import { limitResetSeconds } from "./counter-decision.js";
 
 /** Options of {@link BackendGuard}. */
 export interface BackendGuardOptions {
@@ -664,14 +664,14 @@ export class BackendGuard implements RateLimitCache {
                 Code.OK,
                 limit,
                 limit.requestsPerUnit,
-                secondsUntilReset(now, limit.windowSeconds),
+                limitResetSeconds(limit, now),
               )
             : // Deny: over limit, unless the rule is in shadow mode (always OK).
               limitStatus(
                 limit.shadowMode ? Code.OK : Code.OVER_LIMIT,
                 limit,
                 0,
-                secondsUntilReset(now, limit.windowSeconds),
+                limitResetSeconds(limit, now),
               );
     }
     return Promise.resolve(statuses);
@@ -686,7 +686,7 @@ export class BackendGuard implements RateLimitCache {
       // A sliding window still weighs the previous window's hits during the next one.
       const windowEnd =
         now +
-        secondsUntilReset(now, limit.windowSeconds) +
+        limitResetSeconds(limit, now) +
         (limit.sliding ? limit.windowSeconds : 0);
       if (windowEnd > this.recoveringUntilSeconds)
         this.recoveringUntilSeconds = windowEnd;

@@ -6,6 +6,23 @@ import {
 } from "./window.js";
 
 /**
+ * Returns the seconds until the current window of `limit` ends, `duration_until_reset`: the
+ * calendar period's end for a `time_zone` limit (exact to the second, DST included), else the
+ * epoch-aligned window's ({@link secondsUntilReset}). In [1, window].
+ *
+ * @param nowSeconds - seconds since the Unix epoch
+ */
+export function limitResetSeconds(
+  limit: RateLimit,
+  nowSeconds: number,
+): number {
+  const calendar = limit.calendar;
+  return calendar === undefined
+    ? secondsUntilReset(nowSeconds, limit.windowSeconds)
+    : calendar.secondsUntilReset(nowSeconds);
+}
+
+/**
  * The count a decision compares with the limit: `current` for fixed windows; for sliding
  * windows `ceil(previous × (W − e)/W) + current` ({@link previousWindowWeight}).
  *
@@ -84,7 +101,7 @@ export function counterDecision(
         nowSeconds,
         windowSeconds,
       )
-    : secondsUntilReset(nowSeconds, windowSeconds);
+    : limitResetSeconds(limit, nowSeconds);
   // Fixed windows: the key is over until its window ends. Sliding windows: at least until the
   // weighted count falls by one.
   const cacheTtlSeconds = limit.sliding ? resetSeconds : windowSeconds;

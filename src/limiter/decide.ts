@@ -14,8 +14,13 @@ import {
   PlannedDescriptor,
   type RequestPlan,
 } from "./request-plan.js";
-import { counterDecision, weightedCount } from "./counter-decision.js";
-import { secondsUntilReset, windowStartSeconds } from "./window.js";
+import {
+  counterDecision,
+  limitResetSeconds,
+  weightedCount,
+} from "./counter-decision.js";
+import type { GcraDecision } from "./gcra.js";
+import { windowStartSeconds } from "./window.js";
 
 /** Options of {@link createDecider}. */
 export interface DeciderOptions {
@@ -170,6 +175,22 @@ export interface Decider {
     previous: number,
     nowSeconds: number,
   ): RateLimitResponse_DescriptorStatus;
+  /**
+   * Status of a token bucket (`algorithm: token_bucket`) from the store's GCRA decision, and
+   * its statistics: admitted → OK, counting the hits within limit and, of them, those that
+   * took the bucket's used part (`burst − limit_remaining`) above `floor(burst × ratio)` near
+   * limit; refused → OVER_LIMIT (OK in shadow mode), counting every hit over limit (a refused
+   * request takes nothing); a refund (hits < 0) → OK, no statistic. `limit_remaining` and
+   * `duration_until_reset` are GCRA's (`gcra.ts`): the single hits that would be admitted now,
+   * and the seconds until the bucket is full again (≥ 1).
+   *
+   * @param hits - the request's hits addend for the descriptor (not the store increment)
+   */
+  bucketStatus(
+    limit: RateLimit,
+    hits: number,
+    decision: GcraDecision,
+  ): RateLimitResponse_DescriptorStatus;
   /** Status of a descriptor without a limit: `{code: OK}` only. */
   okWithoutLimit(): RateLimitResponse_DescriptorStatus;
 }
@@ -282,7 +303,7 @@ export function createDecider(options: DeciderOptions): Decider {
         // cache, whose entry it makes stale.
         const refund = hits < 0;
         const extra = limit.extraLimits;
-        for (let k = 0; ; ) {
+        for (let k = 0; ;) {
           if (!refund && charge) limit.stats.totalHits.add(hits);
           let planned: PlannedDescriptor;
           if (limit.tokenBucket !== undefined) {
@@ -396,7 +417,7 @@ export function createDecider(options: DeciderOptions): Decider {
       const stats = limit.stats;
       stats.overLimit.add(hits);
       stats.overLimitWithLocalCache.add(hits);
-      const reset = secondsUntilReset(nowSeconds, limit.windowSeconds);
+      const reset = limitResetSeconds(limit, nowSeconds);
       if (limit.shadowMode) {
         stats.shadowMode.add(hits);
         return limitStatus(Code.OK, limit, 0, reset);
@@ -414,7 +435,7 @@ export function createDecider(options: DeciderOptions): Decider {
         limit,
         after,
         hits,
-        secondsUntilReset(nowSeconds, limit.windowSeconds),
+        limitResetSeconds(limit, nowSeconds),
         limit.windowSeconds,
         -1,
       );
@@ -439,8 +460,33 @@ export function createDecider(options: DeciderOptions): Decider {
         Code.OK,
         limit,
         Math.max(0, limit.requestsPerUnit - count),
-        secondsUntilReset(nowSeconds, limit.windowSeconds),
+        limitResetSeconds(limit, nowSeconds),
       );
+    },
+
+    bucketStatus(limit, hits, decision) {
+      const remaining = decision.limitRemaining;
+      const reset = decision.durationUntilResetSeconds;
+      // A refund: always OK, no statistic.
+      if (hits < 0) return limitStatus(Code.OK, limit, remaining, reset);
+      const stats = limit.stats;
+      if (!decision.allowed) {
+        stats.overLimit.add(hits);
+        if (limit.shadowMode) {
+          stats.shadowMode.add(hits);
+          return limitStatus(Code.OK, limit, remaining, reset);
+        }
+        return limitStatus(Code.OVER_LIMIT, limit, remaining, reset);
+      }
+      // Near limit: the hits that took the bucket's used part (burst − remaining) above
+      // floor(burst × ratio), in float32 as the windows' threshold.
+      const burst = limit.tokenBucket?.burst ?? limit.requestsPerUnit;
+      const threshold = Math.floor(Math.fround(Math.fround(burst) * ratio));
+      const used = burst - remaining;
+      if (used > threshold)
+        stats.nearLimit.add(Math.min(hits, used - threshold));
+      stats.withinLimit.add(hits);
+      return limitStatus(Code.OK, limit, remaining, reset);
     },
 
     okWithoutLimit: okWithoutLimitStatus,

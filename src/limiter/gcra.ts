@@ -49,6 +49,7 @@
 import type { GcraParams } from "../config/token-bucket.js";
 
 export {
+  gcraCacheKeyTail,
   maxGcraCapacityUs,
   resolveGcraParams,
   type GcraOptions,
@@ -197,21 +198,4 @@ export function gcraOutcome(
  */
 export function gcraExpirationMs(tatUs: number, nowUs: number): number {
   return tatUs > nowUs ? Math.ceil((tatUs - nowUs) / microsPerMilli) : 0;
-}
-
-/**
- * Returns the cache-key tail of a token bucket, glued after the key's stem
- * (`<prefix><domain>_<key>_<value>_…_`) where other algorithms put the window start:
- * `tb<windowSeconds>_<requestsPerUnit>_<burst>`, e.g. `api_user_alice_tb60_100_150`. A token
- * bucket has no windows, so one key serves it for good; naming the rate and burst starts a
- * fresh bucket when the config changes them (as `_w`/`_s` name the window of other keys), and
- * the letters after the stem keep it apart from fixed and sliding keys, which continue the
- * stem with a window start.
- */
-export function gcraCacheKeyTail(
-  windowSeconds: number,
-  requestsPerUnit: number,
-  burst: number,
-): string {
-  return `tb${String(windowSeconds)}_${String(requestsPerUnit)}_${String(burst)}`;
 }

@@ -5,15 +5,17 @@
  * and its compensation, statistics) runs here, identically for memory, kv and mc.
  */
 import type { RateLimit } from "../config/rate-limit-config.js";
-import type {
-  RateLimitDescriptor,
-  RateLimitResponse_DescriptorStatus,
+import {
+  RateLimitResponse_Code as Code,
+  type RateLimitDescriptor,
+  type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
 import type { Counter, StatsStore } from "../stats/stats-store.js";
 import { lazyCompensatedCounter } from "./all-or-nothing.js";
 import type { Decider } from "./decide.js";
 import { cacheKeyError, type CacheKeyError } from "./cache-key-error.js";
 import type { CounterBackend } from "./counter-backend.js";
+import { gcraDecide } from "./gcra.js";
 import type {
   ChargePreview,
   CounterReading,
@@ -106,12 +108,72 @@ export class RateLimitPipeline<
     plan: RequestPlan,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     if (plan.allOrNothing) return this.chargeAllOrNothing(plan);
+    if (plan.buckets.length > 0) return this.chargeWithBuckets(plan);
     const sent = plan.sent;
     if (sent.length === 0) return Promise.resolve(this.statuses(plan));
     if (this.stopIncrement) return this.chargeStopping(plan);
     const written = this.backend.increment(sent, plan.nowSeconds);
     if (written === undefined) return Promise.resolve(this.statuses(plan));
     return written.then(() => this.statuses(plan));
+  }
+
+  /**
+   * The usual charge of a request with token buckets: the buckets' GCRA steps and the window
+   * counters' increments are issued together (a remote store gets them in one round trip),
+   * then every status is decided. Stop-increment applies among the window counters; a token
+   * bucket never takes a refused hit anyway.
+   */
+  private async chargeWithBuckets(
+    plan: RequestPlan,
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    const backend = this.backend;
+    const sent = plan.sent;
+    await Promise.all([
+      backend.takeTokens(plan.buckets, plan.nowUs),
+      sent.length === 0
+        ? undefined
+        : this.stopIncrement
+          ? this.countStopping(plan)
+          : backend.increment(sent, plan.nowSeconds),
+    ]);
+    return this.statuses(plan);
+  }
+
+  /**
+   * Reads the token buckets of a plan without taking anything, and leaves in each bucket's
+   * `decision` what its hits would get: the state read (nothing taken: `limit_remaining`
+   * before the request) when they would be admitted, else the refusal.
+   */
+  private async previewBuckets(plan: RequestPlan): Promise<void> {
+    const buckets = plan.buckets;
+    if (buckets.length === 0) return;
+    for (const d of buckets) d.increment = 0;
+    await this.backend.takeTokens(buckets, plan.nowUs);
+    for (const d of buckets) {
+      d.increment = d.hitsAddend;
+      const read = d.decision!;
+      const would = gcraDecide(
+        read.tatUs,
+        plan.nowUs,
+        d.hitsAddend,
+        d.tokenBucket!,
+      );
+      if (!would.allowed) d.decision = would;
+    }
+  }
+
+  /**
+   * Gives back the hits of the buckets a refused all-or-nothing request took (a refund of the
+   * same hits); their `decision` becomes the state after the refund.
+   */
+  private async giveBackBuckets(plan: RequestPlan): Promise<void> {
+    const taken = plan.buckets.filter(
+      (d) => d.decision?.newTatUs !== undefined && d.hitsAddend > 0,
+    );
+    if (taken.length === 0) return;
+    for (const d of taken) d.increment = -d.hitsAddend;
+    await this.backend.takeTokens(taken, plan.nowUs);
+    for (const d of taken) d.increment = d.hitsAddend;
   }
 
   /**
@@ -136,7 +198,7 @@ export class RateLimitPipeline<
       false,
       false,
     );
-    await this.read(plan);
+    await Promise.all([this.read(plan), this.previewBuckets(plan)]);
     const readings = new Array<CounterReading | undefined>(plan.size).fill(
       undefined,
     );
@@ -169,9 +231,9 @@ export class RateLimitPipeline<
       false,
       false,
     );
-    await this.read(plan);
+    await Promise.all([this.read(plan), this.previewBuckets(plan)]);
     if (plan.allOrNothing) {
-      const refused = !this.allFit(plan, true);
+      const refused = !this.allFit(plan, true) || this.bucketRefuses(plan);
       if (refused) for (const d of plan.counted) d.increment = 0;
       return { plan, refused, stopped: undefined };
     }
@@ -192,6 +254,13 @@ export class RateLimitPipeline<
         ? candidates
         : candidates.filter((d) => rules.problem(d.cacheKey) === undefined);
     if (read.length > 0) await this.backend.peek(read);
+  }
+
+  /** Whether a token bucket that is not in shadow mode refused (or would refuse) its hits. */
+  private bucketRefuses(plan: RequestPlan): boolean {
+    return plan.buckets.some(
+      (d) => d.decision?.allowed === false && !d.limit.shadowMode,
+    );
   }
 
   /** Starts the backend (connects and waits for it), if it has a start step. */
@@ -217,26 +286,30 @@ export class RateLimitPipeline<
   private async refundThenCharge(
     plan: RequestPlan,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
-    const now = plan.nowSeconds;
-    await this.backend.add(plan.refunds, now);
-    const statuses = await this.charge(plan);
-    for (const d of plan.refunds)
-      statuses[d.index] = this.base.refundStatus(
-        d.limit,
-        d.current,
-        d.previous,
-        now,
-      );
-    return statuses;
+    const refunds = plan.refunds;
+    const backend = this.backend;
+    if (refunds.every((d) => d.tokenBucket === undefined)) {
+      await backend.add(refunds, plan.nowSeconds);
+    } else {
+      // Token buckets give back with a GCRA step (the TAT moves back, never below now).
+      const windows = refunds.filter((d) => d.tokenBucket === undefined);
+      const buckets = refunds.filter((d) => d.tokenBucket !== undefined);
+      await Promise.all([
+        windows.length > 0 ? backend.add(windows, plan.nowSeconds) : undefined,
+        backend.takeTokens(buckets, plan.nowUs),
+      ]);
+    }
+    return this.charge(plan);
   }
 
   /** Returns the {@link CacheKeyError} of the first cache key the backend cannot store. */
   private keyError(plan: RequestPlan): CacheKeyError | undefined {
     const rules = this.backend.cacheKeyRules!;
     const refunds = plan.refunds;
-    for (const d of refunds.length === 0
+    const buckets = plan.buckets;
+    for (const d of refunds.length === 0 && buckets.length === 0
       ? plan.counted
-      : [...plan.counted, ...refunds]) {
+      : [...plan.counted, ...buckets, ...refunds]) {
       const problem = rules.problem(d.cacheKey);
       if (problem === undefined) continue;
       return cacheKeyError(
@@ -261,10 +334,15 @@ export class RateLimitPipeline<
   private async chargeStopping(
     plan: RequestPlan,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    await this.countStopping(plan);
+    return this.statuses(plan);
+  }
+
+  /** The reads and writes of {@link chargeStopping}, without the statuses. */
+  private async countStopping(plan: RequestPlan): Promise<void> {
     if (plan.sent === plan.counted) await this.backend.peek(plan.sent);
     this.holdBack(plan);
     await this.backend.increment(plan.sent, plan.nowSeconds);
-    return this.statuses(plan);
   }
 
   /**
@@ -302,36 +380,61 @@ export class RateLimitPipeline<
     const base = this.base;
     const now = plan.nowSeconds;
     const statuses = new Array<RateLimitResponse_DescriptorStatus>(plan.size);
-    const counted = plan.counted;
-    let next = 0;
-    for (let i = 0; i < plan.size; i++) {
-      const d = counted[next];
-      if (d?.index !== i) {
-        statuses[i] = base.okWithoutLimit();
-        continue;
-      }
-      next++;
+    for (const d of plan.counted) {
       const limit = d.limit;
-      statuses[i] = d.localCacheHit
-        ? base.localCacheStatus(limit, d.hitsAddend, now)
-        : limit.sliding
-          ? base.counterStatus(
-              d.cacheKey,
-              limit,
-              d.current,
-              d.previous,
-              d.hitsAddend,
-              now,
-              true,
-            )
-          : base.descriptorStatus(
-              d.cacheKey,
-              limit,
-              d.current,
-              d.hitsAddend,
-              now,
-            );
+      put(
+        statuses,
+        d.index,
+        d.localCacheHit
+          ? base.localCacheStatus(limit, d.hitsAddend, now)
+          : limit.sliding
+            ? base.counterStatus(
+                d.cacheKey,
+                limit,
+                d.current,
+                d.previous,
+                d.hitsAddend,
+                now,
+                true,
+              )
+            : base.descriptorStatus(
+                d.cacheKey,
+                limit,
+                d.current,
+                d.hitsAddend,
+                now,
+              ),
+      );
     }
+    return this.finish(statuses, plan);
+  }
+
+  /**
+   * Completes the statuses of a request whose window counters are decided: adds those of its
+   * token buckets (from their `decision`) and refunds, merges the limits of a descriptor
+   * into the tightest ({@link put}), and answers OK for descriptors without a limit.
+   */
+  private finish(
+    statuses: RateLimitResponse_DescriptorStatus[],
+    plan: RequestPlan,
+  ): RateLimitResponse_DescriptorStatus[] {
+    const base = this.base;
+    for (const d of plan.buckets)
+      put(
+        statuses,
+        d.index,
+        base.bucketStatus(d.limit, d.hitsAddend, d.decision!),
+      );
+    for (const d of plan.refunds)
+      put(
+        statuses,
+        d.index,
+        d.tokenBucket !== undefined
+          ? base.bucketStatus(d.limit, d.hitsAddend, d.decision!)
+          : base.refundStatus(d.limit, d.current, d.previous, plan.nowSeconds),
+      );
+    for (let i = 0; i < plan.size; i++)
+      if (statuses[i] === undefined) statuses[i] = base.okWithoutLimit();
     return statuses;
   }
 
@@ -348,26 +451,64 @@ export class RateLimitPipeline<
   private async chargeAllOrNothing(
     plan: RequestPlan,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    if (plan.buckets.length === 0)
+      return this.allOrNothingStatuses(
+        plan,
+        await this.countAllOrNothing(plan),
+      );
+    // Token buckets first, each admitted or refused atomically in the store; a refusal there,
+    // or of the window counters after, gives back what the others took.
+    const backend = this.backend;
+    const sent = plan.sent;
+    if (this.localCacheRejects(plan)) {
+      await Promise.all([
+        this.previewBuckets(plan),
+        sent.length > 0 ? backend.peek(sent) : undefined,
+      ]);
+      return this.allOrNothingStatuses(plan, false);
+    }
+    await backend.takeTokens(plan.buckets, plan.nowUs);
+    if (this.bucketRefuses(plan)) {
+      await Promise.all([
+        this.giveBackBuckets(plan),
+        sent.length > 0 ? backend.peek(sent) : undefined,
+      ]);
+      return this.allOrNothingStatuses(plan, false);
+    }
+    const charged = await this.countAllOrNothing(plan);
+    if (!charged) await this.giveBackBuckets(plan);
+    return this.allOrNothingStatuses(plan, charged);
+  }
+
+  /** Whether a window counter not in shadow mode is known over limit in the local cache. */
+  private localCacheRejects(plan: RequestPlan): boolean {
+    return plan.counted.some((d) => d.localCacheHit && !d.limit.shadowMode);
+  }
+
+  /**
+   * The window counters' part of an all-or-nothing charge (see {@link chargeAllOrNothing}).
+   *
+   * @returns whether they were charged; their slots hold the values after the charge when
+   *   true, before it otherwise
+   */
+  private async countAllOrNothing(plan: RequestPlan): Promise<boolean> {
     const backend = this.backend;
     const sent = plan.sent;
     const now = plan.nowSeconds;
-    const cacheRejects = plan.counted.some(
-      (d) => d.localCacheHit && !d.limit.shadowMode,
-    );
-    if (cacheRejects || sent.length === 0) {
+    if (plan.counted.length === 0) return true;
+    if (this.localCacheRejects(plan) || sent.length === 0) {
       if (sent.length > 0) await backend.peek(sent);
-      return this.allOrNothingStatuses(plan, false);
+      return false;
     }
     const atomic = backend.chargeAllOrNothing?.(sent, now, () =>
       this.allFit(plan, true),
     );
-    if (atomic !== undefined)
-      return this.allOrNothingStatuses(plan, await atomic);
+    if (atomic !== undefined) return atomic;
     await backend.peek(sent);
-    if (!this.allFit(plan, true)) return this.allOrNothingStatuses(plan, false);
+    if (!this.allFit(plan, true)) return false;
     await backend.add(sent, now);
     // The values after the increment already hold this request's hits.
-    if (this.allFit(plan, false)) return this.allOrNothingStatuses(plan, true);
+    if (this.allFit(plan, false)) return true;
     // Lost the race: undo every increment of this request; answer from the values before it.
     const after = sent.map((d) => d.current);
     for (const d of sent) d.increment = -d.increment;
@@ -377,7 +518,7 @@ export class RateLimitPipeline<
       const d = sent[j]!;
       d.current = after[j]! - d.hitsAddend;
     }
-    return this.allOrNothingStatuses(plan, false);
+    return false;
   }
 
   /**
@@ -419,22 +560,25 @@ export class RateLimitPipeline<
     const now = plan.nowSeconds;
     const statuses = new Array<RateLimitResponse_DescriptorStatus>(plan.size);
     const counted = plan.counted;
-    let j = 0;
-    for (let i = 0; i < plan.size; i++) {
-      const d = counted[j];
-      if (d?.index !== i) {
-        statuses[i] = base.okWithoutLimit();
+    for (let j = 0; j < counted.length; j++) {
+      const d = counted[j]!;
+      if (d.localCacheHit) {
+        put(
+          statuses,
+          d.index,
+          base.localCacheStatus(d.limit, d.hitsAddend, now),
+        );
         continue;
       }
-      if (d.localCacheHit) {
-        statuses[i] = base.localCacheStatus(d.limit, d.hitsAddend, now);
-      } else {
-        // Refused: each descriptor is answered as if charged after the earlier ones, so a
-        // counter two descriptors share shows their sum (the one that does not fit says so).
-        const current = charged
-          ? d.current
-          : d.current + earlierHitsOnKey(counted, j);
-        statuses[i] = base.counterStatus(
+      // Refused: each descriptor is answered as if charged after the earlier ones, so a
+      // counter two descriptors share shows their sum (the one that does not fit says so).
+      const current = charged
+        ? d.current
+        : d.current + earlierHitsOnKey(counted, j);
+      put(
+        statuses,
+        d.index,
+        base.counterStatus(
           d.cacheKey,
           d.limit,
           current,
@@ -442,12 +586,29 @@ export class RateLimitPipeline<
           d.hitsAddend,
           now,
           charged,
-        );
-      }
-      j++;
+        ),
+      );
     }
-    return statuses;
+    return this.finish(statuses, plan);
   }
+}
+
+/**
+ * Sets the status of descriptor `index`, or, when one of its limits (`rate_limits:`) already
+ * set it, keeps the tighter of the two: OVER_LIMIT before OK, then the lower
+ * `limit_remaining`; on a tie the earlier limit.
+ */
+function put(
+  statuses: RateLimitResponse_DescriptorStatus[],
+  index: number,
+  status: RateLimitResponse_DescriptorStatus,
+): void {
+  const before = statuses[index];
+  if (before === undefined) statuses[index] = status;
+  else if (before.code !== status.code) {
+    if (status.code === Code.OVER_LIMIT) statuses[index] = status;
+  } else if (status.limitRemaining < before.limitRemaining)
+    statuses[index] = status;
 }
 
 /**
