@@ -1,8 +1,8 @@
 /**
  * The fixed quantities of `algorithm: token_bucket` (GCRA), derived once per rate limit at
- * config load: emission interval, burst, tolerance and capacity, all in integer µs. The
- * decision arithmetic that uses them is `limiter/gcra.ts`, whose header gives the formulas
- * and the admission bound.
+ * config load: emission interval, burst, tolerance and capacity, all in integer µs, and the
+ * bucket's cache-key tail. The decision arithmetic that uses them is `limiter/gcra.ts`
+ * (which re-exports these), whose header gives the formulas and the admission bound.
  */
 
 const microsPerSecond = 1_000_000;
@@ -87,3 +87,19 @@ function checkCount(name: string, value: number): void {
   }
 }
 
+/**
+ * Returns the cache-key tail of a token bucket, glued after the key's stem
+ * (`<prefix><domain>_<key>_<value>_…_`) where other algorithms put the window start:
+ * `tb<windowSeconds>_<requestsPerUnit>_<burst>`, e.g. `api_user_alice_tb60_100_150`. A token
+ * bucket has no windows, so one key serves it for good; naming the rate and burst starts a
+ * fresh bucket when the config changes them (as `_w`/`_s` name the window of other keys), and
+ * the letters after the stem keep it apart from fixed and sliding keys, which continue the
+ * stem with a window start.
+ */
+export function gcraCacheKeyTail(
+  windowSeconds: number,
+  requestsPerUnit: number,
+  burst: number,
+): string {
+  return `tb${String(windowSeconds)}_${String(requestsPerUnit)}_${String(burst)}`;
+}
