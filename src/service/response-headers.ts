@@ -56,10 +56,15 @@ export function rateLimitHeaders(
   const status = statuses[chosen]!;
   const limit = limits[chosen];
   // The real window (`unit_multiplier` included); a sliding window resets when its weighted
-  // count falls by one, which its status already carries.
+  // count falls by one, a token bucket when it is full, a calendar window at the local period's
+  // end, and a rule with several limits as its tightest one: their status already carries it.
   const windowSeconds = limit?.windowSeconds ?? 1;
   const resetSeconds =
-    limit?.sliding === true
+    limit !== undefined &&
+    (limit.sliding ||
+      limit.tokenBucket !== undefined ||
+      limit.calendar !== undefined ||
+      limit.extraLimits !== undefined)
       ? Number(status.durationUntilReset?.seconds ?? 1n)
       : windowSeconds - (nowSeconds % windowSeconds);
   return [
