@@ -22,7 +22,6 @@ import type {
   RateLimitCache,
 } from "./rate-limit-cache.js";
 import type { PlannedDescriptor, RequestPlan } from "./request-plan.js";
-import { windowStartSeconds } from "./window.js";
 
 /** Options of {@link RateLimitPipeline}. */
 export interface RateLimitPipelineOptions<B extends CounterBackend> {
@@ -630,20 +629,21 @@ function earlierHitsOnKey(
 
 /**
  * Returns what a read-only plan read for one descriptor, as {@link CounterReading}: the
- * counter, its window, the local-cache verdict and, for sliding windows, the previous one.
+ * counter, its window (the plan entry's: a calendar window's is the local period), the
+ * local-cache verdict and, for sliding windows, the previous one.
  *
- * @param nowSeconds - the plan's request time, seconds since the Unix epoch
+ * @param _nowSeconds - unused: the plan entry holds its window's bounds
  */
 export function counterReading(
   d: PlannedDescriptor,
-  nowSeconds: number,
+  _nowSeconds?: number,
 ): CounterReading {
-  const start = windowStartSeconds(nowSeconds, d.windowSeconds);
+  const end = d.windowEndSeconds;
   return {
     key: d.cacheKey,
     value: d.current,
-    windowStartSeconds: start,
-    windowEndSeconds: start + d.windowSeconds,
+    windowStartSeconds: end - d.windowSeconds,
+    windowEndSeconds: end,
     localCacheHit: d.localCacheHit,
     ...(d.previousCacheKey !== undefined
       ? { previousKey: d.previousCacheKey, previousValue: d.previous }
