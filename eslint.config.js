@@ -189,12 +189,14 @@ export default defineConfig(
         "!**/limiter/counter-backend.js",
         "!**/limiter/backend-error.js",
         "!**/limiter/cache-key-error.js",
+        "!**/limiter/gcra.js",
+        "!**/limiter/gcra-scripts.js",
         "../../../gen/**",
         ...["memory", "kv", "mc"]
           .filter((other) => other !== name)
           .map((other) => `**/${other}/**`),
       ],
-      "backends/ may import stats, health, util and, of limiter/, counter-backend.ts and the error files only (they do I/O, the pipeline decides); backends never import each other",
+      "backends/ may import stats, health, util and, of limiter/, counter-backend.ts, the error files and the token-bucket maths (gcra.ts, gcra-scripts.ts) only (they do I/O, the pipeline decides); backends never import each other",
     ),
   ),
   boundary(

@@ -9,13 +9,22 @@ export interface CounterStoreOptions {
   readonly onEvict?: (count: number) => void;
 }
 
-/** Keys whose windows end at the same second, in insertion order; `head` skips dropped ones. */
+/**
+ * Keys whose windows end (or whose token buckets are full again) at the same second, in
+ * insertion order; `head` skips dropped ones.
+ */
 interface ExpiryBucket {
   readonly keys: string[];
   head: number;
 }
 
 const flattenPattern = /(?:)/;
+const microsPerSecond = 1_000_000;
+
+/** The second at which a token bucket with this TAT (µs) is full again: the key may go then. */
+function tatEndSeconds(tatUs: number): number {
+  return Math.ceil(tatUs / microsPerSecond);
+}
 
 /** Default of {@link CounterStoreOptions.maxKeys}. */
 export const defaultMemoryMaxKeys = 1_000_000;
@@ -30,11 +39,25 @@ export const defaultMemoryMaxKeys = 1_000_000;
  * by default): a whole list at once, whatever the access pattern, so memory follows the live
  * windows. The map shrinks when it empties (V8 halves a hash table a quarter full), so the heap
  * comes back after a burst of distinct values.
+ *
+ * Token buckets (`algorithm: token_bucket`) keep their TAT (µs since the epoch, see
+ * `limiter/gcra.ts`) in the same map, under their own cache keys (`…tb<window>_…`, never a
+ * counter's), so `maxKeys`, eviction and sweeping bound both. A TAT moves with every
+ * decision, so its key is listed (in {@link tatLists}, apart from the counters' lists) at the
+ * second its bucket was full again when it was listed; the sweep, and eviction, look at the
+ * stored TAT and list the key again, later, when the bucket has filled up further since.
+ * Listing it at every write instead would cost a list slot per decision.
  */
 export class CounterStore {
+  /** Counters and token-bucket TATs, by cache key. */
   private readonly counts = new Map<string, number>();
   /** Keys by the second their window ends (few distinct values: one per unit and window). */
   private readonly buckets = new Map<number, ExpiryBucket>();
+  /**
+   * Token-bucket keys by the second their bucket was full again when listed (µs TATs spread
+   * over many seconds, hence apart from {@link buckets}). Each live TAT key is in one list.
+   */
+  private readonly tatLists = new Map<number, ExpiryBucket>();
   private readonly maxKeys: number;
   private readonly onEvict: ((count: number) => void) | undefined;
 
@@ -49,7 +72,7 @@ export class CounterStore {
     this.onEvict = options.onEvict;
   }
 
-  /** Number of live counters. */
+  /** Number of live counters (token-bucket TATs included). */
   get size(): number {
     return this.counts.size;
   }
@@ -101,9 +124,36 @@ export class CounterStore {
   }
 
   /**
-   * Drops every counter whose window ended at or before `nowSeconds`.
+   * The stored TAT of a token bucket, µs since the epoch; undefined when absent (never
+   * written, swept or evicted), which means a full bucket, as does any TAT ≤ now.
+   */
+  tat(key: string): number | undefined {
+    return this.counts.get(key);
+  }
+
+  /**
+   * Stores the TAT of a token bucket (µs since the epoch), kept at least until the second it
+   * is reached (the bucket is full then, as when the key is absent). Creating a key beyond
+   * `maxKeys` evicts as {@link add} does.
+   */
+  setTat(key: string, tatUs: number): void {
+    if (this.counts.has(key)) {
+      // Listed already; the sweep finds the later TAT and lists the key again then.
+      this.counts.set(key, tatUs);
+      return;
+    }
+    if (this.counts.size >= this.maxKeys)
+      this.evict(this.counts.size - this.maxKeys + 1);
+    flattenPattern.test(key);
+    this.counts.set(key, tatUs);
+    this.listTat(key, tatEndSeconds(tatUs));
+  }
+
+  /**
+   * Drops every counter whose window ended at or before `nowSeconds`, and every token bucket
+   * full again by then (TAT ≤ `nowSeconds` × 10⁶).
    *
-   * @returns how many counters were dropped
+   * @returns how many counters (and TATs) were dropped
    */
   sweep(nowSeconds: number): number {
     let dropped = 0;
@@ -114,23 +164,68 @@ export class CounterStore {
         if (this.counts.delete(keys[i]!)) dropped++;
       this.buckets.delete(expiry);
     }
+    if (this.tatLists.size === 0) return dropped;
+    for (const [expiry, list] of this.tatLists) {
+      // Lists added below (for later seconds) are visited too, and skipped here.
+      if (expiry > nowSeconds) continue;
+      this.tatLists.delete(expiry);
+      const keys = list.keys;
+      for (let i = list.head; i < keys.length; i++) {
+        const key = keys[i]!;
+        const tat = this.counts.get(key);
+        if (tat === undefined) continue;
+        const end = tatEndSeconds(tat);
+        if (end > nowSeconds) this.listTat(key, end);
+        else if (this.counts.delete(key)) dropped++;
+      }
+    }
     return dropped;
   }
 
-  /** Drops `count` live counters, from the windows that end soonest, oldest first. */
+  /** Lists a token-bucket key at the second its bucket is full again. */
+  private listTat(key: string, endSeconds: number): void {
+    const list = this.tatLists.get(endSeconds);
+    if (list === undefined)
+      this.tatLists.set(endSeconds, { keys: [key], head: 0 });
+    else list.keys.push(key);
+  }
+
+  /**
+   * Drops `count` live counters, from the windows that end soonest, oldest first; a token
+   * bucket counts as ending when it is full again (one whose TAT moved later since it was
+   * listed is listed again, not dropped).
+   */
   private evict(count: number): void {
     let evicted = 0;
     while (evicted < count) {
       let soonest: number | undefined;
       for (const expiry of this.buckets.keys())
         if (soonest === undefined || expiry < soonest) soonest = expiry;
+      let tats = false;
+      for (const expiry of this.tatLists.keys())
+        if (soonest === undefined || expiry < soonest) {
+          soonest = expiry;
+          tats = true;
+        }
       if (soonest === undefined) break;
-      const bucket = this.buckets.get(soonest)!;
+      const lists = tats ? this.tatLists : this.buckets;
+      const bucket = lists.get(soonest)!;
       const keys = bucket.keys;
       while (evicted < count && bucket.head < keys.length) {
-        if (this.counts.delete(keys[bucket.head++]!)) evicted++;
+        const key = keys[bucket.head++]!;
+        if (tats) {
+          const tat = this.counts.get(key);
+          if (tat === undefined) continue;
+          // Re-listed at a later second: it terminates, each key moving strictly later.
+          const end = tatEndSeconds(tat);
+          if (end > soonest) {
+            this.listTat(key, end);
+            continue;
+          }
+        }
+        if (this.counts.delete(key)) evicted++;
       }
-      if (bucket.head >= keys.length) this.buckets.delete(soonest);
+      if (bucket.head >= keys.length) lists.delete(soonest);
       // Drop the consumed prefix now and then, so a long-lived bucket does not keep it.
       else if (bucket.head > 4096 && bucket.head * 2 > keys.length) {
         keys.splice(0, bucket.head);

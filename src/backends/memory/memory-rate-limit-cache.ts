@@ -3,6 +3,7 @@ import type {
   CounterBackend,
   CounterSlot,
 } from "../../limiter/counter-backend.js";
+import { gcraDecide } from "../../limiter/gcra.js";
 import type { StatsStore } from "../../stats/stats-store.js";
 import type { Clock } from "../../util/clock.js";
 import { CounterStore, defaultMemoryMaxKeys } from "./counter-store.js";
@@ -79,9 +80,9 @@ export class MemoryCounterBackend implements CounterBackend {
     return this.counters.size;
   }
 
-  increment(slots: readonly CounterSlot[], nowSeconds: number): void {
+  increment(slots: readonly CounterSlot[], _nowSeconds: number): void {
     for (const slot of slots) {
-      slot.current = this.write(slot, nowSeconds);
+      slot.current = this.write(slot);
       if (slot.previousCacheKey !== undefined)
         slot.previous = this.counters.count(slot.previousCacheKey);
     }
@@ -95,9 +96,9 @@ export class MemoryCounterBackend implements CounterBackend {
     }
   }
 
-  add(slots: readonly CounterSlot[], nowSeconds: number): void {
+  add(slots: readonly CounterSlot[], _nowSeconds: number): void {
     for (const slot of slots) {
-      slot.current = this.write(slot, nowSeconds);
+      slot.current = this.write(slot);
     }
   }
 
@@ -113,9 +114,32 @@ export class MemoryCounterBackend implements CounterBackend {
     return true;
   }
 
-  /** Token buckets: not implemented yet (issue 23). */
-  takeTokens(_slots: readonly BucketSlot[], _nowUs: number): Promise<void> {
-    return Promise.reject(new Error("token buckets are not implemented on this backend yet"));
+  /**
+   * Token buckets: {@link gcraDecide} on each slot's stored TAT, in slot order (a key repeated
+   * in one request sees the earlier slot's write), storing the new TAT until the bucket is
+   * full again. Synchronous, so each decision is atomic. A refund that fills the bucket
+   * stores now rather than deleting the key (same meaning; the sweep drops it).
+   *
+   * @param nowUs - the request time, integer µs since the Unix epoch
+   * @throws TypeError when a slot has no `tokenBucket` params (a caller's bug)
+   */
+  takeTokens(slots: readonly BucketSlot[], nowUs: number): void {
+    for (const slot of slots) {
+      const params = slot.tokenBucket;
+      if (params === undefined)
+        throw new TypeError(
+          `token bucket slot ${slot.cacheKey} has no tokenBucket params`,
+        );
+      const decision = gcraDecide(
+        this.counters.tat(slot.cacheKey),
+        nowUs,
+        slot.increment,
+        params,
+      );
+      if (decision.newTatUs !== undefined)
+        this.counters.setTat(slot.cacheKey, decision.newTatUs);
+      slot.decision = decision;
+    }
   }
 
   flush(): Promise<void> {
@@ -136,16 +160,15 @@ export class MemoryCounterBackend implements CounterBackend {
    * Adds the slot's increment to its counter; returns the value after it. A negative
    * increment (an undo, a refund) subtracts, never below 0, and never creates a counter.
    */
-  private write(slot: CounterSlot, now: number): number {
+  private write(slot: CounterSlot): number {
     if (slot.increment < 0)
       return this.counters.subtract(slot.cacheKey, -slot.increment);
     // The key embeds its window start, so it is dead once the window ends (a sliding
-    // window's counter is read during the next window too).
-    const windowSeconds = slot.windowSeconds;
-    const expiresAt =
-      now -
-      (now % windowSeconds) +
-      (slot.sliding ? 2 * windowSeconds : windowSeconds);
+    // window's counter is read during the next window too; sliding windows are epoch-aligned,
+    // so the next one is as long). `windowEndSeconds`, not `now − now mod window`: a calendar
+    // window ends at its local midnight; for epoch-aligned windows the two are equal.
+    const windowEnd = slot.windowEndSeconds;
+    const expiresAt = slot.sliding ? windowEnd + slot.windowSeconds : windowEnd;
     return this.counters.add(slot.cacheKey, slot.increment, expiresAt);
   }
 }

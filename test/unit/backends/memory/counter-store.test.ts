@@ -66,6 +66,53 @@ describe("CounterStore", () => {
     expect(evicted).toEqual([1, 1, 1]);
   });
 
+  it("keeps a token bucket's TAT until the second it is reached, however often it moves", () => {
+    const store = new CounterStore();
+    const s = 1_000_000;
+    expect(store.tat("tb")).toBeUndefined();
+    store.setTat("tb", 100 * s + 1); // listed at second 101
+    store.setTat("tb", 130 * s); // moved later: still listed at 101
+    expect(store.size).toBe(1);
+    expect(store.sweep(101)).toBe(0); // listed again at 130, not dropped
+    expect(store.tat("tb")).toBe(130 * s);
+    store.setTat("tb", 120 * s); // a refund moves it earlier: it may live longer, harmless
+    expect(store.sweep(129)).toBe(0);
+    expect(store.sweep(130)).toBe(1);
+    expect(store.tat("tb")).toBeUndefined();
+    // Created again after the sweep: listed once more, swept once.
+    store.setTat("tb", 140 * s);
+    expect(store.sweep(139)).toBe(0);
+    expect(store.sweep(140)).toBe(1);
+    expect(store.size).toBe(0);
+  });
+
+  it("bounds counters and token buckets together, evicting a bucket at the second it is full", () => {
+    const evicted: number[] = [];
+    const store = new CounterStore({
+      maxKeys: 3,
+      onEvict: (n) => evicted.push(n),
+    });
+    const s = 1_000_000;
+    store.setTat("tb-a", 50 * s); // listed at 50
+    store.add("minute", 1, 60);
+    store.setTat("tb-b", 55 * s);
+    store.setTat("tb-a", 90 * s); // tb-a now full at 90: later than tb-b and the minute
+    store.add("hour", 1, 3600); // full: drops the soonest, tb-b (55), not tb-a
+    expect(store.tat("tb-b")).toBeUndefined();
+    expect(store.tat("tb-a")).toBe(90 * s);
+    store.setTat("tb-c", 3000 * s); // drops the minute (60), then tb-a would be next
+    expect(store.count("minute")).toBe(0);
+    store.add("day", 1, 86_400); // drops tb-a (90)
+    expect(store.tat("tb-a")).toBeUndefined();
+    expect([
+      store.count("hour"),
+      store.tat("tb-c"),
+      store.count("day"),
+    ]).toEqual([1, 3000 * s, 1]);
+    expect(store.size).toBe(3);
+    expect(evicted).toEqual([1, 1, 1]);
+  });
+
   it("rejects a maxKeys that is not a positive integer", () => {
     expect(() => new CounterStore({ maxKeys: 0 })).toThrow(RangeError);
     expect(() => new CounterStore({ maxKeys: 1.5 })).toThrow(RangeError);
