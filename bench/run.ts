@@ -106,6 +106,24 @@ descriptors:
     share_threshold: true
     rate_limit: { unit: minute, requests_per_unit: 1000000000 }
 `;
+// Ours only (the reference refuses these keys, so only our runtime directory has this file):
+// the limits of issue 23 on one key each, at rates no load reaches, so every call charges.
+const extensionsConfig = `
+domain: bench_ext
+descriptors:
+  - key: bucket
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000000
+      algorithm: token_bucket
+      burst: 1000000
+  - key: two
+    rate_limits:
+      - { unit: second, requests_per_unit: 1000000 }
+      - { unit: hour, requests_per_unit: 1000000000 }
+  - key: month
+    rate_limit: { unit: month, requests_per_unit: 1000000000, time_zone: Europe/Berlin }
+`;
 // The domain of examples/envoy/envoy.yaml; vegeta's requests carry remote_address only.
 const envoyDomainConfig = `
 domain: rl
@@ -150,8 +168,23 @@ const refundRequest = JSON.stringify({
   ],
 });
 
+/** One call on one key of the extensions domain (`bench_ext`). */
+function extensionRequest(key: string): string {
+  return JSON.stringify({
+    domain: "bench_ext",
+    descriptors: [{ entries: [{ key, value: "10.1.2.3" }] }],
+  });
+}
+
 interface Load {
-  readonly id: "one-key" | "distinct" | "fixed" | "refunds";
+  readonly id:
+    | "one-key"
+    | "distinct"
+    | "fixed"
+    | "refunds"
+    | "token-bucket"
+    | "two-limits"
+    | "calendar";
   readonly label: string;
   readonly request: string;
   readonly rps?: number;
@@ -180,6 +213,24 @@ const loads: readonly Load[] = [
     id: "refunds",
     label: `${inFlight} in flight, refunds (one key)`,
     request: refundRequest,
+    oursOnly: true,
+  },
+  {
+    id: "token-bucket",
+    label: `${inFlight} in flight, token bucket (one key)`,
+    request: extensionRequest("bucket"),
+    oursOnly: true,
+  },
+  {
+    id: "two-limits",
+    label: `${inFlight} in flight, 2 limits per descriptor (one key)`,
+    request: extensionRequest("two"),
+    oursOnly: true,
+  },
+  {
+    id: "calendar",
+    label: `${inFlight} in flight, calendar month in a time zone (one key)`,
+    request: extensionRequest("month"),
     oursOnly: true,
   },
 ];
@@ -244,12 +295,17 @@ function progress(message: string): void {
   process.stderr.write(`bench: ${message}\n`);
 }
 
-/** Writes the runtime directory shared by every target. */
-function runtimeRoot(): string {
-  const dir = join(work, "runtime");
+/**
+ * Writes a runtime directory: the config every target reads, plus, for ours (`extensions`),
+ * the domain of the loads only ours can answer.
+ */
+function runtimeRoot(extensions: boolean): string {
+  const dir = join(work, extensions ? "runtime-ours" : "runtime");
   mkdirSync(join(dir, "config"), { recursive: true });
   writeFileSync(join(dir, "config", "bench.yaml"), benchConfig);
   writeFileSync(join(dir, "config", "rl.yaml"), envoyDomainConfig);
+  if (extensions)
+    writeFileSync(join(dir, "config", "bench_ext.yaml"), extensionsConfig);
   return dir;
 }
 
@@ -729,7 +785,8 @@ function printTables(): string {
 }
 
 async function main(): Promise<void> {
-  const runtime = runtimeRoot();
+  const runtime = runtimeRoot(false);
+  const oursRuntime = runtimeRoot(true);
   const reference = referenceBinary();
   if (reference === undefined && (wanted("reference") || wanted("envoy")))
     notes.push(
@@ -765,7 +822,7 @@ async function main(): Promise<void> {
         await redis.store.flush();
         await withTarget(
           "ours, kv",
-          () => startOurs(runtime, kvEnv),
+          () => startOurs(oursRuntime, kvEnv),
           (t) => measure("ours, kv", t, redis.store),
         );
       }
@@ -773,7 +830,7 @@ async function main(): Promise<void> {
         await redis.store.flush();
         await withTarget(
           "ours, kv, WORKERS=2",
-          () => startOurs(runtime, { ...kvEnv, WORKERS: "2" }),
+          () => startOurs(oursRuntime, { ...kvEnv, WORKERS: "2" }),
           (t) => measure("ours, kv, WORKERS=2", t, redis.store),
         );
       }
@@ -781,7 +838,7 @@ async function main(): Promise<void> {
     if (wanted("memory")) {
       await withTarget(
         "ours, memory",
-        () => startOurs(runtime, { BACKEND_TYPE: "memory" }),
+        () => startOurs(oursRuntime, { BACKEND_TYPE: "memory" }),
         (t) => measure("ours, memory", t, undefined),
       );
     }
@@ -791,7 +848,7 @@ async function main(): Promise<void> {
         await withTarget(
           "ours, mc",
           () =>
-            startOurs(runtime, {
+            startOurs(oursRuntime, {
               BACKEND_TYPE: "mc",
               MC_HOST_PORT: memcached.address,
             }),
@@ -814,7 +871,7 @@ async function main(): Promise<void> {
       await withTarget(
         "ours, kv",
         () =>
-          startOurs(runtime, {
+          startOurs(oursRuntime, {
             BACKEND_TYPE: "kv",
             KV_SOCKET_TYPE: "tcp",
             KV_URL: redis.address,
