@@ -11,15 +11,15 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { RateLimitRequest, RateLimitResponse, RateLimitResponse_Code, RateLimitResponse_DescriptorStatus, RateLimitResponse_RateLimit_Unit } from "../../../envoy/service/ratelimit/v3/rls_pb.js";
 import { file_envoy_service_ratelimit_v3_rls } from "../../../envoy/service/ratelimit/v3/rls_pb.js";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file ratelimit/explain/v1/explain.proto.
  */
 export const file_ratelimit_explain_v1_explain: GenFile = /*@__PURE__*/
-  fileDesc("CiJyYXRlbGltaXQvZXhwbGFpbi92MS9leHBsYWluLnByb3RvEhRyYXRlbGltaXQuZXhwbGFpbi52MSJfCg5FeHBsYWluUmVxdWVzdBI9CgdyZXF1ZXN0GAEgASgLMiwuZW52b3kuc2VydmljZS5yYXRlbGltaXQudjMuUmF0ZUxpbWl0UmVxdWVzdBIOCgZjaGFyZ2UYAiABKAgitQMKD0V4cGxhaW5SZXNwb25zZRJICgxvdmVyYWxsX2NvZGUYASABKA4yMi5lbnZveS5zZXJ2aWNlLnJhdGVsaW1pdC52My5SYXRlTGltaXRSZXNwb25zZS5Db2RlEiAKE2RlY2lkaW5nX2Rlc2NyaXB0b3IYAiABKA1IAIgBARJACgtkZXNjcmlwdG9ycxgDIAMoCzIrLnJhdGVsaW1pdC5leHBsYWluLnYxLkRlc2NyaXB0b3JFeHBsYW5hdGlvbhIPCgdjaGFyZ2VkGAQgASgIEhQKDGRvbWFpbl9mb3VuZBgFIAEoCBIaChJnbG9iYWxfc2hhZG93X21vZGUYBiABKAgSDwoHYmFja2VuZBgHIAEoCRI/CghyZXNwb25zZRgIIAEoCzItLmVudm95LnNlcnZpY2UucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdFJlc3BvbnNlEg8KB3N1bW1hcnkYCSABKAkSFgoOYWxsX29yX25vdGhpbmcYCiABKAgSHgoWYWxsX29yX25vdGhpbmdfcmVmdXNlZBgLIAEoCEIWChRfZGVjaWRpbmdfZGVzY3JpcHRvciLXAwoJTWF0Y2hTdGVwEhMKC2VudHJ5X2luZGV4GAEgASgNEgsKA2tleRgCIAEoCRINCgV2YWx1ZRgDIAEoCRI4CgdvdXRjb21lGAQgASgOMicucmF0ZWxpbWl0LmV4cGxhaW4udjEuTWF0Y2hTdGVwLk91dGNvbWUSDAoEbm9kZRgFIAEoCRIPCgdwYXR0ZXJuGAYgASgJEhEKCWhhc19saW1pdBgHIAEoCBIsCgZzb3VyY2UYCCABKAsyHC5yYXRlbGltaXQuZXhwbGFpbi52MS5Tb3VyY2USFwoPd2lsZGNhcmRzX3RyaWVkGAkgAygJIuUBCgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABIRCg1PVVRDT01FX0VYQUNUEAESFAoQT1VUQ09NRV9XSUxEQ0FSRBACEhQKEE9VVENPTUVfS0VZX09OTFkQAxIXChNPVVRDT01FX1dISVRFTElTVEVEEAQSFwoTT1VUQ09NRV9OT19TVUNIX0tFWRAFEh4KGk9VVENPTUVfREVFUEVSX1RIQU5fQ09ORklHEAYSGgoWT1VUQ09NRV9VTktOT1dOX0RPTUFJThAHEhQKEE9VVENPTUVfT1ZFUlJJREUQCCI1CgZTb3VyY2USDAoEbmFtZRgBIAEoCRIMCgRsaW5lGAIgASgNEg8KB3ZlcnNpb24YAyABKAkiswMKBFJ1bGUSEAoIZnVsbF9rZXkYASABKAkSDAoEbmFtZRgCIAEoCRJKCgR1bml0GAMgASgOMjwuZW52b3kuc2VydmljZS5yYXRlbGltaXQudjMuUmF0ZUxpbWl0UmVzcG9uc2UuUmF0ZUxpbWl0LlVuaXQSGQoRcmVxdWVzdHNfcGVyX3VuaXQYBCABKA0SEQoJdW5saW1pdGVkGAUgASgIEhMKC3NoYWRvd19tb2RlGAYgASgIEhIKCnF1b3RhX21vZGUYByABKAgSFwoPZGV0YWlsZWRfbWV0cmljGAggASgIEhAKCHJlcGxhY2VzGAkgAygJEiwKBnNvdXJjZRgKIAEoCzIcLnJhdGVsaW1pdC5leHBsYWluLnYxLlNvdXJjZRIVCg1mcm9tX292ZXJyaWRlGAsgASgIEhcKD3NoYXJlX3RocmVzaG9sZBgMIAMoCRIXCg91bml0X211bHRpcGxpZXIYDSABKA0SFgoOd2luZG93X3NlY29uZHMYDiABKA0SFgoOc2xpZGluZ193aW5kb3cYDyABKAgSFgoOYWxsX29yX25vdGhpbmcYECABKAgilAIKB0NvdW50ZXISCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEEjAKDHdpbmRvd19zdGFydBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKd2luZG93X2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPbG9jYWxfY2FjaGVfaGl0GAUgASgIEhMKC3ZhbHVlX2FmdGVyGAYgASgEEhQKDHByZXZpb3VzX2tleRgHIAEoCRIWCg5wcmV2aW91c192YWx1ZRgIIAEoBBIXCg9wcmV2aW91c193ZWlnaHQYCSABKAQSFgoOY29tcGFyZWRfY291bnQYCiABKAQi+QQKFURlc2NyaXB0b3JFeHBsYW5hdGlvbhINCgVpbmRleBgBIAEoDRItCgRwYXRoGAIgAygLMh8ucmF0ZWxpbWl0LmV4cGxhaW4udjEuTWF0Y2hTdGVwEigKBHJ1bGUYAyABKAsyGi5yYXRlbGltaXQuZXhwbGFpbi52MS5SdWxlEhMKC3JlcGxhY2VkX2J5GAQgASgJEhYKDnJlcGxhY2VkX25hbWVzGAUgAygJEi4KB2NvdW50ZXIYBiABKAsyHS5yYXRlbGltaXQuZXhwbGFpbi52MS5Db3VudGVyEhMKC2hpdHNfYWRkZW5kGAcgASgEEkQKB3ZlcmRpY3QYCCABKA4yMy5yYXRlbGltaXQuZXhwbGFpbi52MS5EZXNjcmlwdG9yRXhwbGFuYXRpb24uVmVyZGljdBJOCgZzdGF0dXMYCSABKAsyPi5lbnZveS5zZXJ2aWNlLnJhdGVsaW1pdC52My5SYXRlTGltaXRSZXNwb25zZS5EZXNjcmlwdG9yU3RhdHVzEg0KBW5vdGVzGAogAygJEhAKCGRlY2lkaW5nGAsgASgIIs4BCgdWZXJkaWN0EhcKE1ZFUkRJQ1RfVU5TUEVDSUZJRUQQABIUChBWRVJESUNUX05PX0xJTUlUEAESFQoRVkVSRElDVF9VTkxJTUlURUQQAhIUChBWRVJESUNUX1JFUExBQ0VEEAMSGAoUVkVSRElDVF9XSVRISU5fTElNSVQQBBIWChJWRVJESUNUX05FQVJfTElNSVQQBRIWChJWRVJESUNUX09WRVJfTElNSVQQBhIdChlWRVJESUNUX09WRVJfTElNSVRfU0hBRE9XEAcyaAoORXhwbGFpblNlcnZpY2USVgoHRXhwbGFpbhIkLnJhdGVsaW1pdC5leHBsYWluLnYxLkV4cGxhaW5SZXF1ZXN0GiUucmF0ZWxpbWl0LmV4cGxhaW4udjEuRXhwbGFpblJlc3BvbnNlYgZwcm90bzM", [file_envoy_service_ratelimit_v3_rls, file_google_protobuf_timestamp]);
+  fileDesc("CiJyYXRlbGltaXQvZXhwbGFpbi92MS9leHBsYWluLnByb3RvEhRyYXRlbGltaXQuZXhwbGFpbi52MSJfCg5FeHBsYWluUmVxdWVzdBI9CgdyZXF1ZXN0GAEgASgLMiwuZW52b3kuc2VydmljZS5yYXRlbGltaXQudjMuUmF0ZUxpbWl0UmVxdWVzdBIOCgZjaGFyZ2UYAiABKAgitQMKD0V4cGxhaW5SZXNwb25zZRJICgxvdmVyYWxsX2NvZGUYASABKA4yMi5lbnZveS5zZXJ2aWNlLnJhdGVsaW1pdC52My5SYXRlTGltaXRSZXNwb25zZS5Db2RlEiAKE2RlY2lkaW5nX2Rlc2NyaXB0b3IYAiABKA1IAIgBARJACgtkZXNjcmlwdG9ycxgDIAMoCzIrLnJhdGVsaW1pdC5leHBsYWluLnYxLkRlc2NyaXB0b3JFeHBsYW5hdGlvbhIPCgdjaGFyZ2VkGAQgASgIEhQKDGRvbWFpbl9mb3VuZBgFIAEoCBIaChJnbG9iYWxfc2hhZG93X21vZGUYBiABKAgSDwoHYmFja2VuZBgHIAEoCRI/CghyZXNwb25zZRgIIAEoCzItLmVudm95LnNlcnZpY2UucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdFJlc3BvbnNlEg8KB3N1bW1hcnkYCSABKAkSFgoOYWxsX29yX25vdGhpbmcYCiABKAgSHgoWYWxsX29yX25vdGhpbmdfcmVmdXNlZBgLIAEoCEIWChRfZGVjaWRpbmdfZGVzY3JpcHRvciLXAwoJTWF0Y2hTdGVwEhMKC2VudHJ5X2luZGV4GAEgASgNEgsKA2tleRgCIAEoCRINCgV2YWx1ZRgDIAEoCRI4CgdvdXRjb21lGAQgASgOMicucmF0ZWxpbWl0LmV4cGxhaW4udjEuTWF0Y2hTdGVwLk91dGNvbWUSDAoEbm9kZRgFIAEoCRIPCgdwYXR0ZXJuGAYgASgJEhEKCWhhc19saW1pdBgHIAEoCBIsCgZzb3VyY2UYCCABKAsyHC5yYXRlbGltaXQuZXhwbGFpbi52MS5Tb3VyY2USFwoPd2lsZGNhcmRzX3RyaWVkGAkgAygJIuUBCgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABIRCg1PVVRDT01FX0VYQUNUEAESFAoQT1VUQ09NRV9XSUxEQ0FSRBACEhQKEE9VVENPTUVfS0VZX09OTFkQAxIXChNPVVRDT01FX1dISVRFTElTVEVEEAQSFwoTT1VUQ09NRV9OT19TVUNIX0tFWRAFEh4KGk9VVENPTUVfREVFUEVSX1RIQU5fQ09ORklHEAYSGgoWT1VUQ09NRV9VTktOT1dOX0RPTUFJThAHEhQKEE9VVENPTUVfT1ZFUlJJREUQCCI1CgZTb3VyY2USDAoEbmFtZRgBIAEoCRIMCgRsaW5lGAIgASgNEg8KB3ZlcnNpb24YAyABKAkirQQKBFJ1bGUSEAoIZnVsbF9rZXkYASABKAkSDAoEbmFtZRgCIAEoCRJKCgR1bml0GAMgASgOMjwuZW52b3kuc2VydmljZS5yYXRlbGltaXQudjMuUmF0ZUxpbWl0UmVzcG9uc2UuUmF0ZUxpbWl0LlVuaXQSGQoRcmVxdWVzdHNfcGVyX3VuaXQYBCABKA0SEQoJdW5saW1pdGVkGAUgASgIEhMKC3NoYWRvd19tb2RlGAYgASgIEhIKCnF1b3RhX21vZGUYByABKAgSFwoPZGV0YWlsZWRfbWV0cmljGAggASgIEhAKCHJlcGxhY2VzGAkgAygJEiwKBnNvdXJjZRgKIAEoCzIcLnJhdGVsaW1pdC5leHBsYWluLnYxLlNvdXJjZRIVCg1mcm9tX292ZXJyaWRlGAsgASgIEhcKD3NoYXJlX3RocmVzaG9sZBgMIAMoCRIXCg91bml0X211bHRpcGxpZXIYDSABKA0SFgoOd2luZG93X3NlY29uZHMYDiABKA0SFgoOc2xpZGluZ193aW5kb3cYDyABKAgSFgoOYWxsX29yX25vdGhpbmcYECABKAgSNwoMdG9rZW5fYnVja2V0GBEgASgLMiEucmF0ZWxpbWl0LmV4cGxhaW4udjEuVG9rZW5CdWNrZXQSEQoJdGltZV96b25lGBIgASgJEhIKCndlZWtfc3RhcnQYEyABKAkSGAoQc3RhdHNfa2V5X3N1ZmZpeBgUIAEoCSJSCgtUb2tlbkJ1Y2tldBINCgVidXJzdBgBIAEoDRI0ChFlbWlzc2lvbl9pbnRlcnZhbBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKrAgoQVG9rZW5CdWNrZXRTdGF0ZRILCgNrZXkYASABKAkSJwoDdGF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCgl0YXRfYWZ0ZXIYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXJlbWFpbmluZxgEIAEoBBIXCg9yZW1haW5pbmdfYWZ0ZXIYBSABKAQSLQoKdW50aWxfZnVsbBgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgtyZXRyeV9hZnRlchgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1leGNlZWRzX2J1cnN0GAggASgIEhAKCGFkbWl0dGVkGAkgASgIImQKDkNhbGVuZGFyUGVyaW9kEg0KBWxhYmVsGAEgASgJEhEKCXRpbWVfem9uZRgCIAEoCRINCgVzdGFydBgDIAEoCRILCgNlbmQYBCABKAkSFAoMc2Vjb25kc19sZWZ0GAUgASgEIuQCCgpMaW1pdENoZWNrEg0KBWluZGV4GAEgASgNEigKBHJ1bGUYAiABKAsyGi5yYXRlbGltaXQuZXhwbGFpbi52MS5SdWxlEi4KB2NvdW50ZXIYAyABKAsyHS5yYXRlbGltaXQuZXhwbGFpbi52MS5Db3VudGVyEjYKBmJ1Y2tldBgEIAEoCzImLnJhdGVsaW1pdC5leHBsYWluLnYxLlRva2VuQnVja2V0U3RhdGUSRAoHdmVyZGljdBgFIAEoDjIzLnJhdGVsaW1pdC5leHBsYWluLnYxLkRlc2NyaXB0b3JFeHBsYW5hdGlvbi5WZXJkaWN0Ek4KBnN0YXR1cxgGIAEoCzI+LmVudm95LnNlcnZpY2UucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdFJlc3BvbnNlLkRlc2NyaXB0b3JTdGF0dXMSDQoFbm90ZXMYByADKAkSEAoIZGVjaWRpbmcYCCABKAgiygIKB0NvdW50ZXISCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEEjAKDHdpbmRvd19zdGFydBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKd2luZG93X2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPbG9jYWxfY2FjaGVfaGl0GAUgASgIEhMKC3ZhbHVlX2FmdGVyGAYgASgEEhQKDHByZXZpb3VzX2tleRgHIAEoCRIWCg5wcmV2aW91c192YWx1ZRgIIAEoBBIXCg9wcmV2aW91c193ZWlnaHQYCSABKAQSFgoOY29tcGFyZWRfY291bnQYCiABKAQSNAoGcGVyaW9kGAsgASgLMiQucmF0ZWxpbWl0LmV4cGxhaW4udjEuQ2FsZW5kYXJQZXJpb2Qi4wUKFURlc2NyaXB0b3JFeHBsYW5hdGlvbhINCgVpbmRleBgBIAEoDRItCgRwYXRoGAIgAygLMh8ucmF0ZWxpbWl0LmV4cGxhaW4udjEuTWF0Y2hTdGVwEigKBHJ1bGUYAyABKAsyGi5yYXRlbGltaXQuZXhwbGFpbi52MS5SdWxlEhMKC3JlcGxhY2VkX2J5GAQgASgJEhYKDnJlcGxhY2VkX25hbWVzGAUgAygJEi4KB2NvdW50ZXIYBiABKAsyHS5yYXRlbGltaXQuZXhwbGFpbi52MS5Db3VudGVyEhMKC2hpdHNfYWRkZW5kGAcgASgEEkQKB3ZlcmRpY3QYCCABKA4yMy5yYXRlbGltaXQuZXhwbGFpbi52MS5EZXNjcmlwdG9yRXhwbGFuYXRpb24uVmVyZGljdBJOCgZzdGF0dXMYCSABKAsyPi5lbnZveS5zZXJ2aWNlLnJhdGVsaW1pdC52My5SYXRlTGltaXRSZXNwb25zZS5EZXNjcmlwdG9yU3RhdHVzEg0KBW5vdGVzGAogAygJEhAKCGRlY2lkaW5nGAsgASgIEjYKBmJ1Y2tldBgMIAEoCzImLnJhdGVsaW1pdC5leHBsYWluLnYxLlRva2VuQnVja2V0U3RhdGUSMAoGbGltaXRzGA0gAygLMiAucmF0ZWxpbWl0LmV4cGxhaW4udjEuTGltaXRDaGVjayLOAQoHVmVyZGljdBIXChNWRVJESUNUX1VOU1BFQ0lGSUVEEAASFAoQVkVSRElDVF9OT19MSU1JVBABEhUKEVZFUkRJQ1RfVU5MSU1JVEVEEAISFAoQVkVSRElDVF9SRVBMQUNFRBADEhgKFFZFUkRJQ1RfV0lUSElOX0xJTUlUEAQSFgoSVkVSRElDVF9ORUFSX0xJTUlUEAUSFgoSVkVSRElDVF9PVkVSX0xJTUlUEAYSHQoZVkVSRElDVF9PVkVSX0xJTUlUX1NIQURPVxAHMmgKDkV4cGxhaW5TZXJ2aWNlElYKB0V4cGxhaW4SJC5yYXRlbGltaXQuZXhwbGFpbi52MS5FeHBsYWluUmVxdWVzdBolLnJhdGVsaW1pdC5leHBsYWluLnYxLkV4cGxhaW5SZXNwb25zZWIGcHJvdG8z", [file_envoy_service_ratelimit_v3_rls, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message ratelimit.explain.v1.ExplainRequest
@@ -426,6 +426,36 @@ export type Rule = Message<"ratelimit.explain.v1.Rule"> & {
    * @generated from field: bool all_or_nothing = 16;
    */
   allOrNothing: boolean;
+
+  /**
+   * algorithm: token_bucket: the bucket's fixed quantities; unset for window algorithms.
+   *
+   * @generated from field: ratelimit.explain.v1.TokenBucket token_bucket = 17;
+   */
+  tokenBucket?: TokenBucket | undefined;
+
+  /**
+   * time_zone: the IANA zone whose local days, weeks, months or years are the windows
+   * (a calendar window); empty for windows aligned to the Unix epoch.
+   *
+   * @generated from field: string time_zone = 18;
+   */
+  timeZone: string;
+
+  /**
+   * week_start of a calendar week ("monday" … "sunday"); empty for other units.
+   *
+   * @generated from field: string week_start = 19;
+   */
+  weekStart: string;
+
+  /**
+   * Appended to the stats key of a limit in a rate_limits: list ("_per_second", "_<name>");
+   * empty for rate_limit:.
+   *
+   * @generated from field: string stats_key_suffix = 20;
+   */
+  statsKeySuffix: string;
 };
 
 /**
@@ -434,6 +464,240 @@ export type Rule = Message<"ratelimit.explain.v1.Rule"> & {
  */
 export const RuleSchema: GenMessage<Rule> = /*@__PURE__*/
   messageDesc(file_ratelimit_explain_v1_explain, 4);
+
+/**
+ * The fixed quantities of a token bucket (algorithm: token_bucket, GCRA), decided at load.
+ *
+ * @generated from message ratelimit.explain.v1.TokenBucket
+ */
+export type TokenBucket = Message<"ratelimit.explain.v1.TokenBucket"> & {
+  /**
+   * Hits a full bucket admits at one instant.
+   *
+   * @generated from field: uint32 burst = 1;
+   */
+  burst: number;
+
+  /**
+   * Emission interval T: one hit's worth of time, window / requests_per_unit rounded up to
+   * a whole microsecond; a hit is refilled every T.
+   *
+   * @generated from field: google.protobuf.Duration emission_interval = 2;
+   */
+  emissionInterval?: Duration | undefined;
+};
+
+/**
+ * Describes the message ratelimit.explain.v1.TokenBucket.
+ * Use `create(TokenBucketSchema)` to create a new message.
+ */
+export const TokenBucketSchema: GenMessage<TokenBucket> = /*@__PURE__*/
+  messageDesc(file_ratelimit_explain_v1_explain, 5);
+
+/**
+ * One token bucket of the backend, as read and as this request leaves it.
+ *
+ * @generated from message ratelimit.explain.v1.TokenBucketState
+ */
+export type TokenBucketState = Message<"ratelimit.explain.v1.TokenBucketState"> & {
+  /**
+   * The cache key, as stored (its value is the TAT in microseconds since the Unix epoch).
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * The theoretical arrival time read, max(stored TAT, request time): the instant the bucket
+   * is full again without other traffic. Equal to the request time when the bucket is full.
+   *
+   * @generated from field: google.protobuf.Timestamp tat = 2;
+   */
+  tat?: Timestamp | undefined;
+
+  /**
+   * The TAT after this request: charged, or what it would be (equal to tat when the hits are
+   * refused, or when all-or-nothing charging refuses the request).
+   *
+   * @generated from field: google.protobuf.Timestamp tat_after = 3;
+   */
+  tatAfter?: Timestamp | undefined;
+
+  /**
+   * Single hits a request could take before this one (limit_remaining of a check).
+   *
+   * @generated from field: uint64 remaining = 4;
+   */
+  remaining: bigint;
+
+  /**
+   * Single hits left after this request (the status's limit_remaining).
+   *
+   * @generated from field: uint64 remaining_after = 5;
+   */
+  remainingAfter: bigint;
+
+  /**
+   * Time from the request until the bucket is full again, after this request (tat_after −
+   * request time); the status's duration_until_reset is this rounded up to seconds (≥ 1 s).
+   *
+   * @generated from field: google.protobuf.Duration until_full = 6;
+   */
+  untilFull?: Duration | undefined;
+
+  /**
+   * The hits are refused: how long until the same request would be admitted. Unset when
+   * admitted, or when it never can be (exceeds_burst).
+   *
+   * @generated from field: google.protobuf.Duration retry_after = 7;
+   */
+  retryAfter?: Duration | undefined;
+
+  /**
+   * The request's hits are more than burst: the bucket never admits them.
+   *
+   * @generated from field: bool exceeds_burst = 8;
+   */
+  exceedsBurst: boolean;
+
+  /**
+   * The bucket admits (or admitted) this request's hits.
+   *
+   * @generated from field: bool admitted = 9;
+   */
+  admitted: boolean;
+};
+
+/**
+ * Describes the message ratelimit.explain.v1.TokenBucketState.
+ * Use `create(TokenBucketStateSchema)` to create a new message.
+ */
+export const TokenBucketStateSchema: GenMessage<TokenBucketState> = /*@__PURE__*/
+  messageDesc(file_ratelimit_explain_v1_explain, 6);
+
+/**
+ * The calendar period of a counter (time_zone: a local day, week, month or year).
+ *
+ * @generated from message ratelimit.explain.v1.CalendarPeriod
+ */
+export type CalendarPeriod = Message<"ratelimit.explain.v1.CalendarPeriod"> & {
+  /**
+   * The period in local time: "2026-11-25" (day), "2026-11-23/P1W" (week, from its first
+   * day), "2026-11" (month), "2026" (year); part of the cache key.
+   *
+   * @generated from field: string label = 1;
+   */
+  label: string;
+
+  /**
+   * The IANA time zone.
+   *
+   * @generated from field: string time_zone = 2;
+   */
+  timeZone: string;
+
+  /**
+   * The period's first instant, RFC 3339 with the zone's UTC offset then
+   * ("2026-11-01T00:00:00+01:00"); window_start of the counter is the same instant in UTC.
+   *
+   * @generated from field: string start = 3;
+   */
+  start: string;
+
+  /**
+   * The next period's first instant (the reset), RFC 3339 with the zone's offset then.
+   *
+   * @generated from field: string end = 4;
+   */
+  end: string;
+
+  /**
+   * Seconds from the request time to end: the duration_until_reset of the window.
+   *
+   * @generated from field: uint64 seconds_left = 5;
+   */
+  secondsLeft: bigint;
+};
+
+/**
+ * Describes the message ratelimit.explain.v1.CalendarPeriod.
+ * Use `create(CalendarPeriodSchema)` to create a new message.
+ */
+export const CalendarPeriodSchema: GenMessage<CalendarPeriod> = /*@__PURE__*/
+  messageDesc(file_ratelimit_explain_v1_explain, 7);
+
+/**
+ * One limit of a rule with a rate_limits: list, checked on its own; the descriptor's
+ * status is the tightest of them (an over-limit one before any OK one, then the lowest
+ * limit_remaining, then the earlier window counter before a token bucket).
+ *
+ * @generated from message ratelimit.explain.v1.LimitCheck
+ */
+export type LimitCheck = Message<"ratelimit.explain.v1.LimitCheck"> & {
+  /**
+   * Position in the rule's rate_limits: list (0: the list's first entry).
+   *
+   * @generated from field: uint32 index = 1;
+   */
+  index: number;
+
+  /**
+   * The limit as configured: name, unit, requests_per_unit, window, algorithm, time zone;
+   * full_key and source are the rule's.
+   *
+   * @generated from field: ratelimit.explain.v1.Rule rule = 2;
+   */
+  rule?: Rule | undefined;
+
+  /**
+   * Window algorithms: the limit's own counter.
+   *
+   * @generated from field: ratelimit.explain.v1.Counter counter = 3;
+   */
+  counter?: Counter | undefined;
+
+  /**
+   * Token buckets: the limit's own bucket.
+   *
+   * @generated from field: ratelimit.explain.v1.TokenBucketState bucket = 4;
+   */
+  bucket?: TokenBucketState | undefined;
+
+  /**
+   * This limit's outcome on its own.
+   *
+   * @generated from field: ratelimit.explain.v1.DescriptorExplanation.Verdict verdict = 5;
+   */
+  verdict: DescriptorExplanation_Verdict;
+
+  /**
+   * The status this limit alone gives (the descriptor's status is the deciding limit's).
+   *
+   * @generated from field: envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus status = 6;
+   */
+  status?: RateLimitResponse_DescriptorStatus | undefined;
+
+  /**
+   * Readable notes about this limit (near-limit threshold, sliding weighting, GCRA, …).
+   *
+   * @generated from field: repeated string notes = 7;
+   */
+  notes: string[];
+
+  /**
+   * This limit's status is the descriptor's: the over-limit one, else the tightest.
+   *
+   * @generated from field: bool deciding = 8;
+   */
+  deciding: boolean;
+};
+
+/**
+ * Describes the message ratelimit.explain.v1.LimitCheck.
+ * Use `create(LimitCheckSchema)` to create a new message.
+ */
+export const LimitCheckSchema: GenMessage<LimitCheck> = /*@__PURE__*/
+  messageDesc(file_ratelimit_explain_v1_explain, 8);
 
 /**
  * One counter of the backend.
@@ -510,6 +774,13 @@ export type Counter = Message<"ratelimit.explain.v1.Counter"> & {
    * @generated from field: uint64 compared_count = 10;
    */
   comparedCount: bigint;
+
+  /**
+   * Calendar windows (time_zone:) only: the local period this counter counts.
+   *
+   * @generated from field: ratelimit.explain.v1.CalendarPeriod period = 11;
+   */
+  period?: CalendarPeriod | undefined;
 };
 
 /**
@@ -517,7 +788,7 @@ export type Counter = Message<"ratelimit.explain.v1.Counter"> & {
  * Use `create(CounterSchema)` to create a new message.
  */
 export const CounterSchema: GenMessage<Counter> = /*@__PURE__*/
-  messageDesc(file_ratelimit_explain_v1_explain, 5);
+  messageDesc(file_ratelimit_explain_v1_explain, 9);
 
 /**
  * @generated from message ratelimit.explain.v1.DescriptorExplanation
@@ -557,6 +828,9 @@ export type DescriptorExplanation = Message<"ratelimit.explain.v1.DescriptorExpl
   replacedNames: string[];
 
   /**
+   * Window algorithms: the counter (for a rate_limits: list, the deciding limit's when it is
+   * a window).
+   *
    * @generated from field: ratelimit.explain.v1.Counter counter = 6;
    */
   counter?: Counter | undefined;
@@ -594,6 +868,21 @@ export type DescriptorExplanation = Message<"ratelimit.explain.v1.DescriptorExpl
    * @generated from field: bool deciding = 11;
    */
   deciding: boolean;
+
+  /**
+   * algorithm: token_bucket: the bucket (for a rate_limits: list, the deciding limit's).
+   *
+   * @generated from field: ratelimit.explain.v1.TokenBucketState bucket = 12;
+   */
+  bucket?: TokenBucketState | undefined;
+
+  /**
+   * rate_limits: one check per limit of the list, in list order; counter, bucket, verdict
+   * and status above are then the deciding limit's. Empty for a rule with rate_limit:.
+   *
+   * @generated from field: repeated ratelimit.explain.v1.LimitCheck limits = 13;
+   */
+  limits: LimitCheck[];
 };
 
 /**
@@ -601,7 +890,7 @@ export type DescriptorExplanation = Message<"ratelimit.explain.v1.DescriptorExpl
  * Use `create(DescriptorExplanationSchema)` to create a new message.
  */
 export const DescriptorExplanationSchema: GenMessage<DescriptorExplanation> = /*@__PURE__*/
-  messageDesc(file_ratelimit_explain_v1_explain, 6);
+  messageDesc(file_ratelimit_explain_v1_explain, 10);
 
 /**
  * Outcome for this descriptor.
@@ -668,7 +957,7 @@ export enum DescriptorExplanation_Verdict {
  * Describes the enum ratelimit.explain.v1.DescriptorExplanation.Verdict.
  */
 export const DescriptorExplanation_VerdictSchema: GenEnum<DescriptorExplanation_Verdict> = /*@__PURE__*/
-  enumDesc(file_ratelimit_explain_v1_explain, 6, 0);
+  enumDesc(file_ratelimit_explain_v1_explain, 10, 0);
 
 /**
  * Explains rate-limit decisions.
