@@ -432,8 +432,7 @@ export class RateLimitPipeline<
           ? base.bucketStatus(d.limit, d.hitsAddend, d.decision!)
           : base.refundStatus(d.limit, d.current, d.previous, plan.nowSeconds),
       );
-    for (let i = 0; i < plan.size; i++)
-      if (statuses[i] === undefined) statuses[i] = base.okWithoutLimit();
+    for (let i = 0; i < plan.size; i++) statuses[i] ??= base.okWithoutLimit();
     return statuses;
   }
 
