@@ -2,33 +2,18 @@
 // (descriptor-lookup.ts), once per config load, and dumps it in the reference's format.
 
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { RateLimitResponse_RateLimit_Unit as Unit } from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";
-import { ConfigError, type ConfigErrorOptions } from "./config-error.js";
+import { ConfigError } from "./config-error.js";
+import { compileRuleLimits, finishLimits, type Fail } from "./limit-compile.js";
 import type {
   DescriptorLevel,
   DescriptorNode,
   RateLimit,
   WildcardPattern,
 } from "./rate-limit-config.js";
-import {
-  maxWindowSeconds,
-  unitByName,
-  unitName,
-  unitToSeconds,
-  windowShape,
-} from "./units.js";
+import { unitName } from "./units.js";
 import { sourceLine } from "./source-lines.js";
 import type { YamlDescriptor } from "./yaml-types.js";
-
-/** Builds the {@link ConfigError} of a rule problem: `<name>: <problem>`, located. */
-type Fail = (
-  problem: string,
-  where?: Omit<ConfigErrorOptions, "file" | "cause" | "detail">,
-) => ConfigError;
-
-/** `valid units: …`, the hint of an invalid unit. */
-const validUnitsHint = `valid units: ${[...unitByName.keys()].join(", ")} (any case)`;
 
 /** A level under construction; becomes read-only once the load returns. */
 interface MutableLevel extends DescriptorLevel {
@@ -76,9 +61,10 @@ export function compileWildcard(pattern: string): WildcardPattern {
 /**
  * Validates and compiles `descriptors` into `level`, depth-first in YAML order. Per rule the
  * checks run in the reference's order: empty key, duplicate composite key, unit / unlimited,
- * replaces, share_threshold, metadata, then the nested rules (upstream `config_impl.go`
- * `loadDescriptors`, docs/reference-parity.md#config-errors). Rules added to an existing level
- * (domain merge) go after its current rules, wildcards included.
+ * replaces (then the extensions of the limit, limit-compile.ts), share_threshold, metadata,
+ * then the nested rules (upstream `config_impl.go` `loadDescriptors`,
+ * docs/reference-parity.md#config-errors). Rules added to an existing level (domain merge) go
+ * after its current rules, wildcards included.
  *
  * @param level - a level from {@link createDescriptorLevel}, or a domain root being merged into
  * @param parentKey - the config path of the level followed by `.`, e.g. `domain.` at the root
@@ -120,7 +106,16 @@ export function loadDescriptors(
       });
     }
     const isWildcard = compositeKey.includes("*");
-    const limit = buildLimit(rule, rulePath, fullKey, context, fail);
+    const limits = compileRuleLimits(
+      rule,
+      rulePath,
+      fullKey,
+      {
+        statsManager: context.statsManager,
+        allOrNothing: context.allOrNothing ?? false,
+      },
+      fail,
+    );
     if (rule.shareThreshold && !isWildcard) {
       throw fail(
         `share_threshold can only be used with wildcard values (containing '*'), but found key '${compositeKey}'`,
@@ -153,7 +148,7 @@ export function loadDescriptors(
     const node: DescriptorNode = Object.freeze({
       compositeKey,
       fullKey,
-      limit: limit === undefined ? undefined : finishLimit(limit, metadata),
+      limit: limits === undefined ? undefined : finishLimits(limits, metadata),
       children,
       valueToMetric: rule.valueToMetric,
       shareThreshold: rule.shareThreshold,
@@ -172,120 +167,11 @@ export function loadDescriptors(
   }
 }
 
-/** The limit of a rule before its metadata is checked (metadata comes later in the order). */
-type PendingLimit = Omit<RateLimit, "metadata">;
-
-/** Validates the `rate_limit` block (unit, unlimited, replaces) and builds the limit. */
-function buildLimit(
-  rule: YamlDescriptor,
-  rulePath: string,
-  fullKey: string,
-  context: LoadContext,
-  fail: Fail,
-): PendingLimit | undefined {
-  const rateLimit = rule.rateLimit;
-  if (rateLimit === undefined) return undefined;
-  const limitPath = `${rulePath}.rate_limit`;
-  // The unit's own line, else the rate_limit block's (a missing unit), else the rule's.
-  const unitWhere = {
-    line:
-      sourceLine(rateLimit, "unit") ??
-      sourceLine(rule, "rate_limit") ??
-      rule.line,
-    fieldPath: `${limitPath}.unit`,
-  };
-  const unit = unitByName.get(rateLimit.unit.toUpperCase());
-  if (rateLimit.unlimited) {
-    if (unit !== undefined) {
-      throw fail("should not specify rate limit unit when unlimited", {
-        ...unitWhere,
-        hint: "remove the unit, or unlimited: true",
-      });
-    }
-  } else if (unit === undefined) {
-    throw fail(`invalid rate limit unit '${rateLimit.unit}'`, {
-      ...unitWhere,
-      hint: validUnitsHint,
-    });
-  }
-  for (const [index, replaced] of rateLimit.replaces.entries()) {
-    const replacesWhere = {
-      line: sourceLine(replaced, "name") ?? sourceLine(replaced, ""),
-      fieldPath: `${limitPath}.replaces[${index}].name`,
-    };
-    if (replaced.name === "") {
-      throw fail("should not have an empty replaces entry", replacesWhere);
-    }
-    if (replaced.name === rateLimit.name) {
-      throw fail("replaces should not contain name of same descriptor", {
-        ...replacesWhere,
-        hint: `'${replaced.name}' is this rate limit's own name`,
-      });
-    }
-  }
-  // Unlimited limits carry unit UNKNOWN whatever was written (upstream `config_impl.go`).
-  const effectiveUnit =
-    rateLimit.unlimited || unit === undefined ? Unit.UNKNOWN : unit;
-  // Extensions: decided here, once, so requests never look at the algorithm.
-  const unitMultiplier = rateLimit.unitMultiplier ?? 1;
-  const multiplierWhere = {
-    line: sourceLine(rateLimit, "unit_multiplier"),
-    fieldPath: `${limitPath}.unit_multiplier`,
-  };
-  if (!Number.isInteger(unitMultiplier) || unitMultiplier < 1) {
-    throw fail(
-      `invalid unit_multiplier '${String(unitMultiplier)}' (expected an integer >= 1)`,
-      multiplierWhere,
-    );
-  }
-  const sliding =
-    !rateLimit.unlimited && rateLimit.algorithm === "sliding_window";
-  const shape = windowShape(effectiveUnit, unitMultiplier, sliding);
-  if (shape.windowSeconds > maxWindowSeconds) {
-    throw fail(
-      `unit_multiplier ${String(unitMultiplier)} × ${unitName(effectiveUnit)} is longer than ${String(maxWindowSeconds)} seconds`,
-      multiplierWhere,
-    );
-  }
-  return {
-    fullKey,
-    stats: context.statsManager.rateLimitStats(fullKey),
-    requestsPerUnit: rateLimit.requestsPerUnit,
-    unit: effectiveUnit,
-    unitSeconds: unitToSeconds(effectiveUnit),
-    unitMultiplier,
-    windowSeconds: shape.windowSeconds,
-    sliding,
-    cacheKeySuffix: shape.cacheKeySuffix,
-    tokenBucket: undefined,
-    calendar: undefined,
-    extraLimits: undefined,
-    statsKeySuffix: "",
-    allOrNothing: context.allOrNothing ?? false,
-    unlimited: rateLimit.unlimited,
-    shadowMode: rule.shadowMode,
-    quotaMode: rule.quotaMode,
-    name: rateLimit.name,
-    replaces: Object.freeze(
-      rateLimit.replaces.map((replaced) => replaced.name),
-    ),
-    detailedMetric: rule.detailedMetric,
-    shareThresholdValues: undefined,
-  };
-}
-
 /** Whether a string holds a UTF-16 surrogate without its pair (not valid Unicode text). */
 function hasLoneSurrogate(text: string): boolean {
   return /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(
     text,
   );
-}
-
-function finishLimit(
-  limit: PendingLimit,
-  metadata: JsonObject | undefined,
-): RateLimit {
-  return Object.freeze({ ...limit, metadata });
 }
 
 /**
@@ -338,32 +224,53 @@ function checkedMetadata(
  * Appends one dump line per rule with a limit (unlimited included), depth-first in load order:
  * `<fullKey>: unit=<UNIT> requests_per_unit=<n>, shadow_mode: <bool>, quota_mode: <bool>\n`
  * (upstream `config_impl.go` `rateLimitDescriptor.dump`, docs/reference-parity.md#config-dump).
+ * A rule with a `rate_limits:` list (an extension) has one line per limit, in list order, each
+ * named by its stats key (`<fullKey><statsKeySuffix>`, e.g. `api.user_per_second`).
  */
 export function dumpDescriptors(level: DescriptorLevel, lines: string[]): void {
   for (const node of level.nodes.values()) {
     const limit = node.limit;
     if (limit !== undefined) {
-      lines.push(
-        `${node.fullKey}: unit=${unitName(limit.unit)} requests_per_unit=${limit.requestsPerUnit}, ` +
-          `shadow_mode: ${String(limit.shadowMode)}, quota_mode: ${String(limit.quotaMode)}` +
-          extensionDump(limit) +
-          "\n",
-      );
+      lines.push(dumpLine(node.fullKey, limit));
+      const extra = limit.extraLimits;
+      if (extra !== undefined) {
+        for (const other of extra) lines.push(dumpLine(node.fullKey, other));
+      }
     }
     if (node.children !== undefined) dumpDescriptors(node.children, lines);
   }
 }
 
+function dumpLine(fullKey: string, limit: RateLimit): string {
+  return (
+    `${fullKey}${limit.statsKeySuffix}: unit=${unitName(limit.unit)} requests_per_unit=${limit.requestsPerUnit}, ` +
+    `shadow_mode: ${String(limit.shadowMode)}, quota_mode: ${String(limit.quotaMode)}` +
+    extensionDump(limit) +
+    "\n"
+  );
+}
+
 /**
  * The dump of the extension fields, only those not at their default (so a config without
- * them dumps exactly as the reference): `, unit_multiplier: <n>`, `, algorithm:
- * sliding_window`, `, charge: all_or_nothing`.
+ * them dumps exactly as the reference), in this order: `, unit_multiplier: <n>`,
+ * `, algorithm: sliding_window` or `, algorithm: token_bucket, burst: <n>`,
+ * `, time_zone: <zone>`, `, week_start: <day>` (weeks not starting on Monday),
+ * `, charge: all_or_nothing`.
  */
 function extensionDump(limit: RateLimit): string {
   let out = "";
   if (limit.unitMultiplier !== 1)
     out += `, unit_multiplier: ${String(limit.unitMultiplier)}`;
   if (limit.sliding) out += ", algorithm: sliding_window";
+  const bucket = limit.tokenBucket;
+  if (bucket !== undefined)
+    out += `, algorithm: token_bucket, burst: ${String(bucket.burst)}`;
+  const calendar = limit.calendar;
+  if (calendar !== undefined) {
+    out += `, time_zone: ${calendar.timeZone}`;
+    if (calendar.unit === "week" && calendar.weekStart !== "monday")
+      out += `, week_start: ${calendar.weekStart}`;
+  }
   if (limit.allOrNothing) out += ", charge: all_or_nothing";
   return out;
 }

@@ -145,7 +145,9 @@ export function patternValue(pattern: string, entryKey: string): string {
 /**
  * The slow path of {@link findRateLimit}: share_threshold values, and the stats key of
  * docs/reference-parity.md#stats-key (detailed_metric, else value_to_metric when it differs from
- * the config path). Reads the match record of the lookup that just completed.
+ * the config path). Reads the match record of the lookup that just completed. The limits of a
+ * `rate_limits:` list are derived alike, each keeping its `statsKeySuffix` after the derived
+ * key.
  */
 function derivedLimit(
   limit: RateLimit,
@@ -190,15 +192,24 @@ function derivedLimit(
   ) {
     return limit;
   }
-  return {
-    ...limit,
+  const derive = (one: RateLimit): RateLimit => ({
+    ...one,
+    // A limit of a `rate_limits:` list counts under the derived key plus its own suffix.
     stats:
-      statsKey === limit.fullKey
-        ? limit.stats
-        : statsManager.requestRateLimitStats(domain, statsKey),
-    metadata: keepsMetadata ? limit.metadata : undefined,
+      statsKey === one.fullKey
+        ? one.stats
+        : statsManager.requestRateLimitStats(
+            domain,
+            statsKey + one.statsKeySuffix,
+          ),
+    metadata: keepsMetadata ? one.metadata : undefined,
     shareThresholdValues,
-  };
+  });
+  const derived = derive(limit);
+  const extra = limit.extraLimits;
+  return extra === undefined
+    ? derived
+    : { ...derived, extraLimits: extra.map(derive) };
 }
 
 /**

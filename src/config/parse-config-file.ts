@@ -36,6 +36,7 @@ const goTypes = {
   uint32: "uint32",
   descriptors: "[]config.YamlDescriptor",
   rateLimit: "config.YamlRateLimit",
+  rateLimitList: "[]config.YamlRateLimit",
   replacesList: "[]config.yamlReplaces",
   replaces: "config.yamlReplaces",
   metadata: "map[string]interface {}",
@@ -235,12 +236,12 @@ function checkKeys(
       problem = checkKeys(value, keyPath, checked, budget);
       if (problem !== undefined) return problem;
     } else if (
-      keyText === "unit_multiplier" &&
+      (keyText === "unit_multiplier" || keyText === "burst") &&
       value.resolved.kind === "float"
     ) {
-      // An extension field: a clear message instead of the reference's generic one.
+      // Extension fields: a clear message instead of the reference's generic one.
       return new FileProblem(
-        `config error, line ${value.line}: invalid unit_multiplier '${value.text}' (expected an integer >= 1)`,
+        `config error, line ${value.line}: invalid ${keyText} '${value.text}' (expected an integer >= 1)`,
         { line: value.line, fieldPath: keyPath },
       );
     } else if (!isAllowedLeaf(value.resolved)) {
@@ -355,6 +356,7 @@ class TypedDecoder {
     let key = "";
     let value = "";
     let rateLimit: YamlRateLimit | undefined;
+    let rateLimits: readonly YamlRateLimit[] | undefined;
     let descriptors: readonly YamlDescriptor[] = [];
     let shadowMode = false;
     let quotaMode = false;
@@ -376,6 +378,17 @@ class TypedDecoder {
           break;
         case "rate_limit":
           rateLimit = this.rateLimit(v, fieldPath);
+          break;
+        case "rate_limits":
+          rateLimits = isNull(v)
+            ? undefined
+            : this.list(
+                v,
+                fieldPath,
+                goTypes.rateLimitList,
+                "a list of rate limits (unit, requests_per_unit, …)",
+                (item, itemPath) => this.rateLimit(item, itemPath),
+              ).filter((entry) => entry !== undefined);
           break;
         case "descriptors":
           descriptors = this.descriptors(v, fieldPath);
@@ -407,6 +420,7 @@ class TypedDecoder {
       key,
       value,
       rateLimit,
+      ...(rateLimits !== undefined ? { rateLimits } : {}),
       descriptors,
       shadowMode,
       quotaMode,
@@ -438,6 +452,9 @@ class TypedDecoder {
     let replaces: readonly YamlReplaces[] = [];
     let algorithm: YamlAlgorithm | undefined;
     let unitMultiplier: number | undefined;
+    let burst: number | undefined;
+    let timeZone: string | undefined;
+    let weekStart: string | undefined;
     const lines = new Map<string, number>([["", node.line]]);
     for (const { key, value } of this.fields(node)) {
       const fieldPath = fieldPathOf(path, key);
@@ -458,7 +475,13 @@ class TypedDecoder {
       } else if (key === "algorithm")
         algorithm = this.algorithm(value, fieldPath);
       else if (key === "unit_multiplier")
-        unitMultiplier = this.unitMultiplier(value, fieldPath);
+        unitMultiplier = this.positiveInteger(value, fieldPath, key);
+      else if (key === "burst")
+        burst = this.positiveInteger(value, fieldPath, key);
+      else if (key === "time_zone")
+        timeZone = isNull(value) ? undefined : this.string(value, fieldPath);
+      else if (key === "week_start")
+        weekStart = isNull(value) ? undefined : this.string(value, fieldPath);
     }
     const rateLimit: YamlRateLimit = {
       requestsPerUnit,
@@ -468,6 +491,9 @@ class TypedDecoder {
       replaces,
       ...(algorithm !== undefined ? { algorithm } : {}),
       ...(unitMultiplier !== undefined ? { unitMultiplier } : {}),
+      ...(burst !== undefined ? { burst } : {}),
+      ...(timeZone !== undefined ? { timeZone } : {}),
+      ...(weekStart !== undefined ? { weekStart } : {}),
     };
     recordSourceLines(rateLimit, lines);
     return rateLimit;
@@ -491,8 +517,15 @@ class TypedDecoder {
     return algorithm;
   }
 
-  /** `unit_multiplier:` must be an integer in 1 … 4294967295; null means the default. */
-  private unitMultiplier(node: GoNode, path: string): number | undefined {
+  /**
+   * `unit_multiplier:` and `burst:` must be an integer in 1 … 4294967295; null means the
+   * default.
+   */
+  private positiveInteger(
+    node: GoNode,
+    path: string,
+    field: "unit_multiplier" | "burst",
+  ): number | undefined {
     if (isNull(node)) return undefined;
     if (
       node.kind === "scalar" &&
@@ -504,7 +537,7 @@ class TypedDecoder {
     }
     const shown = node.kind === "scalar" ? node.text : `a ${node.kind}`;
     throw new FileProblem(
-      `config error, line ${node.line}: invalid unit_multiplier '${shown}' (expected an integer >= 1)`,
+      `config error, line ${node.line}: invalid ${field} '${shown}' (expected an integer >= 1)`,
       { line: node.line, fieldPath: path },
     );
   }

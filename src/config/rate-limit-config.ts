@@ -217,7 +217,9 @@ export interface RateLimitConfig {
    * descriptor with a rate limit,
    * `<fullKey>: unit=<UNIT> requests_per_unit=<n>, shadow_mode: <b>, quota_mode: <b>\n`; the
    * extensions are appended only when not at their default: `, unit_multiplier: <n>`,
-   * `, algorithm: sliding_window`, `, charge: all_or_nothing`.
+   * `, algorithm: sliding_window` or `, algorithm: token_bucket, burst: <n>`,
+   * `, time_zone: <zone>`, `, week_start: <day>`, `, charge: all_or_nothing`. A `rate_limits:`
+   * list dumps one line per limit, named `<fullKey><statsKeySuffix>`.
    */
   dump(): string;
   /** Number of loaded domains (a domain without descriptors counts). */

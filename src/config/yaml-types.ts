@@ -37,15 +37,32 @@ export interface YamlRateLimit {
    * Validated when decoded; 1 when missing (the reference's one-unit window).
    */
   readonly unitMultiplier?: number | undefined;
+  /**
+   * `burst` (an extension, only with `algorithm: token_bucket`): hits a full bucket admits at
+   * one instant, an integer ≥ 1. Validated when decoded; `requests_per_unit` when missing.
+   */
+  readonly burst?: number | undefined;
+  /**
+   * `time_zone` (an extension, only with unit DAY, WEEK, MONTH or YEAR): the IANA zone whose
+   * local days, weeks, months or years are the windows, as written (checked at load time).
+   * Absent when missing or null: windows aligned to the Unix epoch (the reference's).
+   */
+  readonly timeZone?: string | undefined;
+  /**
+   * `week_start` (an extension, only with `time_zone` and unit WEEK): the day weeks start on,
+   * as written (checked at load time). Absent when missing or null: `monday`.
+   */
+  readonly weekStart?: string | undefined;
 }
 
 /** Counting algorithms of a rate limit (`algorithm:`). */
-export type YamlAlgorithm = "fixed_window" | "sliding_window";
+export type YamlAlgorithm = "fixed_window" | "sliding_window" | "token_bucket";
 
 /** Every accepted `algorithm:` value. */
 export const yamlAlgorithms: readonly YamlAlgorithm[] = [
   "fixed_window",
   "sliding_window",
+  "token_bucket",
 ];
 
 /**
@@ -69,6 +86,13 @@ export interface YamlDescriptor {
   readonly value: string;
   /** `rate_limit`: absent when missing or null (a node without its own limit). */
   readonly rateLimit?: YamlRateLimit | undefined;
+  /**
+   * `rate_limits` (an extension, instead of `rate_limit`): several limits checked together
+   * for every request the rule matches, in YAML order (the first is the rule's `limit`, the
+   * others its `extraLimits`). Absent when missing or null; an empty list is kept (and refused
+   * at load time).
+   */
+  readonly rateLimits?: readonly YamlRateLimit[] | undefined;
   /** Nested `descriptors`, in YAML order; empty when missing. */
   readonly descriptors: readonly YamlDescriptor[];
   /** `shadow_mode`. */
@@ -139,4 +163,8 @@ export const allowedYamlKeys: ReadonlySet<string> = new Set([
   "unit_multiplier",
   "charge",
   "failure_mode",
+  "rate_limits",
+  "burst",
+  "time_zone",
+  "week_start",
 ]);

@@ -59,7 +59,8 @@ export function resolveLimits(
  * Applies the `unlimited` and `replaces` rules, in place, to the limits found for one request
  * (docs/reference-parity.md#unlimited-replaced): an unlimited rule is answered without a counter; a
  * named limit is dropped when the rule of any descriptor of the request (unlimited ones included)
- * lists its name in `replaces`. Counts nothing.
+ * lists its name in `replaces`. A `rate_limits:` list (an extension) is one group: when any of
+ * its limits is named in another rule's `replaces`, all of them are dropped. Counts nothing.
  *
  * @param limits - parallel to the request's descriptors: on entry the limit each matched, on
  *   return the limit to count (`undefined` where none matched, unlimited, or replaced)
@@ -78,6 +79,15 @@ export function applyLimitRules(
       replaced ??= new Set();
       for (const name of limit.replaces) replaced.add(name);
     }
+    const extra = limit.extraLimits;
+    if (extra !== undefined) {
+      // The config refuses `replaces` in a `rate_limits:` list; read anyway, as for one limit.
+      for (const other of extra) {
+        if (other.replaces.length === 0) continue;
+        replaced ??= new Set();
+        for (const name of other.replaces) replaced.add(name);
+      }
+    }
     if (limit.unlimited) {
       (unlimited ??= new Array<boolean>(n).fill(false))[i] = true;
       limits[i] = undefined;
@@ -86,11 +96,25 @@ export function applyLimitRules(
   if (replaced !== undefined) {
     for (let i = 0; i < n; i++) {
       const limit = limits[i];
-      if (limit !== undefined && limit.name !== "" && replaced.has(limit.name))
+      if (limit !== undefined && isReplaced(limit, replaced))
         limits[i] = undefined;
     }
   }
   return unlimited;
+}
+
+/**
+ * Whether a descriptor's limit group (its limit and, for a `rate_limits:` list, the list's
+ * other limits) has a named limit in `replaced`: then the whole group is dropped.
+ */
+function isReplaced(limit: RateLimit, replaced: ReadonlySet<string>): boolean {
+  if (limit.name !== "" && replaced.has(limit.name)) return true;
+  const extra = limit.extraLimits;
+  if (extra === undefined) return false;
+  for (const other of extra) {
+    if (other.name !== "" && replaced.has(other.name)) return true;
+  }
+  return false;
 }
 
 /**

@@ -171,7 +171,7 @@ describe("ConfigError locations", () => {
       ),
     ]);
     expect(error.message).toBe(
-      "a.yaml: config error, line 7: invalid rate limit algorithm 'sliding_windows' (expected one of: fixed_window, sliding_window)",
+      "a.yaml: config error, line 7: invalid rate limit algorithm 'sliding_windows' (expected one of: fixed_window, sliding_window, token_bucket)",
     );
     expect(error.line).toBe(7);
     expect(error.fieldPath).toBe("descriptors[0].rate_limit.algorithm");

@@ -119,7 +119,7 @@ describe("config: window extensions", () => {
   it.each([
     [
       "algorithm: leaky_bucket",
-      "config.windows.yaml: config error, line 6: invalid rate limit algorithm 'leaky_bucket' (expected one of: fixed_window, sliding_window)",
+      "config.windows.yaml: config error, line 6: invalid rate limit algorithm 'leaky_bucket' (expected one of: fixed_window, sliding_window, token_bucket)",
     ],
     [
       "unit_multiplier: 0",
