@@ -10,6 +10,7 @@ import type {
   ChargeMode,
   YamlAlgorithm,
   YamlDescriptor,
+  YamlRateLimit,
   YamlRoot,
 } from "../../config/yaml-types.js";
 import {
@@ -19,6 +20,7 @@ import {
   ConfigChargeMode,
   type ConfigRateLimitConfig,
   type ConfigRateLimitDescriptor,
+  type ConfigRateLimitPolicy,
   type DiscoveryResponse,
 } from "../../proto.js";
 import { createExponentialBackoff } from "../../util/backoff.js";
@@ -287,7 +289,12 @@ export function decodeRateLimitConfigs(
  * number for a value this build does not know — requests_per_unit, unlimited, name, replaces;
  * descriptors, shadow_mode, quota_mode, detailed_metric, metadata). `value_to_metric` and
  * `share_threshold` have no proto field and are always false. This service's extension fields
- * (numbers 1000+) carry `charge`, `algorithm` and `unit_multiplier` (0 meaning 1).
+ * (numbers 1000+) carry `charge`, `algorithm` (TOKEN_BUCKET included), `unit_multiplier` (0
+ * meaning 1), `burst` (0 meaning unset), `time_zone` and `week_start` ("" meaning unset) and a
+ * descriptor's `rate_limits` list (empty meaning unset); the loader then checks them exactly as
+ * the YAML fields, with the same errors and field paths.
+ *
+ * @throws {@link ConfigError} for a `charge` or `algorithm` number this build does not know
  */
 export function rateLimitConfigToYamlRoot(
   config: ConfigRateLimitConfig,
@@ -342,9 +349,11 @@ function algorithmOf(
       return "fixed_window";
     case ConfigRateLimitAlgorithm.SLIDING_WINDOW:
       return "sliding_window";
+    case ConfigRateLimitAlgorithm.TOKEN_BUCKET:
+      return "token_bucket";
     default:
       throw new ConfigError(
-        `${name}: invalid rate limit algorithm ${String(algorithm)} (expected FIXED_WINDOW or SLIDING_WINDOW)`,
+        `${name}: invalid rate limit algorithm ${String(algorithm)} (expected FIXED_WINDOW, SLIDING_WINDOW or TOKEN_BUCKET)`,
       );
   }
 }
@@ -361,27 +370,16 @@ function toYamlDescriptor(
   name: string,
 ): YamlDescriptor {
   const policy = descriptor.rateLimit;
-  const algorithm =
-    policy === undefined ? undefined : algorithmOf(policy.algorithm, name);
+  // Extension: an empty list is the unset field (proto3 cannot tell them apart).
+  const rateLimits =
+    descriptor.rateLimits.length === 0
+      ? undefined
+      : descriptor.rateLimits.map((entry) => toYamlRateLimit(entry, name));
   return {
     key: descriptor.key,
     value: descriptor.value,
-    rateLimit:
-      policy === undefined
-        ? undefined
-        : {
-            // Go's enum String(): the name, or the number for a value outside the enum.
-            unit: unitNames.get(policy.unit) ?? String(policy.unit),
-            requestsPerUnit: policy.requestsPerUnit,
-            unlimited: policy.unlimited,
-            name: policy.name,
-            replaces: policy.replaces.map((r) => ({ name: r.name })),
-            // Extensions: 0 (unset) multiplier means 1.
-            ...(algorithm !== undefined ? { algorithm } : {}),
-            ...(policy.unitMultiplier > 1
-              ? { unitMultiplier: policy.unitMultiplier }
-              : {}),
-          },
+    rateLimit: policy === undefined ? undefined : toYamlRateLimit(policy, name),
+    ...(rateLimits !== undefined ? { rateLimits } : {}),
     descriptors: descriptor.descriptors.map((child) =>
       toYamlDescriptor(child, name),
     ),
@@ -391,5 +389,30 @@ function toYamlDescriptor(
     valueToMetric: false,
     shareThreshold: false,
     metadata: descriptor.metadata,
+  };
+}
+
+/** One `RateLimitPolicy` as a YAML `rate_limit` block; unset extension fields stay absent. */
+function toYamlRateLimit(
+  policy: ConfigRateLimitPolicy,
+  name: string,
+): YamlRateLimit {
+  const algorithm = algorithmOf(policy.algorithm, name);
+  return {
+    // Go's enum String(): the name, or the number for a value outside the enum.
+    unit: unitNames.get(policy.unit) ?? String(policy.unit),
+    requestsPerUnit: policy.requestsPerUnit,
+    unlimited: policy.unlimited,
+    name: policy.name,
+    replaces: policy.replaces.map((r) => ({ name: r.name })),
+    // Extensions: 0 (unset) multiplier means 1, 0 burst means requests_per_unit, "" time zone
+    // and week start mean unset.
+    ...(algorithm !== undefined ? { algorithm } : {}),
+    ...(policy.unitMultiplier > 1
+      ? { unitMultiplier: policy.unitMultiplier }
+      : {}),
+    ...(policy.burst > 0 ? { burst: policy.burst } : {}),
+    ...(policy.timeZone !== "" ? { timeZone: policy.timeZone } : {}),
+    ...(policy.weekStart !== "" ? { weekStart: policy.weekStart } : {}),
   };
 }

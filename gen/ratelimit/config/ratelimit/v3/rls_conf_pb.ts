@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ratelimit/config/ratelimit/v3/rls_conf.proto.
  */
 export const file_ratelimit_config_ratelimit_v3_rls_conf: GenFile = /*@__PURE__*/
-  fileDesc("CixyYXRlbGltaXQvY29uZmlnL3JhdGVsaW1pdC92My9ybHNfY29uZi5wcm90bxIdcmF0ZWxpbWl0LmNvbmZpZy5yYXRlbGltaXQudjMitAEKD1JhdGVMaW1pdENvbmZpZxIMCgRuYW1lGAEgASgJEg4KBmRvbWFpbhgCIAEoCRJHCgtkZXNjcmlwdG9ycxgDIAMoCzIyLnJhdGVsaW1pdC5jb25maWcucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdERlc2NyaXB0b3ISOgoGY2hhcmdlGOgHIAEoDjIpLnJhdGVsaW1pdC5jb25maWcucmF0ZWxpbWl0LnYzLkNoYXJnZU1vZGUiqwIKE1JhdGVMaW1pdERlc2NyaXB0b3ISCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJEkIKCnJhdGVfbGltaXQYAyABKAsyLi5yYXRlbGltaXQuY29uZmlnLnJhdGVsaW1pdC52My5SYXRlTGltaXRQb2xpY3kSRwoLZGVzY3JpcHRvcnMYBCADKAsyMi5yYXRlbGltaXQuY29uZmlnLnJhdGVsaW1pdC52My5SYXRlTGltaXREZXNjcmlwdG9yEhMKC3NoYWRvd19tb2RlGAUgASgIEhcKD2RldGFpbGVkX21ldHJpYxgGIAEoCBISCgpxdW90YV9tb2RlGAcgASgIEikKCG1ldGFkYXRhGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKtAgoPUmF0ZUxpbWl0UG9saWN5EjoKBHVuaXQYASABKA4yLC5yYXRlbGltaXQuY29uZmlnLnJhdGVsaW1pdC52My5SYXRlTGltaXRVbml0EhkKEXJlcXVlc3RzX3Blcl91bml0GAIgASgNEhEKCXVubGltaXRlZBgDIAEoCBIMCgRuYW1lGAQgASgJEkEKCHJlcGxhY2VzGAUgAygLMi8ucmF0ZWxpbWl0LmNvbmZpZy5yYXRlbGltaXQudjMuUmF0ZUxpbWl0UmVwbGFjZRJFCglhbGdvcml0aG0Y6AcgASgOMjEucmF0ZWxpbWl0LmNvbmZpZy5yYXRlbGltaXQudjMuUmF0ZUxpbWl0QWxnb3JpdGhtEhgKD3VuaXRfbXVsdGlwbGllchjpByABKA0iIAoQUmF0ZUxpbWl0UmVwbGFjZRIMCgRuYW1lGAEgASgJKkcKCkNoYXJnZU1vZGUSGwoXQ0hBUkdFX01PREVfVU5TUEVDSUZJRUQQABIICgRFQUNIEAESEgoOQUxMX09SX05PVEhJTkcQAipgChJSYXRlTGltaXRBbGdvcml0aG0SJAogUkFURV9MSU1JVF9BTEdPUklUSE1fVU5TUEVDSUZJRUQQABIQCgxGSVhFRF9XSU5ET1cQARISCg5TTElESU5HX1dJTkRPVxACKmYKDVJhdGVMaW1pdFVuaXQSCwoHVU5LTk9XThAAEgoKBlNFQ09ORBABEgoKBk1JTlVURRACEggKBEhPVVIQAxIHCgNEQVkQBBIICgRXRUVLEAcSCQoFTU9OVEgQBRIICgRZRUFSEAZiBnByb3RvMw", [file_google_protobuf_struct]);
+  fileDesc("CixyYXRlbGltaXQvY29uZmlnL3JhdGVsaW1pdC92My9ybHNfY29uZi5wcm90bxIdcmF0ZWxpbWl0LmNvbmZpZy5yYXRlbGltaXQudjMitAEKD1JhdGVMaW1pdENvbmZpZxIMCgRuYW1lGAEgASgJEg4KBmRvbWFpbhgCIAEoCRJHCgtkZXNjcmlwdG9ycxgDIAMoCzIyLnJhdGVsaW1pdC5jb25maWcucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdERlc2NyaXB0b3ISOgoGY2hhcmdlGOgHIAEoDjIpLnJhdGVsaW1pdC5jb25maWcucmF0ZWxpbWl0LnYzLkNoYXJnZU1vZGUi8QIKE1JhdGVMaW1pdERlc2NyaXB0b3ISCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJEkIKCnJhdGVfbGltaXQYAyABKAsyLi5yYXRlbGltaXQuY29uZmlnLnJhdGVsaW1pdC52My5SYXRlTGltaXRQb2xpY3kSRwoLZGVzY3JpcHRvcnMYBCADKAsyMi5yYXRlbGltaXQuY29uZmlnLnJhdGVsaW1pdC52My5SYXRlTGltaXREZXNjcmlwdG9yEhMKC3NoYWRvd19tb2RlGAUgASgIEhcKD2RldGFpbGVkX21ldHJpYxgGIAEoCBISCgpxdW90YV9tb2RlGAcgASgIEikKCG1ldGFkYXRhGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBJECgtyYXRlX2xpbWl0cxjoByADKAsyLi5yYXRlbGltaXQuY29uZmlnLnJhdGVsaW1pdC52My5SYXRlTGltaXRQb2xpY3ki5gIKD1JhdGVMaW1pdFBvbGljeRI6CgR1bml0GAEgASgOMiwucmF0ZWxpbWl0LmNvbmZpZy5yYXRlbGltaXQudjMuUmF0ZUxpbWl0VW5pdBIZChFyZXF1ZXN0c19wZXJfdW5pdBgCIAEoDRIRCgl1bmxpbWl0ZWQYAyABKAgSDAoEbmFtZRgEIAEoCRJBCghyZXBsYWNlcxgFIAMoCzIvLnJhdGVsaW1pdC5jb25maWcucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdFJlcGxhY2USRQoJYWxnb3JpdGhtGOgHIAEoDjIxLnJhdGVsaW1pdC5jb25maWcucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdEFsZ29yaXRobRIYCg91bml0X211bHRpcGxpZXIY6QcgASgNEg4KBWJ1cnN0GOoHIAEoDRISCgl0aW1lX3pvbmUY6wcgASgJEhMKCndlZWtfc3RhcnQY7AcgASgJIiAKEFJhdGVMaW1pdFJlcGxhY2USDAoEbmFtZRgBIAEoCSpHCgpDaGFyZ2VNb2RlEhsKF0NIQVJHRV9NT0RFX1VOU1BFQ0lGSUVEEAASCAoERUFDSBABEhIKDkFMTF9PUl9OT1RISU5HEAIqcgoSUmF0ZUxpbWl0QWxnb3JpdGhtEiQKIFJBVEVfTElNSVRfQUxHT1JJVEhNX1VOU1BFQ0lGSUVEEAASEAoMRklYRURfV0lORE9XEAESEgoOU0xJRElOR19XSU5ET1cQAhIQCgxUT0tFTl9CVUNLRVQQAypmCg1SYXRlTGltaXRVbml0EgsKB1VOS05PV04QABIKCgZTRUNPTkQQARIKCgZNSU5VVEUQAhIICgRIT1VSEAMSBwoDREFZEAQSCAoEV0VFSxAHEgkKBU1PTlRIEAUSCAoEWUVBUhAGYgZwcm90bzM", [file_google_protobuf_struct]);
 
 /**
  * One domain's rate limit configuration, delivered as an xDS resource.
@@ -98,6 +98,15 @@ export type RateLimitDescriptor = Message<"ratelimit.config.ratelimit.v3.RateLim
    * @generated from field: google.protobuf.Struct metadata = 8;
    */
   metadata?: JsonObject | undefined;
+
+  /**
+   * Extension (YAML `rate_limits:`): several limits checked together for every request the
+   * node matches, instead of `rate_limit` (setting both is an error). Each has its own counter
+   * and statistics; `unlimited` and `replaces` are refused in it.
+   *
+   * @generated from field: repeated ratelimit.config.ratelimit.v3.RateLimitPolicy rate_limits = 1000;
+   */
+  rateLimits: RateLimitPolicy[];
 };
 
 /**
@@ -151,6 +160,31 @@ export type RateLimitPolicy = Message<"ratelimit.config.ratelimit.v3.RateLimitPo
    * @generated from field: uint32 unit_multiplier = 1001;
    */
   unitMultiplier: number;
+
+  /**
+   * Extension (YAML `burst:`, only with TOKEN_BUCKET): hits a full bucket admits at one
+   * instant; 0 (unset) means requests_per_unit.
+   *
+   * @generated from field: uint32 burst = 1002;
+   */
+  burst: number;
+
+  /**
+   * Extension (YAML `time_zone:`, only with unit DAY, WEEK, MONTH or YEAR): windows are the
+   * local days, weeks, months or years of this IANA time zone; "" (unset) means windows
+   * aligned to the Unix epoch.
+   *
+   * @generated from field: string time_zone = 1003;
+   */
+  timeZone: string;
+
+  /**
+   * Extension (YAML `week_start:`, only with time_zone and unit WEEK): monday … sunday;
+   * "" (unset) means monday.
+   *
+   * @generated from field: string week_start = 1004;
+   */
+  weekStart: string;
 };
 
 /**
@@ -235,6 +269,13 @@ export enum RateLimitAlgorithm {
    * @generated from enum value: SLIDING_WINDOW = 2;
    */
   SLIDING_WINDOW = 2,
+
+  /**
+   * A token bucket (GCRA): requests_per_unit per window at the sustained rate, burst at once.
+   *
+   * @generated from enum value: TOKEN_BUCKET = 3;
+   */
+  TOKEN_BUCKET = 3,
 }
 
 /**
