@@ -192,24 +192,57 @@ function derivedLimit(
   ) {
     return limit;
   }
-  const derive = (one: RateLimit): RateLimit => ({
-    ...one,
-    // A limit of a `rate_limits:` list counts under the derived key plus its own suffix.
+  const derived = deriveLimit(
+    limit,
+    statsKey,
+    domain,
+    statsManager,
+    keepsMetadata,
+    shareThresholdValues,
+  );
+  const extra = limit.extraLimits;
+  if (extra === undefined) return derived;
+  const extraLimits: RateLimit[] = [];
+  for (const other of extra) {
+    extraLimits.push(
+      deriveLimit(
+        other,
+        statsKey,
+        domain,
+        statsManager,
+        keepsMetadata,
+        shareThresholdValues,
+      ),
+    );
+  }
+  return { ...derived, extraLimits };
+}
+
+/**
+ * One limit of {@link derivedLimit}: counted under `statsKey` plus the limit's own
+ * `statsKeySuffix` (a limit of a `rate_limits:` list), or under its prebuilt stats when
+ * `statsKey` is the config path.
+ */
+function deriveLimit(
+  limit: RateLimit,
+  statsKey: string,
+  domain: string,
+  statsManager: StatsManager,
+  keepsMetadata: boolean,
+  shareThresholdValues: (string | undefined)[] | undefined,
+): RateLimit {
+  return {
+    ...limit,
     stats:
-      statsKey === one.fullKey
-        ? one.stats
+      statsKey === limit.fullKey
+        ? limit.stats
         : statsManager.requestRateLimitStats(
             domain,
-            statsKey + one.statsKeySuffix,
+            statsKey + limit.statsKeySuffix,
           ),
-    metadata: keepsMetadata ? one.metadata : undefined,
+    metadata: keepsMetadata ? limit.metadata : undefined,
     shareThresholdValues,
-  });
-  const derived = derive(limit);
-  const extra = limit.extraLimits;
-  return extra === undefined
-    ? derived
-    : { ...derived, extraLimits: extra.map(derive) };
+  };
 }
 
 /**
