@@ -6,8 +6,13 @@ import { createExponentialBackoff } from "../../util/backoff.js";
 import { systemClock, type Clock } from "../../util/clock.js";
 import { toKvConnectionOptions } from "./kv-client-options.js";
 import { executeOnCluster } from "./kv-cluster-routing.js";
-import type { CounterSlot } from "../../limiter/counter-backend.js";
-import type { KvJob } from "./kv-job.js";
+import type { BucketSlot, CounterSlot } from "../../limiter/counter-backend.js";
+import {
+  gcraScript,
+  gcraScriptArgs,
+  gcraScriptSha,
+} from "../../limiter/gcra-scripts.js";
+import { applyBucketReply, type KvBucketJob, type KvJob } from "./kv-job.js";
 import type { KvTlsOptions, ResolvedKvInstanceOptions } from "./kv-options.js";
 import {
   allOrNothingScript,
@@ -85,7 +90,8 @@ const zeroReply: Promise<number> = Promise.resolve(0);
 /**
  * One store instance (single, sentinel or cluster) over ioredis: connection lifecycle and
  * health, the startup PING with backoff, and one pipeline per request (or per pipeline window)
- * of `INCRBY`+`EXPIRE` or `GET` commands. Every failure surfaces as {@link BackendError}.
+ * of `INCRBY`+`EXPIRE`, `GET` or token-bucket script commands. Every failure surfaces as
+ * {@link BackendError}.
  */
 export class KvClient {
   private readonly instance: ResolvedKvInstanceOptions;
@@ -209,14 +215,14 @@ export class KvClient {
         await this.waitForStartupConnection();
         await this.redis.ping();
         // Best effort: a store or proxy without scripting still serves the other modes; the
-        // first all-or-nothing request then reports the error.
+        // first all-or-nothing or token-bucket request then reports the error.
         await this.loadScripts().catch((err: unknown) => {
           this.logger.warn(
             {
               url: this.instance.maskedUrl,
               err: this.redact(errorMessage(err)),
             },
-            "kv store did not load the all-or-nothing script",
+            "kv store did not load the all-or-nothing and token bucket scripts",
           );
         });
         this.logger.info({ url: this.instance.maskedUrl }, "kv store answered");
@@ -273,6 +279,22 @@ export class KvClient {
   }
 
   /**
+   * Decides each slot's hits on its token bucket: one `gcraScript` call per slot
+   * (`EVALSHA`, or `EVAL` of the whole script after `NOSCRIPT`), in the same pipeline as the
+   * other requests' commands (the pipeline window, or this event-loop turn); on a cluster
+   * each call goes to the node of its key's slot. Each decision lands in the slot's
+   * `decision`.
+   *
+   * @param slots - token buckets of this instance, each with its `tokenBucket` params
+   * @param nowUs - the request time, integer µs since the Unix epoch
+   * @throws {@link BackendError} when any call fails, a reply is not the script's, or no
+   *   connection is up in time
+   */
+  async takeTokens(slots: readonly BucketSlot[], nowUs: number): Promise<void> {
+    await this.run({ kind: "gcra", slots, nowUs, failure: undefined });
+  }
+
+  /**
    * Runs the all-or-nothing script ({@link allOrNothingScript}) with `EVALSHA`; when the store
    * answers `NOSCRIPT` (restarted, flushed, failed over) the script is loaded again and the
    * call retried once. Not batched with other requests; single and sentinel instances only.
@@ -318,10 +340,17 @@ export class KvClient {
     return this.cluster !== undefined;
   }
 
-  /** `SCRIPT LOAD`s the scripts (at start and after `NOSCRIPT`); single and sentinel only. */
+  /**
+   * `SCRIPT LOAD`s the scripts (at start, and the all-or-nothing one after `NOSCRIPT`); single
+   * and sentinel only (a cluster's token-bucket calls fall back to `EVAL` per node).
+   */
   private async loadScripts(): Promise<void> {
     if (this.cluster !== undefined) return;
-    await (this.redis as Redis).script("LOAD", allOrNothingScript);
+    const redis = this.redis as Redis;
+    await Promise.all([
+      redis.script("LOAD", allOrNothingScript),
+      redis.script("LOAD", gcraScript),
+    ]);
   }
 
   /**
@@ -504,6 +533,7 @@ export class KvClient {
 
   /** Sends one job's commands; the promise records the outcome in the job, never rejects. */
   private issue(redis: Redis, job: KvJob): Promise<void> {
+    if (job.kind === "gcra") return issueBuckets(redis, job);
     if (job.kind === "get") {
       const results = job.results;
       const replies = job.cacheKeys.map((cacheKey) => redis.get(cacheKey));
@@ -773,4 +803,39 @@ export class KvClient {
 
 function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** Whether a store error says the script is not in its script cache. */
+function isNoScript(err: unknown): boolean {
+  return errorMessage(err).startsWith("NOSCRIPT");
+}
+
+/**
+ * Single and sentinel: one `EVALSHA` of the token-bucket script per slot; a `NOSCRIPT`
+ * answer (the store restarted, flushed its scripts or failed over) sends that call again as
+ * `EVAL` of the whole script, which also puts it back in the store's cache. Records the
+ * decisions, or the first failure, in the job; never rejects.
+ */
+function issueBuckets(redis: Redis, job: KvBucketJob): Promise<void> {
+  const slots = job.slots;
+  const replies = new Array<Promise<void>>(slots.length);
+  for (let i = 0; i < slots.length; i++) {
+    const slot = slots[i]!;
+    const args = gcraScriptArgs(job.nowUs, slot.increment, slot.tokenBucket!);
+    replies[i] = redis
+      .evalsha(gcraScriptSha, 1, slot.cacheKey, ...args)
+      .catch((err: unknown) => {
+        if (!isNoScript(err)) throw err;
+        return redis.eval(gcraScript, 1, slot.cacheKey, ...args);
+      })
+      .then(
+        (reply) => {
+          applyBucketReply(job, i, reply);
+        },
+        (err: unknown) => {
+          job.failure ??= err;
+        },
+      );
+  }
+  return Promise.all(replies).then(noop);
 }

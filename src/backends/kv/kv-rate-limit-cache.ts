@@ -16,7 +16,8 @@ import {
  * counters (upstream `redis/fixed_cache_impl.go`): per request, one pipeline per instance of
  * `INCRBY <cacheKey> <hitsAddend>` + `EXPIRE <cacheKey> <unit + jitter>` per descriptor with a
  * limit; SECOND limits go to the per-second instance when one is configured (main pipeline
- * first, then per-second); keys the local cache knows over limit are not sent.
+ * first, then per-second); keys the local cache knows over limit are not sent. Token buckets
+ * are one `gcraScript` call per bucket, pipelined the same way ({@link takeTokens}).
  *
  * Health: registers the `backend` component as healthy; with `healthCheckActiveConnection` it
  * turns unhealthy while an instance has no connection up, healthy again on reconnect.
@@ -181,14 +182,15 @@ export class KvCounterBackend implements CounterBackend {
     const scriptKeys: string[] = [];
     const args: (string | number)[] = [];
     for (const slot of slots) {
-      const windowSeconds = slot.windowSeconds;
       scriptKeys.push(slot.cacheKey, slot.previousCacheKey ?? slot.cacheKey);
       args.push(
         slot.increment,
         slot.requestsPerUnit,
         slot.expirationSeconds,
-        windowSeconds,
-        windowSeconds - (now % windowSeconds),
+        slot.windowSeconds,
+        // Seconds left in the window: from its end, not `window − now mod window`, so that a
+        // calendar window's is right; the same number for epoch-aligned windows.
+        slot.windowEndSeconds - now,
         slot.sliding ? 1 : 0,
         slot.shadowMode ? 0 : 1,
       );
@@ -207,12 +209,12 @@ export class KvCounterBackend implements CounterBackend {
    * Splits slots by instance: `[main, perSecond]`, where perSecond is undefined without a
    * per-second instance (its slots are then in main). No copy when all go to main.
    */
-  private split(
-    slots: readonly CounterSlot[],
-  ): [readonly CounterSlot[], CounterSlot[] | undefined] {
+  private split<S extends { readonly perSecond: boolean }>(
+    slots: readonly S[],
+  ): [readonly S[], S[] | undefined] {
     if (this.perSecond === undefined) return [slots, undefined];
-    let main: CounterSlot[] | undefined;
-    let perSecond: CounterSlot[] | undefined;
+    let main: S[] | undefined;
+    let perSecond: S[] | undefined;
     for (let j = 0; j < slots.length; j++) {
       const slot = slots[j]!;
       if (slot.perSecond) {
@@ -264,12 +266,31 @@ export class KvCounterBackend implements CounterBackend {
     }
   }
 
-  /** Writes pending pipeline windows and waits for their replies. */
-  /** Token buckets: not implemented yet (issue 23). */
-  takeTokens(_slots: readonly BucketSlot[], _nowUs: number): Promise<void> {
-    return Promise.reject(new Error("token buckets are not implemented on this backend yet"));
+  /**
+   * Token buckets: one `gcraScript` call per slot (`EVALSHA`, falling back to `EVAL` after
+   * `NOSCRIPT`), sent with the other commands of the pipeline window; per-second slots go to
+   * the per-second instance when one is configured (main first, then per-second, as the other
+   * writes); on a cluster each call goes to its key's node. The store runs each call alone,
+   * so every decision is atomic; slots of one key are decided in slot order.
+   *
+   * @param nowUs - the request time, integer µs since the Unix epoch
+   * @throws {@link BackendError} when the store fails, a reply is not the script's, or no
+   *   connection is up in time
+   * @throws TypeError when a slot has no `tokenBucket` params (a caller's bug; nothing sent)
+   */
+  async takeTokens(slots: readonly BucketSlot[], nowUs: number): Promise<void> {
+    for (const slot of slots)
+      if (slot.tokenBucket === undefined)
+        throw new TypeError(
+          `token bucket slot ${slot.cacheKey} has no tokenBucket params`,
+        );
+    const [main, perSecond] = this.split(slots);
+    if (main.length > 0) await this.main.takeTokens(main, nowUs);
+    if (perSecond !== undefined && perSecond.length > 0)
+      await this.perSecond!.takeTokens(perSecond, nowUs);
   }
 
+  /** Writes pending pipeline windows and waits for their replies. */
   async flush(): Promise<void> {
     await this.main.flush();
     await this.perSecond?.flush();
