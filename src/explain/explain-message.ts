@@ -2,10 +2,12 @@ import { create } from "@bufbuild/protobuf";
 import {
   DescriptorExplanationSchema,
   DescriptorExplanation_Verdict as Verdict,
+  LimitCheckSchema,
   MatchStepSchema,
   MatchStep_Outcome as Outcome,
   RuleSchema,
   SourceSchema,
+  TokenBucketSchema,
   type DescriptorExplanation,
   type MatchStep,
   type RateLimitRequest,
@@ -18,6 +20,7 @@ import type {
   LimitExplanation,
   MatchOutcome,
 } from "./descriptor-explanation.js";
+import { durationFromUs } from "./explain-time.js";
 
 const outcomes: Record<MatchOutcome, Outcome> = {
   exact: Outcome.EXACT,
@@ -57,16 +60,24 @@ export function matchPathMessages(explanation: LimitExplanation): MatchStep[] {
   });
 }
 
-/** The `Rule` message of the limit that applies. */
+/**
+ * The `Rule` message of the limit that applies, or of one limit of its `rate_limits:` list.
+ *
+ * @param shareFrom - the limit whose `shareThresholdValues` the cache keys use: the list's
+ *   first limit (the lookup sets them on it only), `limit` itself by default
+ */
 export function ruleMessage(
   limit: RateLimit,
   explanation: LimitExplanation,
   entries: RateLimitRequest["descriptors"][number]["entries"],
+  shareFrom: RateLimit = limit,
 ): Rule {
   const shared: string[] = [];
-  limit.shareThresholdValues?.forEach((value, i) => {
+  shareFrom.shareThresholdValues?.forEach((value, i) => {
     if (value !== undefined) shared.push(`${entries[i]?.key ?? ""}=${value}`);
   });
+  const bucket = limit.tokenBucket;
+  const calendar = limit.calendar;
   return create(RuleSchema, {
     fullKey: limit.fullKey,
     name: limit.name,
@@ -86,14 +97,37 @@ export function ruleMessage(
     windowSeconds: limit.windowSeconds,
     slidingWindow: limit.sliding,
     allOrNothing: limit.allOrNothing,
+    ...(bucket !== undefined
+      ? {
+          tokenBucket: create(TokenBucketSchema, {
+            burst: bucket.burst,
+            emissionInterval: durationFromUs(bucket.emissionIntervalUs),
+          }),
+        }
+      : {}),
+    timeZone: calendar?.timeZone ?? "",
+    weekStart: calendar?.unit === "week" ? calendar.weekStart : "",
+    statsKeySuffix: limit.statsKeySuffix,
   });
+}
+
+/**
+ * The limits a rule checks for every request it matches: its limit, then the other limits of
+ * its `rate_limits:` list in list order (one entry for a rule with `rate_limit:`).
+ */
+export function limitsOfRule(limit: RateLimit): readonly RateLimit[] {
+  const extra = limit.extraLimits;
+  return extra === undefined ? [limit] : [limit, ...extra];
 }
 
 /** The config half of a request's explanation, parallel to its descriptors. */
 export interface ConfigExplanation {
   /** Whether the request's domain is loaded. */
   readonly domainFound: boolean;
-  /** Path, rule, replaces and (for descriptors without a counter) the verdict. */
+  /**
+   * Path, rule (with one `limits` entry per limit of a `rate_limits:` list), replaces and (for
+   * descriptors without a counter) the verdict.
+   */
   readonly descriptors: DescriptorExplanation[];
   /**
    * The limits ShouldRateLimit would hand the backend: undefined where no limit applies, the
@@ -133,8 +167,18 @@ export function explainConfig(
       path: matchPathMessages(explanation),
       verdict: Verdict.NO_LIMIT,
     });
-    if (limit !== undefined)
+    if (limit !== undefined) {
       message.rule = ruleMessage(limit, explanation, descriptor.entries);
+      // A rate_limits: list: every limit of it, each checked on its own (the Explain service
+      // fills in counters and verdicts; offline they stay unspecified).
+      if (limit.extraLimits !== undefined)
+        message.limits = limitsOfRule(limit).map((l, k) =>
+          create(LimitCheckSchema, {
+            index: k,
+            rule: ruleMessage(l, explanation, descriptor.entries, limit),
+          }),
+        );
+    }
     descriptors.push(message);
   });
   const limits = found.slice();

@@ -1,26 +1,20 @@
 import { create } from "@bufbuild/protobuf";
-import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { RateLimit } from "../config/rate-limit-config.js";
-import { counterDecision } from "../limiter/counter-decision.js";
-import { counterReading } from "../limiter/pipeline.js";
 import {
   decidingDescriptor,
   unlimitedRemaining,
 } from "../limiter/decision-rules.js";
 import { hitsAddendFor } from "../limiter/hits-addend.js";
-import { secondsUntilReset } from "../limiter/window.js";
+import { counterReading } from "../limiter/pipeline.js";
 import type {
-  CounterReading,
+  ChargePreview,
   RateLimitCache,
 } from "../limiter/rate-limit-cache.js";
 import {
-  CounterSchema,
   DescriptorExplanation_Verdict as Verdict,
   ExplainResponseSchema,
   RateLimitResponse_Code as RlsCode,
   RateLimitResponse_DescriptorStatusSchema,
-  RateLimitResponse_RateLimitSchema,
-  type DescriptorExplanation,
   type ExplainRequest,
   type ExplainResponse,
   type RateLimitRequest,
@@ -38,7 +32,18 @@ import {
 } from "../service/request-checks.js";
 import type { Clock } from "../util/clock.js";
 import { explainLimit } from "./descriptor-explanation.js";
-import { explainConfig } from "./explain-message.js";
+import { explainConfig, limitsOfRule } from "./explain-message.js";
+import {
+  decidingLimit,
+  bucketSequence,
+  explainBucket,
+  explainWindow,
+  type LimitOutcome,
+  type NearLimit,
+} from "./limit-outcome.js";
+
+/** One entry of a request plan (a limit of a descriptor), as a charge preview holds it. */
+type PlannedDescriptor = ChargePreview["plan"]["counted"][number];
 
 /** Options of {@link createExplainService}; mirror the decision service's settings. */
 export interface ExplainServiceOptions {
@@ -89,7 +94,10 @@ export function createExplainService(
   options: ExplainServiceOptions,
 ): ExplainService {
   const { service, cache, clock } = options;
-  const ratio = Math.fround(options.nearLimitRatio ?? 0.8);
+  const nearLimit: NearLimit = {
+    ratio: Math.fround(options.nearLimitRatio ?? 0.8),
+    configured: options.nearLimitRatio ?? 0.8,
+  };
   const globalShadowMode = options.globalShadowMode ?? false;
   const globalQuotaMode = options.globalQuotaMode ?? false;
   const sameKeyAccumulates = options.sameKeyAccumulates ?? true;
@@ -129,15 +137,36 @@ export function createExplainService(
             limits,
             hits,
           );
-    const nowSeconds = preview?.plan.nowSeconds ?? clock.nowSeconds();
-    const readings = new Array<CounterReading | undefined>(n).fill(undefined);
-    const increments = hits.slice();
-    for (const planned of preview?.plan.counted ?? []) {
-      readings[planned.index] = counterReading(planned, nowSeconds);
-      increments[planned.index] = planned.increment;
-    }
-    const allOrNothing = preview?.plan.allOrNothing ?? false;
-    const refused = preview?.refused ?? false;
+    const plan = preview?.plan;
+    const nowSeconds = plan?.nowSeconds ?? clock.nowSeconds();
+    // Token buckets decide in µs; the plan reads the clock once for them.
+    let nowUs = plan !== undefined && plan.nowUs !== 0 ? plan.nowUs : 0;
+    // The plan's entries per descriptor: one per limit (window counters and token buckets).
+    const planned = new Array<PlannedDescriptor[] | undefined>(n);
+    for (const entries of [plan?.counted ?? [], plan?.buckets ?? []])
+      for (const e of entries) (planned[e.index] ??= []).push(e);
+    const allOrNothing = plan?.allOrNothing ?? false;
+    let refused = preview?.refused ?? false;
+    // The token buckets as the store meets them, one after the other; in an all-or-nothing
+    // request a bucket that refuses in that sequence refuses the request (the preview reads
+    // each bucket on its own, which misses two descriptors sharing one).
+    const localCacheRefuses =
+      allOrNothing &&
+      (plan?.counted.some((e) => e.localCacheHit && !e.limit.shadowMode) ??
+        false);
+    const bucketSlots = plan?.buckets ?? [];
+    const steps = new Map(
+      bucketSequence(
+        bucketSlots,
+        nowUs,
+        localCacheRefuses
+          ? undefined
+          : (bucketRefuses) => {
+              if (allOrNothing && bucketRefuses) refused = true;
+              return allOrNothing && refused;
+            },
+      ).map((step, j) => [bucketSlots[j]!, step]),
+    );
     const stopNote =
       preview?.stopped === "local-cache"
         ? "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a key of this request is over limit in the local cache, so no counter of the request is incremented"
@@ -146,8 +175,9 @@ export function createExplainService(
           : undefined;
 
     const predicted: RateLimitResponse_DescriptorStatus[] = [];
-    // Descriptors that do not fit (all-or-nothing charging refused the request because of them).
-    const unfit: number[] = [];
+    // Descriptors that do not fit (all-or-nothing charging refused the request because of
+    // them), with the positions of their limits that do not (a rate_limits: list).
+    const unfit = new Map<number, number[]>();
     // Hits earlier descriptors of this request add to a shared cache key.
     const earlier = new Map<string, number>();
     for (let i = 0; i < n; i++) {
@@ -157,11 +187,7 @@ export function createExplainService(
         // A refund (is_negative_hits): no counter check, never over limit.
         const back = -hits[i]!;
         d.hitsAddend = BigInt(back);
-        d.notes.push(
-          limit === undefined
-            ? `is_negative_hits: a refund of ${back}, but no counter applies`
-            : `is_negative_hits: a refund: the counter goes down by ${back} (never below 0, never created); always OK, counted in no statistic`,
-        );
+        d.notes.push(refundNote(limit, back));
         predicted.push(
           create(RateLimitResponse_DescriptorStatusSchema, {
             code: RlsCode.OK,
@@ -171,7 +197,6 @@ export function createExplainService(
         continue;
       }
       d.hitsAddend = BigInt(hits[i]!);
-      const reading = readings[i];
       if (limit === undefined) {
         predicted.push(
           create(RateLimitResponse_DescriptorStatusSchema, {
@@ -185,57 +210,120 @@ export function createExplainService(
           );
         continue;
       }
-      let before = reading?.value ?? 0;
-      // A refused all-or-nothing request is answered as if each descriptor were charged after
-      // the earlier ones (limiter/all-or-nothing.ts), on every backend.
-      if (reading !== undefined && (sameKeyAccumulates || refused)) {
-        const added = earlier.get(reading.key);
-        if (added !== undefined) {
-          before += added;
-          if (added > 0)
-            d.notes.push(
-              `an earlier descriptor of this request adds ${added} to the same counter first`,
+      const rules = limitsOfRule(limit);
+      const outcomes: LimitOutcome[] = [];
+      let unread = false;
+      for (const l of rules) {
+        const entry = planned[i]?.find((e) => e.limit === l);
+        const notes: string[] = [];
+        if (l.tokenBucket !== undefined) {
+          if (nowUs === 0) nowUs = clock.nowMs() * 1000;
+          if (entry?.decision === undefined) unread = true;
+          const step = entry === undefined ? undefined : steps.get(entry);
+          if (step?.afterEarlier === true)
+            notes.push(
+              "an earlier descriptor of this request takes from the same bucket first",
             );
+          outcomes.push(
+            explainBucket(
+              l,
+              entry?.cacheKey ?? "",
+              step?.tatBeforeUs ?? nowUs,
+              hits[i]!,
+              nowUs,
+              !refused,
+              nearLimit,
+              notes,
+              step?.givenBack,
+            ),
+          );
+          continue;
         }
-        const adds =
-          refused && !reading.localCacheHit ? hits[i]! : increments[i]!;
-        earlier.set(reading.key, (added ?? 0) + adds);
+        const reading = entry === undefined ? undefined : counterReading(entry);
+        const increment = entry?.increment ?? hits[i]!;
+        if (reading === undefined) unread = true;
+        let before = reading?.value ?? 0;
+        // A refused all-or-nothing request is answered as if each descriptor were charged
+        // after the earlier ones (limiter/all-or-nothing.ts), on every backend.
+        if (reading !== undefined && (sameKeyAccumulates || refused)) {
+          const added = earlier.get(reading.key);
+          if (added !== undefined) {
+            before += added;
+            if (added > 0)
+              notes.push(
+                `an earlier descriptor of this request adds ${added} to the same counter first`,
+              );
+          }
+          const adds = refused && !reading.localCacheHit ? hits[i]! : increment;
+          earlier.set(reading.key, (added ?? 0) + adds);
+        }
+        outcomes.push(
+          explainWindow(
+            l,
+            reading,
+            before,
+            hits[i]!,
+            increment,
+            nowSeconds,
+            !refused,
+            nearLimit,
+            notes,
+          ),
+        );
       }
-      const status = decide(
-        d,
-        limit,
-        reading,
-        before,
-        hits[i]!,
-        increments[i]!,
-        nowSeconds,
-        !refused,
-      );
-      predicted.push(status);
-      if (
-        refused &&
-        !limit.shadowMode &&
-        (reading?.localCacheHit === true ||
-          d.verdict === Verdict.OVER_LIMIT ||
-          d.verdict === Verdict.OVER_LIMIT_SHADOW)
-      )
-        unfit.push(i);
-      if (stopNote !== undefined) d.notes.push(stopNote);
-      if (reading === undefined)
+      const k = decidingLimit(outcomes);
+      const chosen = outcomes[k]!;
+      predicted.push(chosen.status);
+      d.verdict = chosen.verdict;
+      if (chosen.counter !== undefined) d.counter = chosen.counter;
+      if (chosen.bucket !== undefined) d.bucket = chosen.bucket;
+      if (limit.extraLimits === undefined) {
+        d.notes.push(...chosen.notes);
+      } else {
+        outcomes.forEach((o, j) => {
+          const check = d.limits[j];
+          if (check === undefined) return;
+          if (o.counter !== undefined) check.counter = o.counter;
+          if (o.bucket !== undefined) check.bucket = o.bucket;
+          check.verdict = o.verdict;
+          check.status = o.status;
+          check.notes = o.notes;
+          check.deciding = j === k;
+        });
+        d.notes.push(
+          `rate_limits: ${rules.length} limits, each checked on its own; limits[${k}] ` +
+            (chosen.status.code === RlsCode.OVER_LIMIT
+              ? "is over its limit and decides"
+              : `decides with the fewest remaining (${chosen.status.limitRemaining})`),
+        );
+      }
+      if (refused) {
+        const over = outcomes.flatMap((o, j) => (o.unfit ? [j] : []));
+        if (over.length > 0) unfit.set(i, over);
+      }
+      if (stopNote !== undefined && outcomes.some((o) => !o.isBucket))
+        d.notes.push(stopNote);
+      if (unread)
         d.notes.push("this backend cannot read counters: counted as 0");
     }
     if (allOrNothing) {
-      const refusedBy = unfit.map((i) => `descriptors[${i}]`).join(", ");
+      const refusedBy = [...unfit.keys()]
+        .map((i) => `descriptors[${i}]`)
+        .join(", ");
       for (let i = 0; i < n; i++) {
-        if (limits[i] === undefined) continue;
+        const limit = limits[i];
+        if (limit === undefined) continue;
         const d = descriptors[i]!;
+        const over = unfit.get(i);
         if (!refused)
           d.notes.push(
             "charge: all_or_nothing: every descriptor of the request fits its limit, so every counter is charged",
           );
-        else if (unfit.includes(i))
+        else if (over !== undefined)
           d.notes.push(
-            "charge: all_or_nothing: this descriptor does not fit its limit, so the request is refused and no counter of it is charged",
+            limit.extraLimits === undefined
+              ? "charge: all_or_nothing: this descriptor does not fit its limit, so the request is refused and no counter of it is charged"
+              : `charge: all_or_nothing: ${over.map((k) => `limits[${k}]`).join(", ")} of this descriptor does not fit, so the request is refused and no counter of it is charged`,
           );
         else
           d.notes.push(
@@ -299,110 +387,18 @@ export function createExplainService(
     return response;
   }
 
-  /**
-   * Decides one counted descriptor without counting, with the backends' own arithmetic
-   * ({@link counterDecision}); fills in the counter, verdict and notes.
-   *
-   * @param value - the current window's counter before this descriptor's hits (earlier
-   *   descriptors of the request with the same key included)
-   * @param increment - what the request adds to the counter (0 when it is not incremented)
-   * @param charged - false when all-or-nothing charging refuses the request
-   */
-  function decide(
-    d: DescriptorExplanation,
-    limit: RateLimit,
-    reading: CounterReading | undefined,
-    value: number,
-    hits: number,
-    increment: number,
-    nowSeconds: number,
-    charged: boolean,
-  ): RateLimitResponse_DescriptorStatus {
-    const rpu = limit.requestsPerUnit;
-    const cached = reading?.localCacheHit === true;
-    const previous = reading?.previousValue ?? 0;
-    const decision = charged
-      ? counterDecision(
-          limit,
-          value + increment,
-          previous,
-          hits,
-          nowSeconds,
-          true,
-        )
-      : counterDecision(limit, value, previous, hits, nowSeconds, false);
-    const count = decision.count;
-    const nearThreshold = Math.floor(Math.fround(Math.fround(rpu) * ratio));
-    const reset = cached
-      ? secondsUntilReset(nowSeconds, limit.windowSeconds)
-      : decision.resetSeconds;
-    if (reading !== undefined) {
-      d.counter = create(CounterSchema, {
-        key: reading.key,
-        value: BigInt(reading.value),
-        valueAfter: BigInt(
-          cached || !charged ? reading.value : value + increment,
-        ),
-        windowStart: timestampFromMs(reading.windowStartSeconds * 1000),
-        windowEnd: timestampFromMs(reading.windowEndSeconds * 1000),
-        localCacheHit: cached,
-        ...(reading.previousKey !== undefined
-          ? {
-              previousKey: reading.previousKey,
-              previousValue: BigInt(previous),
-              previousWeight: BigInt(decision.previousWeight),
-            }
-          : {}),
-        comparedCount: BigInt(cached ? reading.value : count),
-      });
-    }
-    const isOver = cached || count > rpu;
-    if (cached) {
-      d.notes.push(
-        "the local over-limit cache holds this key: OVER_LIMIT without a backend round trip",
-      );
-    }
-    if (hits === 0)
-      d.notes.push("hits addend 0: checks the counter without consuming");
-    if (limit.sliding && !cached) {
-      const w = limit.windowSeconds;
-      const left = secondsUntilReset(nowSeconds, w);
-      d.notes.push(
-        `sliding window: the previous window's counter (${String(previous)}) weighs ${String(left)}/${String(w)} → ${String(decision.previousWeight)}; weighted count ${String(decision.previousWeight)} + ${String(count - decision.previousWeight)} = ${String(count)} against the limit ${String(rpu)}`,
-      );
-    }
-    let code = isOver ? RlsCode.OVER_LIMIT : RlsCode.OK;
-    if (isOver && limit.shadowMode) {
-      code = RlsCode.OK;
-      d.verdict = Verdict.OVER_LIMIT_SHADOW;
-      d.notes.push("shadow_mode: over the limit, answered OK");
-    } else if (isOver) {
-      d.verdict = Verdict.OVER_LIMIT;
-    } else if (count > nearThreshold) {
-      d.verdict = Verdict.NEAR_LIMIT;
-      d.notes.push(
-        `near limit: ${count} > near-limit threshold ${nearThreshold} (NEAR_LIMIT_RATIO ${String(options.nearLimitRatio ?? 0.8)})`,
-      );
-    } else {
-      d.verdict = Verdict.WITHIN_LIMIT;
-    }
-    return create(RateLimitResponse_DescriptorStatusSchema, {
-      code,
-      currentLimit: create(RateLimitResponse_RateLimitSchema, {
-        name: limit.name,
-        requestsPerUnit: rpu,
-        unit: limit.unit,
-      }),
-      limitRemaining: isOver
-        ? 0
-        : decision.remaining >= 0
-          ? decision.remaining
-          : rpu - count,
-      durationUntilReset: { seconds: BigInt(reset), nanos: 0 },
-    });
-  }
-
   return { explain };
+}
+
+/** The note of a refund (`is_negative_hits`): what giving back does to each kind of limit. */
+function refundNote(limit: RateLimit | undefined, back: number): string {
+  if (limit === undefined)
+    return `is_negative_hits: a refund of ${back}, but no counter applies`;
+  if (limit.extraLimits !== undefined)
+    return `is_negative_hits: a refund: each limit of the rate_limits: list gives back ${back} (a counter never below 0 nor created, a token bucket never past full); always OK, counted in no statistic`;
+  if (limit.tokenBucket !== undefined)
+    return `is_negative_hits: a refund: the token bucket gets ${back} hit(s) back (its TAT moves back ${back} emission intervals, never past full); always OK, counted in no statistic`;
+  return `is_negative_hits: a refund: the counter goes down by ${back} (never below 0, never created); always OK, counted in no statistic`;
 }
 
 /** One line summing up the answer. */
