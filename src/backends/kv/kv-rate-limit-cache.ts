@@ -199,7 +199,14 @@ export class KvCounterBackend implements CounterBackend {
     const charged = reply[0] === 1;
     for (let j = 0; j < slots.length; j++) {
       const slot = slots[j]!;
-      slot.current = (reply[1 + 2 * j] ?? 0) + (charged ? slot.increment : 0);
+      // Charged: the value after this slot's INCRBY, as the script ran them in order, so a
+      // key two slots share shows the earlier slot's hits too (as memory and mc answer).
+      let after = (reply[1 + 2 * j] ?? 0) + (charged ? slot.increment : 0);
+      if (charged)
+        for (let k = 0; k < j; k++)
+          if (slots[k]!.cacheKey === slot.cacheKey)
+            after += slots[k]!.increment;
+      slot.current = after;
       slot.previous = reply[2 + 2 * j] ?? 0;
     }
     return charged;
