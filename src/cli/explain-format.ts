@@ -1,15 +1,21 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   DescriptorExplanation_Verdict as Verdict,
   MatchStep_Outcome as Outcome,
   RateLimitResponse_Code,
   RateLimitResponse_RateLimit_Unit,
+  type CalendarPeriod,
+  type Counter,
   type DescriptorExplanation,
   type ExplainResponse,
+  type LimitCheck,
   type MatchStep,
   type RateLimitRequest,
+  type RateLimitResponse_DescriptorStatus,
   type Rule,
   type Source,
+  type TokenBucketState,
 } from "../proto.js";
 
 const outcomeText: Record<Outcome, string> = {
@@ -42,16 +48,34 @@ function sourceText(source: Source | undefined): string {
   return source.line > 0 ? `${source.name}:${source.line}` : source.name;
 }
 
-function ruleText(rule: Rule): string {
+/**
+ * One limit as configured: `10 per SECOND`, `3 per 10 MINUTE (600s window) sliding_window`,
+ * `10 per SECOND token_bucket burst 20`, `1000 per MONTH time_zone Europe/Berlin`.
+ */
+function limitText(rule: Rule): string {
+  if (rule.unlimited) return "unlimited";
+  let text =
+    `${rule.requestsPerUnit} per ${rule.unitMultiplier > 1 ? `${rule.unitMultiplier} ` : ""}${RateLimitResponse_RateLimit_Unit[rule.unit]}` +
+    (rule.unitMultiplier > 1 ? ` (${rule.windowSeconds}s window)` : "");
+  if (rule.slidingWindow) text += " sliding_window";
+  if (rule.tokenBucket !== undefined)
+    text += ` token_bucket burst ${rule.tokenBucket.burst}`;
+  if (rule.timeZone !== "") text += ` time_zone ${rule.timeZone}`;
+  if (rule.weekStart !== "") text += ` week_start ${rule.weekStart}`;
+  return text;
+}
+
+/**
+ * The rule line: its full key, name, limit (or, for a `rate_limits:` list, how many limits it
+ * has: each gets its own line), flags and source.
+ */
+function ruleText(rule: Rule, listSize: number): string {
   const parts: string[] = [rule.fullKey];
-  if (rule.name !== "") parts.push(`name=${rule.name}`);
-  if (rule.unlimited) parts.push("unlimited");
-  else
-    parts.push(
-      `${rule.requestsPerUnit} per ${rule.unitMultiplier > 1 ? `${rule.unitMultiplier} ` : ""}${RateLimitResponse_RateLimit_Unit[rule.unit]}` +
-        (rule.unitMultiplier > 1 ? ` (${rule.windowSeconds}s window)` : ""),
-    );
-  if (rule.slidingWindow) parts.push("sliding_window");
+  if (listSize > 0) parts.push(`rate_limits: ${listSize} limits`);
+  else {
+    if (rule.name !== "") parts.push(`name=${rule.name}`);
+    parts.push(limitText(rule));
+  }
   if (rule.allOrNothing) parts.push("charge: all_or_nothing");
   if (rule.shadowMode) parts.push("shadow_mode");
   if (rule.quotaMode) parts.push("quota_mode");
@@ -63,6 +87,175 @@ function ruleText(rule: Rule): string {
     parts.push(`share_threshold ${rule.shareThreshold.join(", ")}`);
   const source = sourceText(rule.source);
   return source === "" ? parts.join(" ") : `${parts.join(" ")}  (${source})`;
+}
+
+/** A Duration for people: `800ms`, `1.8s`, `12s`, `3d 04h 05m`. */
+function durationText(duration: Duration | undefined): string {
+  if (duration === undefined) return "0s";
+  const ms = Number(duration.seconds) * 1000 + Math.round(duration.nanos / 1e6);
+  if (ms < 1000) return `${ms}ms`;
+  if (ms < 10_000 && ms % 1000 !== 0)
+    return `${(ms / 1000).toFixed(3).replace(/0+$/, "")}s`;
+  return secondsText(Math.ceil(ms / 1000));
+}
+
+/** Whole seconds for people: `42s`, `5m 03s`, `2h 05m 03s`, `3d 04h 05m`. */
+export function secondsText(total: number): string {
+  const s = Math.max(0, Math.floor(total));
+  const days = Math.floor(s / 86400);
+  const hours = Math.floor((s % 86400) / 3600);
+  const minutes = Math.floor((s % 3600) / 60);
+  const seconds = s % 60;
+  const pad = (n: number): string => String(n).padStart(2, "0");
+  if (days > 0) return `${days}d ${pad(hours)}h ${pad(minutes)}m`;
+  if (hours > 0) return `${hours}h ${pad(minutes)}m ${pad(seconds)}s`;
+  if (minutes > 0) return `${minutes}m ${pad(seconds)}s`;
+  return `${seconds}s`;
+}
+
+function isoText(t: Timestamp | undefined): string {
+  return t === undefined ? "?" : timestampDate(t).toISOString();
+}
+
+/**
+ * The token-bucket line: `token bucket: <key> 10 per SECOND, burst 20: 13 left → 12, full in
+ * 800ms (TAT … → …)`; a refusal says when the same request fits.
+ */
+function bucketText(b: TokenBucketState, rule: Rule | undefined): string {
+  const rate =
+    rule === undefined
+      ? ""
+      : ` ${rule.requestsPerUnit} per ${rule.unitMultiplier > 1 ? `${rule.unitMultiplier} ` : ""}${RateLimitResponse_RateLimit_Unit[rule.unit]}` +
+        (rule.tokenBucket !== undefined
+          ? `, burst ${rule.tokenBucket.burst}`
+          : "");
+  let text = `token bucket: ${b.key}${rate}: `;
+  if (b.exceedsBurst)
+    text += `${b.remaining} left; refused: the hits exceed the burst`;
+  else if (!b.admitted)
+    text += `${b.remaining} left; refused, fits in ${durationText(b.retryAfter)}`;
+  else if (b.remainingAfter === b.remaining) text += `${b.remaining} left`;
+  else text += `${b.remaining} left → ${b.remainingAfter}`;
+  text += `, full in ${durationText(b.untilFull)}`;
+  const interval =
+    rule?.tokenBucket?.emissionInterval === undefined
+      ? ""
+      : `; one hit every ${durationText(rule.tokenBucket.emissionInterval)}`;
+  const tat =
+    isoText(b.tat) === isoText(b.tatAfter)
+      ? `TAT ${isoText(b.tat)}`
+      : `TAT ${isoText(b.tat)} → ${isoText(b.tatAfter)}`;
+  return `${text} (${tat}${interval})`;
+}
+
+/**
+ * The calendar line: `calendar: month in Europe/Berlin (2026-11, resets
+ * 2026-12-01T00:00:00+01:00, in 3d 10h 59m)`.
+ */
+function periodText(p: CalendarPeriod, rule: Rule | undefined): string {
+  const unit =
+    rule === undefined
+      ? "period"
+      : RateLimitResponse_RateLimit_Unit[rule.unit].toLowerCase();
+  const week =
+    rule !== undefined && rule.weekStart !== ""
+      ? ` from ${rule.weekStart}`
+      : "";
+  return `calendar: ${unit}${week} in ${p.timeZone} (${p.label}, resets ${p.end}, in ${secondsText(Number(p.secondsLeft))})`;
+}
+
+/** The counter lines: the counter, the previous window's, the calendar period. */
+function counterItems(c: Counter, rule: Rule | undefined): Item[] {
+  const items: Item[] = [];
+  const start =
+    c.windowStart !== undefined ? timestampDate(c.windowStart) : undefined;
+  const end =
+    c.windowEnd !== undefined ? timestampDate(c.windowEnd) : undefined;
+  items.push(
+    item(
+      `counter: ${c.key} = ${c.value} → ${c.valueAfter}` +
+        (start !== undefined && end !== undefined
+          ? ` (window ${start.toISOString()} .. ${end.toISOString()})`
+          : "") +
+        (c.localCacheHit ? " [local cache]" : ""),
+    ),
+  );
+  if (c.previousKey !== "")
+    items.push(
+      item(
+        `previous window: ${c.previousKey} = ${c.previousValue}, weighs ${c.previousWeight}; weighted count with this request ${c.comparedCount}`,
+      ),
+    );
+  if (c.period !== undefined) items.push(item(periodText(c.period, rule)));
+  return items;
+}
+
+/** `within limit → OK, 3 remaining, resets in 35s` (`full in` for token buckets). */
+function decisionText(
+  verdict: Verdict,
+  status: RateLimitResponse_DescriptorStatus | undefined,
+  bucket: boolean,
+): string {
+  let decision = verdictText[verdict];
+  if (status !== undefined && verdict !== Verdict.UNSPECIFIED) {
+    decision += ` → ${RateLimitResponse_Code[status.code]}`;
+    if (status.currentLimit !== undefined) {
+      decision += `, ${status.limitRemaining} remaining`;
+      if (status.durationUntilReset !== undefined)
+        decision += `, ${bucket ? "full" : "resets"} in ${status.durationUntilReset.seconds}s`;
+    }
+  }
+  return decision;
+}
+
+/** One limit of a `rate_limits:` list: its spec, then its counter or bucket and decision. */
+function limitCheckItem(l: LimitCheck): Item {
+  const rule = l.rule;
+  const label =
+    rule === undefined
+      ? ""
+      : rule.name !== ""
+        ? ` ${rule.name}`
+        : rule.statsKeySuffix !== ""
+          ? ` ${rule.statsKeySuffix.replace(/^_/, "")}`
+          : "";
+  const children: Item[] = [];
+  if (l.counter !== undefined) children.push(...counterItems(l.counter, rule));
+  if (l.bucket !== undefined) children.push(item(bucketText(l.bucket, rule)));
+  if (l.verdict !== Verdict.UNSPECIFIED)
+    children.push(
+      item(
+        `decision: ${decisionText(l.verdict, l.status, l.bucket !== undefined)}`,
+      ),
+    );
+  for (const note of l.notes) children.push(item(`note: ${note}`));
+  return item(
+    `limits[${l.index}]${label}: ${rule === undefined ? "?" : limitText(rule)}${l.deciding ? "  ◀ this limit decides" : ""}`,
+    children,
+  );
+}
+
+/** A line of the tree and the lines under it. */
+interface Item {
+  readonly text: string;
+  readonly children: readonly Item[];
+}
+
+function item(text: string, children: readonly Item[] = []): Item {
+  return { text, children };
+}
+
+/** Renders items under `pad`, each with `├─`/`└─` and its children indented below it. */
+function renderItems(
+  items: readonly Item[],
+  pad: string,
+  lines: string[],
+): void {
+  items.forEach((it, i) => {
+    const last = i === items.length - 1;
+    lines.push(`${pad}${last ? "└─" : "├─"} ${it.text}`);
+    renderItems(it.children, pad + (last ? "   " : "│  "), lines);
+  });
 }
 
 function stepText(step: MatchStep): string {
@@ -88,48 +281,30 @@ function descriptorLines(
   const mark = d.deciding ? "  ◀ decides" : "";
   lines.push(`${last ? "└─" : "├─"} descriptors[${d.index}] ${label}${mark}`);
   const pad = last ? "   " : "│  ";
-  const items: string[] = [];
+  const items: Item[] = [];
   d.path.forEach((step) => {
-    items.push(`path[${step.entryIndex}]: ${stepText(step)}`);
+    items.push(item(`path[${step.entryIndex}]: ${stepText(step)}`));
   });
-  if (d.rule !== undefined) items.push(`rule: ${ruleText(d.rule)}`);
-  if (d.replacedBy !== "") items.push(`replaced by: ${d.replacedBy}`);
+  const list = d.limits.length > 0;
+  if (d.rule !== undefined)
+    items.push(item(`rule: ${ruleText(d.rule, d.limits.length)}`));
+  if (d.replacedBy !== "") items.push(item(`replaced by: ${d.replacedBy}`));
   if (d.replacedNames.length > 0)
-    items.push(`replaces: ${d.replacedNames.join(", ")}`);
-  const c = d.counter;
-  if (c !== undefined) {
-    const start =
-      c.windowStart !== undefined ? timestampDate(c.windowStart) : undefined;
-    const end =
-      c.windowEnd !== undefined ? timestampDate(c.windowEnd) : undefined;
-    items.push(
-      `counter: ${c.key} = ${c.value} → ${c.valueAfter}` +
-        (start !== undefined && end !== undefined
-          ? ` (window ${start.toISOString()} .. ${end.toISOString()})`
-          : "") +
-        (c.localCacheHit ? " [local cache]" : ""),
-    );
-    if (c.previousKey !== "")
-      items.push(
-        `previous window: ${c.previousKey} = ${c.previousValue}, weighs ${c.previousWeight}; weighted count with this request ${c.comparedCount}`,
-      );
+    items.push(item(`replaces: ${d.replacedNames.join(", ")}`));
+  if (list) items.push(...d.limits.map(limitCheckItem));
+  else {
+    if (d.counter !== undefined) items.push(...counterItems(d.counter, d.rule));
+    if (d.bucket !== undefined) items.push(item(bucketText(d.bucket, d.rule)));
   }
-  if (d.counter !== undefined) items.push(`hits addend: ${d.hitsAddend}`);
-  const status = d.status;
-  let decision = verdictText[d.verdict];
-  if (status !== undefined && d.verdict !== Verdict.UNSPECIFIED) {
-    decision += ` → ${RateLimitResponse_Code[status.code]}`;
-    if (status.currentLimit !== undefined) {
-      decision += `, ${status.limitRemaining} remaining`;
-      if (status.durationUntilReset !== undefined)
-        decision += `, resets in ${status.durationUntilReset.seconds}s`;
-    }
-  }
-  items.push(`decision: ${decision}${mark}`);
-  for (const note of d.notes) items.push(`note: ${note}`);
-  items.forEach((item, i) => {
-    lines.push(`${pad}${i === items.length - 1 ? "└─" : "├─"} ${item}`);
-  });
+  if (d.counter !== undefined || d.bucket !== undefined)
+    items.push(item(`hits addend: ${d.hitsAddend}`));
+  const deciding = list ? d.limits.find((l) => l.deciding) : undefined;
+  const bucket = list ? deciding?.bucket !== undefined : d.bucket !== undefined;
+  items.push(
+    item(`decision: ${decisionText(d.verdict, d.status, bucket)}${mark}`),
+  );
+  for (const note of d.notes) items.push(item(`note: ${note}`));
+  renderItems(items, pad, lines);
   return lines;
 }
 

@@ -211,7 +211,7 @@ export function explainWindow(
 }
 
 /** "1.5s", "100ms", "250µs": a µs duration for notes. */
-export function microsText(us: number): string {
+function microsText(us: number): string {
   if (us >= 1_000_000 && us % 1000 === 0) return `${String(us / 1_000_000)}s`;
   if (us >= 1000 && us % 1000 === 0) return `${String(us / 1000)}ms`;
   if (us >= 1_000_000) return `${(us / 1_000_000).toFixed(6)}s`;
@@ -262,7 +262,6 @@ export function explainBucket(
         : read;
   const remaining = final.limitRemaining;
   const reset = final.durationUntilResetSeconds;
-  const interval = microsText(params.emissionIntervalUs);
   if (hits === 0) notes.push("hits addend 0: checks the bucket without taking");
   let code = RlsCode.OK;
   let verdict: Verdict;
@@ -280,10 +279,9 @@ export function explainBucket(
       verdict = Verdict.OVER_LIMIT;
     }
   } else {
-    if (hits > 0)
+    if (hits > 0 && !charged)
       notes.push(
-        `token bucket: ${read.limitRemaining} of ${burst} left, ${hits} taken (one hit every ${interval}): full again in ${microsText(would.resetAfterUs)}` +
-          (charged ? "" : ", but the request is refused, so nothing is taken"),
+        `token bucket: ${hits} of the ${read.limitRemaining} left would fit, but the request is refused, so nothing is taken`,
       );
     // Near limit as the decision counts it: the bucket's used part above floor(burst × ratio).
     const threshold = Math.floor(

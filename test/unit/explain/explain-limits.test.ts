@@ -132,9 +132,7 @@ descriptors:
     expect(b.untilFull).toMatchObject({ seconds: 0n, nanos: 800_000_000 });
     expect(b.retryAfter).toBeUndefined();
     expect(d.verdict).toBe(Verdict.WITHIN_LIMIT);
-    expect(d.notes.join("\n")).toContain(
-      "token bucket: 13 of 20 left, 1 taken (one hit every 100ms): full again in 800ms",
-    );
+    expect(d.notes).toEqual([]);
     const actual = await service.shouldRateLimit(request(1, [["u", "a"]]));
     expect(comparable(d.status!)).toEqual(comparable(actual.statuses[0]!));
   });
