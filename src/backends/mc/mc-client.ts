@@ -4,8 +4,11 @@ import { BackendError } from "../../limiter/backend-error.js";
 import type { Counter, StatsStore } from "../../stats/stats-store.js";
 import {
   McConnection,
+  McReplyError,
+  type McCasValue,
   type McDecrement,
   type McIncrement,
+  type McStoreOutcome,
 } from "./mc-connection.js";
 import {
   nodesFromSrv,
@@ -328,6 +331,61 @@ export class McClient {
   }
 
   /**
+   * Reads one key with its CAS token from its node (the connection its multi-gets use), for
+   * a compare-and-swap loop. Unlike the counters' reads, never fails open.
+   *
+   * @returns the value and token, or undefined when the key is missing
+   * @throws {@link BackendError} when there is no node, the node fails, or its reply is not
+   *   usable (an error status, no CAS token: see {@link McConnection.gets})
+   */
+  gets(key: string): Promise<McCasValue | undefined> {
+    return this.single(key, "gets", (connection, done) => {
+      connection.gets(key, done);
+    });
+  }
+
+  /**
+   * Stores `value` at `key` if the item still has the token `cas` (see
+   * {@link McConnection.cas}); `expiration` as `toMcExpiration` returns it.
+   *
+   * @returns whether it was stored (false: another writer changed or removed the item)
+   * @throws {@link BackendError} as {@link gets}
+   */
+  async cas(
+    key: string,
+    value: string,
+    expiration: number,
+    cas: bigint,
+  ): Promise<boolean> {
+    const outcome = await this.single<McStoreOutcome>(
+      key,
+      "cas",
+      (connection, done) => {
+        connection.cas(key, value, expiration, cas, done);
+      },
+    );
+    return outcome === "stored";
+  }
+
+  /**
+   * Stores `value` at `key` if the key is missing (see {@link McConnection.add});
+   * `expiration` as `toMcExpiration` returns it.
+   *
+   * @returns whether it was stored (false: another writer created the key first)
+   * @throws {@link BackendError} as {@link gets}
+   */
+  async add(key: string, value: string, expiration: number): Promise<boolean> {
+    const outcome = await this.single<McStoreOutcome>(
+      key,
+      "add",
+      (connection, done) => {
+        connection.add(key, value, expiration, done);
+      },
+    );
+    return outcome === "stored";
+  }
+
+  /**
    * Sends a NOOP to every node and updates reachability and health; concurrent calls share
    * one round.
    */
@@ -492,6 +550,57 @@ export class McClient {
       }
     }
     return [...batches.values()];
+  }
+
+  /**
+   * Runs one single-key operation on the connection {@link batchByConnection} picks for `key`
+   * (same node and connection, so it stays ordered with this instance's other commands on the
+   * key); a connection failure marks the node failed, an unusable reply does not.
+   */
+  private single<T>(
+    key: string,
+    operation: string,
+    run: (
+      connection: McConnection,
+      done: (err: Error | undefined, result: T | undefined) => void,
+    ) => void,
+  ): Promise<T | undefined> {
+    const nodes = this.nodes;
+    const nodeCount = nodes.length;
+    if (nodeCount === 0)
+      return Promise.reject(new BackendError("mc", "no memcached node"));
+    const perNode = this.options.connectionsPerNode;
+    let node: McNode;
+    let connection: McConnection;
+    if (nodeCount === 1 && perNode === 1) {
+      node = nodes[0]!;
+      connection = node.connections[0]!;
+    } else {
+      // The same arithmetic as batchByConnection.
+      const checksum = crc32(key);
+      const nodeIndex = checksum % nodeCount;
+      node = nodes[nodeIndex]!;
+      connection =
+        node.connections[Math.floor(checksum / nodeCount) % perNode]!;
+    }
+    return new Promise((resolve, reject) => {
+      run(connection, (err, result) => {
+        if (err === undefined) {
+          this.nodeAnswered(node);
+          resolve(result);
+          return;
+        }
+        if (err instanceof McReplyError) this.nodeAnswered(node);
+        else this.nodeFailed(node, err, operation);
+        reject(
+          new BackendError(
+            "mc",
+            `memcached ${operation} of ${key} on ${node.address} failed: ${err.message}`,
+            { cause: err },
+          ),
+        );
+      });
+    });
   }
 
   /** Counts a node's answer to `sent` increments and logs its failures. */

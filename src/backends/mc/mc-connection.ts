@@ -2,8 +2,9 @@
  * One persistent, pipelined connection to a memcached node speaking the binary protocol, for
  * the commands the backend sends: a multi-get (GETKQ… NOOP), increments with an initial value
  * and expiration, quiet (INCREMENTQ… NOOP) or answering with the new values (INCREMENT…
- * NOOP, all-or-nothing charging), quiet compensating decrements (DECREMENTQ… NOOP) and a
- * NOOP probe.
+ * NOOP, all-or-nothing charging), quiet compensating decrements (DECREMENTQ… NOOP), the
+ * compare-and-swap steps of token buckets (GET with its CAS token, SET with a CAS token, ADD;
+ * the text protocol's `gets`, `cas` and `add`) and a NOOP probe.
  *
  * Ours rather than memjs's (the backend's client until now) because memjs 1.3 (the latest
  * release) cannot carry what the backend needs through its public API:
@@ -44,6 +45,29 @@ export interface McDecrement {
   readonly hits: number;
 }
 
+/** A value read with its compare-and-swap token ({@link McConnection.gets}). */
+export interface McCasValue {
+  /** The stored bytes (a view into the received bytes). */
+  readonly value: Buffer;
+  /** The item's CAS token, never 0 (see {@link McConnection.gets}). */
+  readonly cas: bigint;
+}
+
+/**
+ * How a conditional store ended: `stored`, or lost to another writer: `exists` (ADD: the key
+ * exists; CAS: the item changed since it was read), `not-found` (CAS: the item expired or was
+ * deleted since it was read).
+ */
+export type McStoreOutcome = "stored" | "exists" | "not-found";
+
+/**
+ * The node answered, but not what the command needs (an error status, a reply to another
+ * command, no CAS token): the connection stays up and the node counts as answering.
+ */
+export class McReplyError extends Error {
+  override readonly name = "McReplyError";
+}
+
 /** Options of {@link McConnection}. */
 export interface McConnectionOptions {
   /**
@@ -60,6 +84,9 @@ export interface McConnectionOptions {
 // Binary protocol magic bytes, opcodes and sizes (memcached `protocol_binary.h`).
 const requestMagic = 0x80;
 const responseMagic = 0x81;
+const opGet = 0x00;
+const opSet = 0x01;
+const opAdd = 0x02;
 const opIncrement = 0x05;
 const opNoop = 0x0a;
 const opGetKQ = 0x0d;
@@ -67,10 +94,16 @@ const opIncrementQ = 0x15;
 const opDecrementQ = 0x16;
 /** Reply status "key not found". */
 const statusKeyNotFound = 0x01;
+/** Reply status "key exists" (ADD of an existing key, CAS of a changed item). */
+const statusKeyExists = 0x02;
 /** Expiration of a decrement that must not create a missing counter. */
 const noCreate = 0xffff_ffff;
 const headerBytes = 24;
 const incrementExtrasBytes = 20;
+/** SET and ADD extras: flags (uint32, 0 here), expiration (uint32). */
+const storeExtrasBytes = 8;
+/** The CAS field of replies whose batch does not read it. */
+const noCas = 0n;
 const twoTo32 = 4_294_967_296;
 
 /** One reply; key and value are views into the received bytes (never reused by Node). */
@@ -79,6 +112,8 @@ interface Reply {
   readonly status: number;
   readonly key: Buffer;
   readonly value: Buffer;
+  /** The header's CAS field when the batch reads it ({@link Pending.readsCas}), else 0. */
+  readonly cas: bigint;
 }
 
 /** A batch written (or waiting for the connection) whose closing NOOP has not answered yet. */
@@ -89,6 +124,8 @@ interface Pending {
   frame: Buffer | undefined;
   /** `performance.now()` past which the batch times out; set when written. */
   deadline: number;
+  /** Whether replies carry the header's CAS field (gets only; others skip reading it). */
+  readonly readsCas: boolean;
   readonly onReply: (reply: Reply) => void;
   readonly onDone: (err: Error | undefined) => void;
 }
@@ -275,6 +312,149 @@ export class McConnection {
     );
   }
 
+  /**
+   * Reads one key with its CAS token (GET, the text protocol's `gets`); `done` gets the value
+   * and token, or undefined when the key is missing. Fails (with {@link McReplyError}) on an
+   * error status, on a reply that is not one GET's, and on a CAS token of 0: memcached started
+   * without CAS (`-C`) answers 0 and then stores a SET with token 0 unconditionally, which
+   * would break the compare-and-swap loop silently.
+   */
+  gets(
+    key: string,
+    done: (err: Error | undefined, found: McCasValue | undefined) => void,
+  ): void {
+    const opaque = this.nextOpaque();
+    const frame = Buffer.allocUnsafe(2 * headerBytes + Buffer.byteLength(key));
+    writeFrame(
+      frame,
+      writeFrame(frame, 0, opGet, key, 0, opaque),
+      opNoop,
+      "",
+      0,
+      opaque,
+    );
+    let replies = 0;
+    let found: McCasValue | undefined;
+    let replyError: Error | undefined;
+    this.send(
+      opaque,
+      frame,
+      (reply) => {
+        replies++;
+        if (reply.opcode !== opGet) {
+          replyError ??= unexpectedOpcode("get", reply);
+        } else if (reply.status === statusKeyNotFound) {
+          found = undefined;
+        } else if (reply.status !== 0) {
+          replyError ??= statusError("get", reply);
+        } else if (reply.cas === noCas) {
+          replyError ??= new McReplyError(
+            `memcached node ${this.address} answered a get without a CAS token (is it started with -C?); token buckets need compare-and-swap`,
+          );
+        } else {
+          found = { value: reply.value, cas: reply.cas };
+        }
+      },
+      (err) => {
+        if (err === undefined && replyError === undefined && replies !== 1) {
+          replyError = new McReplyError(
+            `memcached node ${this.address} answered ${replies} replies to one get`,
+          );
+        }
+        const failure = err ?? replyError;
+        done(failure, failure === undefined ? found : undefined);
+      },
+      true,
+    );
+  }
+
+  /**
+   * Stores `value` at `key` only if the item still has the CAS token `cas` (SET with a CAS
+   * token, the text protocol's `cas`), with the expiration field `expiration` (see
+   * `toMcExpiration`); `done` gets the outcome: `stored`, `exists` (changed since read) or
+   * `not-found` (gone since read). A token of 0 is refused (it would store unconditionally).
+   */
+  cas(
+    key: string,
+    value: string,
+    expiration: number,
+    cas: bigint,
+    done: (err: Error | undefined, outcome: McStoreOutcome | undefined) => void,
+  ): void {
+    if (cas === noCas) {
+      done(
+        new RangeError("a CAS token of 0 would store unconditionally"),
+        undefined,
+      );
+      return;
+    }
+    this.store(opSet, "cas", key, value, expiration, cas, done);
+  }
+
+  /**
+   * Stores `value` at `key` only if the key is missing (ADD), with the expiration field
+   * `expiration` (see `toMcExpiration`); `done` gets the outcome: `stored`, or `exists`.
+   */
+  add(
+    key: string,
+    value: string,
+    expiration: number,
+    done: (err: Error | undefined, outcome: McStoreOutcome | undefined) => void,
+  ): void {
+    this.store(opAdd, "add", key, value, expiration, noCas, done);
+  }
+
+  /** Sends one SET or ADD (with its CAS token, 0 for none) and reads its outcome. */
+  private store(
+    opcode: number,
+    operation: string,
+    key: string,
+    value: string,
+    expiration: number,
+    cas: bigint,
+    done: (err: Error | undefined, outcome: McStoreOutcome | undefined) => void,
+  ): void {
+    const opaque = this.nextOpaque();
+    const keyBytes = Buffer.byteLength(key);
+    const valueBytes = Buffer.byteLength(value);
+    const frame = Buffer.allocUnsafe(
+      2 * headerBytes + storeExtrasBytes + keyBytes + valueBytes,
+    );
+    const extras = headerBytes;
+    const valueAt = writeFrame(frame, 0, opcode, key, storeExtrasBytes, opaque);
+    frame.writeUInt32BE(storeExtrasBytes + keyBytes + valueBytes, 8); // body with the value
+    frame.writeBigUInt64BE(cas, 16);
+    frame.writeUInt32BE(0, extras); // flags
+    frame.writeUInt32BE(expiration, extras + 4);
+    frame.write(value, valueAt, "utf8");
+    writeFrame(frame, valueAt + valueBytes, opNoop, "", 0, opaque);
+    let replies = 0;
+    let outcome: McStoreOutcome | undefined;
+    let replyError: Error | undefined;
+    this.send(
+      opaque,
+      frame,
+      (reply) => {
+        replies++;
+        if (reply.opcode !== opcode)
+          replyError ??= unexpectedOpcode(operation, reply);
+        else if (reply.status === 0) outcome = "stored";
+        else if (reply.status === statusKeyExists) outcome = "exists";
+        else if (reply.status === statusKeyNotFound) outcome = "not-found";
+        else replyError ??= statusError(operation, reply);
+      },
+      (err) => {
+        if (err === undefined && replyError === undefined && replies !== 1) {
+          replyError = new McReplyError(
+            `memcached node ${this.address} answered ${replies} replies to one ${operation}`,
+          );
+        }
+        const failure = err ?? replyError;
+        done(failure, failure === undefined ? outcome : undefined);
+      },
+    );
+  }
+
   /** Sends a NOOP; `done` gets the error when the node does not answer. */
   noop(done: (err: Error | undefined) => void): void {
     const opaque = this.nextOpaque();
@@ -326,12 +506,20 @@ export class McConnection {
     frame: Buffer,
     onReply: (reply: Reply) => void,
     onDone: (err: Error | undefined) => void,
+    readsCas = false,
   ): void {
     if (this.closed) {
       onDone(new Error(`memcached node ${this.address} is closed`));
       return;
     }
-    const batch: Pending = { opaque, frame, deadline: 0, onReply, onDone };
+    const batch: Pending = {
+      opaque,
+      frame,
+      deadline: 0,
+      readsCas,
+      onReply,
+      onDone,
+    };
     this.pending.push(batch);
     const socket = this.socket ?? this.connect();
     if (this.connected) this.write(socket, batch);
@@ -478,6 +666,7 @@ export class McConnection {
           status: data.readUInt16BE(offset + 6),
           key: data.subarray(keyAt, keyEnd),
           value: data.subarray(keyEnd, end),
+          cas: batch.readsCas ? data.readBigUInt64BE(offset + 16) : noCas,
         });
       }
       offset = end;
@@ -574,9 +763,15 @@ function writeFrame(
   return keyAt + keyBytes;
 }
 
+function unexpectedOpcode(operation: string, reply: Reply): McReplyError {
+  return new McReplyError(
+    `memcached answered the ${operation} with a reply to opcode 0x${reply.opcode.toString(16)}`,
+  );
+}
+
 function statusError(operation: string, reply: Reply): Error {
   const text = reply.value.toString();
-  return new Error(
+  return new McReplyError(
     `memcached ${operation} failed with status 0x${reply.status.toString(16)}${text !== "" ? `: ${text}` : ""}`,
   );
 }

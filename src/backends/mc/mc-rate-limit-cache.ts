@@ -1,10 +1,13 @@
 import type { Logger } from "pino";
+import { BackendError } from "../../limiter/backend-error.js";
 import type {
   BucketSlot,
   CacheKeyRules,
   CounterBackend,
   CounterSlot,
 } from "../../limiter/counter-backend.js";
+import type { GcraParams } from "../../limiter/gcra.js";
+import { gcraCasStep } from "../../limiter/gcra-scripts.js";
 import { createMcStats, McClient, type McStats } from "./mc-client.js";
 import type { McDecrement, McIncrement } from "./mc-connection.js";
 import {
@@ -20,6 +23,15 @@ import {
 
 /** Largest counter value upstream parses (Go `strconv.ParseInt(value, 10, 32)`). */
 const maxCounterValue = 2_147_483_647;
+
+/**
+ * Attempts of one token-bucket decision's compare-and-swap loop: only requests for the same
+ * bucket contend, and each lost attempt means another decision on it was stored, so a handful
+ * is plenty; running out is a store failure (the failure mode answers).
+ */
+export const maxCasAttempts = 8;
+
+const decimalDigits = /^[0-9]+$/;
 
 /** What memcached can hold as a key: at most 250 bytes, no whitespace or control characters. */
 const mcCacheKeyRules: CacheKeyRules = Object.freeze({
@@ -46,6 +58,10 @@ const mcCacheKeyRules: CacheKeyRules = Object.freeze({
  * with a `CacheKeyError` before any counter is touched ({@link cacheKeyRules}), and MONTH/YEAR
  * counters live for their window (docs/reference-parity.md#deliberate-differences).
  * `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` does not apply, as upstream.
+ *
+ * Token buckets (an extension, no upstream behaviour to keep) are a compare-and-swap loop per
+ * bucket ({@link takeTokens}) and never fail open: a node failure rejects with
+ * `BackendError`, so the failure mode answers.
  */
 export class McCounterBackend implements CounterBackend {
   private readonly logger: Logger;
@@ -179,12 +195,104 @@ export class McCounterBackend implements CounterBackend {
     return stored === undefined ? 0 : this.counterValue(stored, key);
   }
 
-  /** Resolves once every background increment started so far has finished or failed. */
-  /** Token buckets: not implemented yet (issue 23). */
-  takeTokens(_slots: readonly BucketSlot[], _nowUs: number): Promise<void> {
-    return Promise.reject(new Error("token buckets are not implemented on this backend yet"));
+  /**
+   * Token buckets: per slot, the compare-and-swap loop of `gcraCasStep` (`gcra-scripts.ts`):
+   * read the TAT with its CAS token, decide, store the new TAT with that token (or ADD it
+   * when the key was missing), and start again when another writer came first, at most
+   * {@link maxCasAttempts} times. Buckets of different keys run concurrently (their commands
+   * share the connections' writes); slots of one key run in slot order. The value is the TAT
+   * as decimal µs, as kv and memory store it; one that is not (unreadable) reads as a full
+   * bucket and is replaced. Expirations over 30 days are sent as a Unix time.
+   *
+   * @param nowUs - the request time, integer µs since the Unix epoch
+   * @throws {@link BackendError} when a node fails or answers unusably (never fail-open
+   *   here), or a bucket's attempts run out
+   * @throws TypeError when a slot has no `tokenBucket` params (a caller's bug; nothing sent)
+   */
+  async takeTokens(slots: readonly BucketSlot[], nowUs: number): Promise<void> {
+    for (const slot of slots)
+      if (slot.tokenBucket === undefined)
+        throw new TypeError(
+          `token bucket slot ${slot.cacheKey} has no tokenBucket params`,
+        );
+    const nowSeconds = Math.floor(nowUs / 1_000_000);
+    if (slots.length === 1) {
+      const slot = slots[0]!;
+      await this.takeToken(slot, slot.tokenBucket!, nowUs, nowSeconds);
+      return;
+    }
+    // One chain per key: a key's slots are decided in order, different keys at once.
+    const chains = new Map<string, Promise<void>>();
+    for (const slot of slots) {
+      const before = chains.get(slot.cacheKey);
+      const params = slot.tokenBucket!;
+      chains.set(
+        slot.cacheKey,
+        before === undefined
+          ? this.takeToken(slot, params, nowUs, nowSeconds)
+          : before.then(() => this.takeToken(slot, params, nowUs, nowSeconds)),
+      );
+    }
+    // allSettled first, so that no chain is left rejecting unobserved.
+    const outcomes = await Promise.allSettled(chains.values());
+    for (const outcome of outcomes)
+      if (outcome.status === "rejected") throw outcome.reason;
   }
 
+  /** One bucket's compare-and-swap loop (see {@link takeTokens}). */
+  private async takeToken(
+    slot: BucketSlot,
+    params: GcraParams,
+    nowUs: number,
+    nowSeconds: number,
+  ): Promise<void> {
+    const key = slot.cacheKey;
+    for (let attempt = 0; attempt < maxCasAttempts; attempt++) {
+      const found = await this.client.gets(key);
+      const step = gcraCasStep(
+        found === undefined ? undefined : this.storedTat(found.value, key),
+        nowUs,
+        slot.increment,
+        params,
+      );
+      if (step.write === undefined) {
+        slot.decision = step.decision;
+        return;
+      }
+      const value = step.write.toString();
+      const expiration = toMcExpiration(step.expirationSeconds, nowSeconds);
+      // A missing key is created only if still missing; a present one (even unreadable)
+      // replaced only if unchanged since read.
+      const stored =
+        found === undefined
+          ? await this.client.add(key, value, expiration)
+          : await this.client.cas(key, value, expiration, found.cas);
+      if (stored) {
+        slot.decision = step.decision;
+        return;
+      }
+    }
+    throw new BackendError(
+      "mc",
+      `token bucket ${key}: ${maxCasAttempts} compare-and-swap attempts in a row lost to concurrent writers`,
+    );
+  }
+
+  /**
+   * Parses a stored TAT: decimal µs. Anything else is logged and read as a full bucket (as the
+   * kv script reads it), then replaced by the next write.
+   */
+  private storedTat(stored: Buffer, cacheKey: string): bigint | undefined {
+    const text = stored.toString("latin1");
+    if (decimalDigits.test(text)) return BigInt(text);
+    this.logger.warn(
+      { cacheKey, value: text.slice(0, 32) },
+      "unexpected non-numeric token bucket value in memcached; reading it as a full bucket",
+    );
+    return undefined;
+  }
+
+  /** Resolves once every background increment started so far has finished or failed. */
   flush(): Promise<void> {
     if (this.pendingIncrements === 0) return Promise.resolve();
     return new Promise((resolve) => {

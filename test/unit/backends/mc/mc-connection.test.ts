@@ -1,6 +1,12 @@
 import { createServer, type Server, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { McConnection } from "../../../../src/backends/mc/mc-connection.js";
+import {
+  McConnection,
+  McReplyError,
+  type McCasValue,
+  type McStoreOutcome,
+} from "../../../../src/backends/mc/mc-connection.js";
+import { mcReply } from "../../../helpers/mc-peer.js";
 
 // The framing and failure handling of our binary-protocol connection, against a scripted peer
 // on a loopback port: the cases real memcached cannot be made to produce on demand (a clean
@@ -365,5 +371,231 @@ describe("McConnection", () => {
       [0x16, "gone", 1, 0xffff_ffff],
       [0x16, "junk", 1, 0xffff_ffff],
     ]);
+  });
+});
+
+/** A GET, SET or ADD as the peer received it. */
+interface KeyRequest {
+  readonly opcode: number;
+  readonly key: string;
+  readonly cas: bigint;
+  /** SET and ADD: flags and expiration extras; undefined for GET. */
+  readonly flags: number | undefined;
+  readonly expiration: number | undefined;
+  readonly value: string;
+}
+
+function keyRequest(request: Buffer): KeyRequest {
+  const extras = request[4]!;
+  const keyBytes = request.readUInt16BE(2);
+  const keyAt = 24 + extras;
+  return {
+    opcode: request[1]!,
+    key: request.toString("utf8", keyAt, keyAt + keyBytes),
+    cas: request.readBigUInt64BE(16),
+    flags: extras === 8 ? request.readUInt32BE(24) : undefined,
+    expiration: extras === 8 ? request.readUInt32BE(28) : undefined,
+    value: request.toString("utf8", keyAt + keyBytes),
+  };
+}
+
+/**
+ * A peer answering each GET, SET or ADD with `answer(request)` (one or more replies, or none),
+ * then the NOOP; records the requests.
+ */
+async function keyPeer(
+  answer: (request: KeyRequest, opaque: number) => Buffer[],
+): Promise<{ connection: McConnection; received: KeyRequest[] }> {
+  const received: KeyRequest[] = [];
+  const connection = await connectTo((socket) => {
+    onRequests(socket, (opcode, opaque, request) => {
+      if (opcode === 0x0a) {
+        socket.write(reply(0x0a, opaque));
+        return;
+      }
+      const parsed = keyRequest(request);
+      received.push(parsed);
+      for (const bytes of answer(parsed, opaque)) socket.write(bytes);
+    });
+  });
+  return { connection, received };
+}
+
+function gets(
+  connection: McConnection,
+  key: string,
+): Promise<[Error | undefined, McCasValue | undefined]> {
+  return new Promise((resolve) => {
+    connection.gets(key, (err, found) => {
+      resolve([err, found]);
+    });
+  });
+}
+
+function cas(
+  connection: McConnection,
+  key: string,
+  value: string,
+  expiration: number,
+  token: bigint,
+): Promise<[Error | undefined, McStoreOutcome | undefined]> {
+  return new Promise((resolve) => {
+    connection.cas(key, value, expiration, token, (err, outcome) => {
+      resolve([err, outcome]);
+    });
+  });
+}
+
+function add(
+  connection: McConnection,
+  key: string,
+  value: string,
+  expiration: number,
+): Promise<[Error | undefined, McStoreOutcome | undefined]> {
+  return new Promise((resolve) => {
+    connection.add(key, value, expiration, (err, outcome) => {
+      resolve([err, outcome]);
+    });
+  });
+}
+
+describe("McConnection compare-and-swap commands", () => {
+  it("gets reads a value with its CAS token, and a miss as undefined", async () => {
+    const { connection, received } = await keyPeer((request, opaque) => [
+      request.key === "hit"
+        ? mcReply(0x00, opaque, {
+            value: "1700000000000000",
+            cas: 2n ** 40n + 3n,
+            extras: 4,
+          })
+        : mcReply(0x00, opaque, { status: 0x01, value: "Not found" }),
+    ]);
+    const [err, found] = await gets(connection, "hit");
+    expect(err).toBeUndefined();
+    expect(found?.value.toString()).toBe("1700000000000000");
+    expect(found?.cas).toBe(2n ** 40n + 3n);
+    expect(await gets(connection, "miss")).toEqual([undefined, undefined]);
+    // GET (0x00), no extras, no CAS.
+    expect(received.map((r) => [r.opcode, r.key, r.cas, r.flags])).toEqual([
+      [0x00, "hit", 0n, undefined],
+      [0x00, "miss", 0n, undefined],
+    ]);
+  });
+
+  it("gets refuses a hit without a CAS token (memcached -C), an error status and stray replies", async () => {
+    const { connection } = await keyPeer((request, opaque) => {
+      switch (request.key) {
+        case "no-cas":
+          return [mcReply(0x00, opaque, { value: "1", extras: 4 })];
+        case "error":
+          return [
+            mcReply(0x00, opaque, { status: 0x82, value: "Out of memory" }),
+          ];
+        case "other-opcode":
+          return [mcReply(0x01, opaque, { cas: 5n })];
+        case "twice":
+          return [
+            mcReply(0x00, opaque, { value: "1", cas: 5n, extras: 4 }),
+            mcReply(0x00, opaque, { value: "2", cas: 6n, extras: 4 }),
+          ];
+        default:
+          return [];
+      }
+    });
+    const cases: [string, RegExp][] = [
+      ["no-cas", /without a CAS token \(is it started with -C\?\)/],
+      ["error", /get failed with status 0x82: Out of memory/],
+      ["other-opcode", /answered the get with a reply to opcode 0x1/],
+      ["twice", /answered 2 replies to one get/],
+      ["silent", /answered 0 replies to one get/],
+    ];
+    for (const [key, message] of cases) {
+      const [err, found] = await gets(connection, key);
+      expect(err, key).toBeInstanceOf(McReplyError);
+      expect(err?.message, key).toMatch(message);
+      expect(found, key).toBeUndefined();
+    }
+  });
+
+  it("cas sends a SET with the token and reads stored, exists and not-found", async () => {
+    const statuses: Record<string, number> = { a: 0x00, b: 0x02, c: 0x01 };
+    const { connection, received } = await keyPeer((request, opaque) => [
+      mcReply(0x01, opaque, { status: statuses[request.key] ?? 0x03 }),
+    ]);
+    expect(await cas(connection, "a", "1700000000500000", 61, 77n)).toEqual([
+      undefined,
+      "stored",
+    ]);
+    expect(await cas(connection, "b", "2", 1_800_000_000, 78n)).toEqual([
+      undefined,
+      "exists",
+    ]);
+    expect(await cas(connection, "c", "3", 1, 79n)).toEqual([
+      undefined,
+      "not-found",
+    ]);
+    // Status 0x03: "value too large".
+    const [err, outcome] = await cas(connection, "d", "4", 1, 80n);
+    expect(err).toBeInstanceOf(McReplyError);
+    expect(err?.message).toMatch(/cas failed with status 0x3/);
+    expect(outcome).toBeUndefined();
+    expect(received[0]).toEqual({
+      opcode: 0x01,
+      key: "a",
+      cas: 77n,
+      flags: 0,
+      expiration: 61,
+      value: "1700000000500000",
+    });
+    expect(received.map((r) => [r.key, r.cas, r.expiration])).toEqual([
+      ["a", 77n, 61],
+      ["b", 78n, 1_800_000_000],
+      ["c", 79n, 1],
+      ["d", 80n, 1],
+    ]);
+  });
+
+  it("cas refuses a token of 0 without sending anything", async () => {
+    const { connection, received } = await keyPeer(() => []);
+    const [err, outcome] = await cas(connection, "a", "1", 1, 0n);
+    expect(err).toBeInstanceOf(RangeError);
+    expect(outcome).toBeUndefined();
+    expect(received).toEqual([]);
+  });
+
+  it("add sends an ADD without a token and reads stored and exists", async () => {
+    const { connection, received } = await keyPeer((request, opaque) =>
+      request.key === "twice"
+        ? [mcReply(0x02, opaque, {}), mcReply(0x02, opaque, {})]
+        : request.key === "other-opcode"
+          ? [mcReply(0x00, opaque, {})]
+          : [
+              mcReply(0x02, opaque, {
+                status: request.key === "new" ? 0x00 : 0x02,
+              }),
+            ],
+    );
+    expect(await add(connection, "new", "1700000000000001", 2)).toEqual([
+      undefined,
+      "stored",
+    ]);
+    expect(await add(connection, "taken", "5", 2)).toEqual([
+      undefined,
+      "exists",
+    ]);
+    const [twice] = await add(connection, "twice", "5", 2);
+    expect(twice?.message).toMatch(/answered 2 replies to one add/);
+    const [other] = await add(connection, "other-opcode", "5", 2);
+    expect(other?.message).toMatch(
+      /answered the add with a reply to opcode 0x0/,
+    );
+    expect(received[0]).toEqual({
+      opcode: 0x02,
+      key: "new",
+      cas: 0n,
+      flags: 0,
+      expiration: 2,
+      value: "1700000000000001",
+    });
   });
 });
