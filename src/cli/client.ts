@@ -11,9 +11,10 @@ import {
   RateLimitResponse_RateLimit_Unit,
   RateLimitService,
   RateLimitDescriptor_EntrySchema,
+  type DescriptorExplanation,
   type RateLimitDescriptor_Entry,
   type RateLimitResponse,
-  type Rule,
+  type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
 import { versionLine } from "../util/version.js";
 import { formatExplanation } from "./explain-format.js";
@@ -104,6 +105,15 @@ export interface RuleWindow {
   readonly windowSeconds: number;
   /** `algorithm: sliding_window`. */
   readonly slidingWindow: boolean;
+  /** `algorithm: token_bucket`: the bucket's burst; undefined for window algorithms. */
+  readonly tokenBucketBurst?: number | undefined;
+  /** `time_zone` of a calendar window; undefined (or "") for windows aligned to the epoch. */
+  readonly timeZone?: string | undefined;
+  /**
+   * The rule has a `rate_limits:` list of this many limits, and the status is the tightest's
+   * (this window is that limit's); undefined for a rule with `rate_limit:`.
+   */
+  readonly listSize?: number | undefined;
 }
 
 /**
@@ -130,20 +140,32 @@ export function formatResponse(
       const window = windows?.[i];
       if (windows === undefined) windowUnknown = true;
       const multiplier =
-        window !== undefined && window.unitMultiplier > 1
+        (window !== undefined && window.unitMultiplier > 1
           ? `${window.unitMultiplier} ${unit} (${window.windowSeconds}s window)`
-          : unit;
+          : unit) +
+        (window?.timeZone !== undefined && window.timeZone !== ""
+          ? ` in ${window.timeZone}`
+          : "");
       const sliding = window?.slidingWindow === true;
+      const burst = window?.tokenBucketBurst;
       const name = limit.name !== "" ? ` (${limit.name})` : "";
-      // A sliding window's duration_until_reset is when its weighted count falls by one
-      // (docs/api.md), not the end of a window.
+      const kind =
+        (sliding ? ", sliding window" : "") +
+        (burst !== undefined ? `, token bucket burst ${burst}` : "") +
+        (window?.listSize !== undefined
+          ? `, tightest of ${window.listSize} limits`
+          : "");
+      // A sliding window's duration_until_reset is when its weighted count falls by one, a
+      // token bucket's when it is full again (docs/api.md), not the end of a window.
       const reset =
         status.durationUntilReset !== undefined
           ? sliding
             ? `, count falls by one in ${status.durationUntilReset.seconds}s`
-            : `, resets in ${status.durationUntilReset.seconds}s`
+            : burst !== undefined
+              ? `, full in ${status.durationUntilReset.seconds}s`
+              : `, resets in ${status.durationUntilReset.seconds}s`
           : "";
-      detail = `limit ${limit.requestsPerUnit} per ${multiplier}${name}${sliding ? ", sliding window" : ""}, ${status.limitRemaining} remaining${reset}`;
+      detail = `limit ${limit.requestsPerUnit} per ${multiplier}${name}${kind}, ${status.limitRemaining} remaining${reset}`;
     } else if (status.limitRemaining === 4294967295) {
       detail = "unlimited";
     } else {
@@ -180,12 +202,34 @@ export function defaultDialString(
   return `${dialHost}:${port === "" ? "8081" : port}`;
 }
 
-function windowOf(rule: Rule | undefined): RuleWindow | undefined {
+/**
+ * The window of the limit behind a ShouldRateLimit status, from the Explain answer for its
+ * descriptor: the rule's, or for a `rate_limits:` list the limit the status reports (its name,
+ * `requests_per_unit` and unit; the rule's first limit when none matches).
+ */
+export function windowOf(
+  d: DescriptorExplanation,
+  status: RateLimitResponse_DescriptorStatus | undefined,
+): RuleWindow | undefined {
+  let rule = d.rule;
   if (rule === undefined) return undefined;
+  const list = d.limits.length > 0 ? d.limits.length : undefined;
+  const current = status?.currentLimit;
+  if (list !== undefined && current !== undefined)
+    rule =
+      d.limits.find(
+        (l) =>
+          l.rule?.name === current.name &&
+          l.rule.requestsPerUnit === current.requestsPerUnit &&
+          l.rule.unit === current.unit,
+      )?.rule ?? rule;
   return {
     unitMultiplier: rule.unitMultiplier,
     windowSeconds: rule.windowSeconds,
     slidingWindow: rule.slidingWindow,
+    tokenBucketBurst: rule.tokenBucket?.burst,
+    timeZone: rule.timeZone,
+    listSize: list,
   };
 }
 
@@ -308,7 +352,9 @@ export async function runClient(
       { request, charge: false },
       { timeoutMs: 10_000 },
     );
-    windows = explained.descriptors.map((d) => windowOf(d.rule));
+    windows = explained.descriptors.map((d, i) =>
+      windowOf(d, response.statuses[i]),
+    );
   } catch (e) {
     // Explain off (UNIMPLEMENTED) or unreachable: print the answer without the windows.
     if (!(e instanceof ConnectError) || e.code !== Code.Unimplemented)

@@ -4,8 +4,10 @@ import {
   defaultDialString,
   formatResponse,
   runClient,
+  windowOf,
 } from "../../../src/cli/client.js";
 import {
+  DescriptorExplanationSchema,
   RateLimitResponseSchema,
   RateLimitResponse_Code as Code,
   RateLimitResponse_RateLimit_Unit as Unit,
@@ -57,6 +59,95 @@ describe("formatResponse", () => {
     expect(text.split("\n").at(-1)).toMatch(
       /^note: window shown as the unit alone/,
     );
+  });
+});
+
+describe("formatResponse of token buckets, calendar windows and rate_limits: lists", () => {
+  const statuses = create(RateLimitResponseSchema, {
+    overallCode: Code.OVER_LIMIT,
+    statuses: [
+      {
+        code: Code.OK,
+        currentLimit: { requestsPerUnit: 10, unit: Unit.SECOND },
+        limitRemaining: 12,
+        durationUntilReset: { seconds: 1n },
+      },
+      {
+        code: Code.OK,
+        currentLimit: { requestsPerUnit: 1000, unit: Unit.MONTH },
+        limitRemaining: 997,
+        durationUntilReset: { seconds: 298800n },
+      },
+      {
+        code: Code.OVER_LIMIT,
+        currentLimit: { requestsPerUnit: 3, unit: Unit.HOUR },
+        limitRemaining: 0,
+        durationUntilReset: { seconds: 3600n },
+      },
+    ],
+  });
+  const explanations = [
+    create(DescriptorExplanationSchema, {
+      rule: {
+        requestsPerUnit: 10,
+        unit: Unit.SECOND,
+        unitMultiplier: 1,
+        windowSeconds: 1,
+        tokenBucket: { burst: 20 },
+      },
+    }),
+    create(DescriptorExplanationSchema, {
+      rule: {
+        requestsPerUnit: 1000,
+        unit: Unit.MONTH,
+        unitMultiplier: 1,
+        windowSeconds: 2592000,
+        timeZone: "Europe/Berlin",
+      },
+    }),
+    create(DescriptorExplanationSchema, {
+      rule: {
+        requestsPerUnit: 10,
+        unit: Unit.SECOND,
+        unitMultiplier: 1,
+        windowSeconds: 1,
+        tokenBucket: { burst: 20 },
+      },
+      limits: [
+        {
+          rule: {
+            requestsPerUnit: 10,
+            unit: Unit.SECOND,
+            unitMultiplier: 1,
+            windowSeconds: 1,
+            tokenBucket: { burst: 20 },
+          },
+        },
+        {
+          index: 1,
+          rule: {
+            requestsPerUnit: 3,
+            unit: Unit.HOUR,
+            unitMultiplier: 1,
+            windowSeconds: 3600,
+          },
+        },
+      ],
+    }),
+  ];
+
+  it("prints the bucket's burst and time until full, the zone, and the list's tightest limit", () => {
+    const windows = explanations.map((d, i) =>
+      windowOf(d, statuses.statuses[i]),
+    );
+    expect(
+      formatResponse(statuses, ["k=1", "t=a", "u=b"], windows).split("\n"),
+    ).toEqual([
+      "descriptor k=1: OK, limit 10 per SECOND, token bucket burst 20, 12 remaining, full in 1s",
+      "descriptor t=a: OK, limit 1000 per MONTH in Europe/Berlin, 997 remaining, resets in 298800s",
+      "descriptor u=b: OVER_LIMIT, limit 3 per HOUR, tightest of 2 limits, 0 remaining, resets in 3600s",
+      "overall: OVER_LIMIT",
+    ]);
   });
 });
 
