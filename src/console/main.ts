@@ -7,16 +7,37 @@
 // from elsewhere at run time.
 import { createClient } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   DescriptorExplanation_Verdict as Verdict,
   ExplainService,
   MatchStep_Outcome as Outcome,
   RateLimitResponse_Code as Code,
   RateLimitResponse_RateLimit_Unit as Unit,
+  type CalendarPeriod,
+  type Counter,
   type DescriptorExplanation,
   type ExplainResponse,
+  type LimitCheck,
+  type RateLimitResponse_DescriptorStatus,
+  type Rule,
+  type TokenBucketState,
 } from "../proto.js";
 
+/** One limit of a rule, as `/console/state.json` gives it (server/console.ts `ConsoleLimit`). */
+interface LimitNode {
+  name: string;
+  unit: string;
+  requestsPerUnit: number;
+  unitMultiplier: number;
+  windowSeconds: number;
+  algorithm: string;
+  burst?: number;
+  emissionIntervalUs?: number;
+  timeZone?: string;
+  weekStart?: string;
+  statsKeySuffix: string;
+}
 interface RuleNode {
   compositeKey: string;
   fullKey: string;
@@ -30,6 +51,10 @@ interface RuleNode {
   flags: string[];
   source: { name: string; line: number; version: string };
   children: RuleNode[];
+  /** Every limit the rule checks (absent from servers before token buckets and lists). */
+  limits?: LimitNode[];
+  /** The rule has a `rate_limits:` list. */
+  list?: boolean;
 }
 interface State {
   healthy: boolean;
@@ -84,6 +109,17 @@ function sourceText(s: { name: string; line: number; version: string }) {
   return s.line > 0 ? `${s.name}:${s.line}` : s.name;
 }
 
+/** `3 / HOUR`, `10 / 5 SECOND sliding_window`, `10 / SECOND token_bucket burst 20`, `1000 / MONTH in Europe/Berlin`. */
+function limitNodeText(l: LimitNode): string {
+  let text = `${l.requestsPerUnit} / ${l.unitMultiplier > 1 ? `${l.unitMultiplier} ` : ""}${l.unit}`;
+  if (l.algorithm === "sliding_window") text += " sliding_window";
+  if (l.algorithm === "token_bucket" && l.burst !== undefined)
+    text += ` token_bucket burst ${l.burst}`;
+  if (l.timeZone !== undefined) text += ` in ${l.timeZone}`;
+  if (l.weekStart !== undefined) text += ` from ${l.weekStart}`;
+  return text;
+}
+
 function ruleElement(rule: RuleNode): HTMLElement {
   const summary = el(
     "summary",
@@ -91,12 +127,43 @@ function ruleElement(rule: RuleNode): HTMLElement {
     el("span", { class: "rule-key" }, rule.compositeKey),
   );
   const limit = rule.limit;
+  const limits = rule.limits ?? [];
   if (limit !== undefined) {
-    const text = limit.unlimited
-      ? "unlimited"
-      : `${limit.requestsPerUnit} / ${limit.unit}`;
-    summary.append(" ", el("span", { class: "limit" }, text));
-    if (limit.name !== "")
+    if (limit.unlimited || limits.length === 0) {
+      const text = limit.unlimited
+        ? "unlimited"
+        : `${limit.requestsPerUnit} / ${limit.unit}`;
+      summary.append(" ", el("span", { class: "limit" }, text));
+    } else {
+      if (rule.list === true)
+        summary.append(" ", el("span", { class: "flag" }, "rate_limits"));
+      limits.forEach((l, k) => {
+        if (k > 0) summary.append(" ·");
+        const label =
+          rule.list === true && l.name !== ""
+            ? `${l.name}: `
+            : rule.list === true && l.statsKeySuffix !== ""
+              ? `${l.statsKeySuffix.replace(/^_/, "")}: `
+              : "";
+        summary.append(
+          " ",
+          el(
+            "span",
+            {
+              class: "limit",
+              "data-algorithm": l.algorithm,
+              ...(l.emissionIntervalUs !== undefined
+                ? {
+                    title: `one hit every ${microsText(l.emissionIntervalUs)}`,
+                  }
+                : {}),
+            },
+            label + limitNodeText(l),
+          ),
+        );
+      });
+    }
+    if (limit.name !== "" && rule.list !== true)
       summary.append(el("span", { class: "flag" }, `name=${limit.name}`));
     if (limit.replaces.length > 0)
       summary.append(
@@ -109,6 +176,25 @@ function ruleElement(rule: RuleNode): HTMLElement {
   const details = el("details", { "data-full-key": rule.fullKey }, summary);
   for (const child of rule.children) details.append(ruleElement(child));
   return details;
+}
+
+/** "800ms", "1.5s", "12s": microseconds for people. */
+function microsText(us: number): string {
+  if (us < 1000) return `${us}µs`;
+  if (us < 1_000_000) return `${Math.round(us / 1000)}ms`;
+  if (us < 10_000_000 && us % 1_000_000 !== 0)
+    return `${(us / 1_000_000).toFixed(3).replace(/0+$/, "")}s`;
+  return durationText(Math.ceil(us / 1_000_000));
+}
+
+function durationUs(d: Duration | undefined): number {
+  return d === undefined ? 0 : Number(d.seconds) * 1_000_000 + d.nanos / 1000;
+}
+
+function isoText(t: Timestamp | undefined): string {
+  return t === undefined
+    ? "?"
+    : new Date(Number(t.seconds) * 1000 + t.nanos / 1e6).toISOString();
 }
 
 /** "1h 02m 03s", "2m 05s", "7s": a whole number of seconds for people. */
@@ -241,6 +327,150 @@ const outcomeText: Record<Outcome, string> = {
   [Outcome.OVERRIDE]: "request override",
 };
 
+/** The rule's limit for the Explain result: `4 per MINUTE, sliding window`, … */
+function ruleLimitText(rule: Rule): string {
+  if (rule.unlimited) return "unlimited";
+  return (
+    `${rule.requestsPerUnit} per ${rule.unitMultiplier > 1 ? `${rule.unitMultiplier} ` : ""}${Unit[rule.unit]}` +
+    (rule.slidingWindow ? ", sliding window" : "") +
+    (rule.tokenBucket !== undefined
+      ? `, token bucket burst ${rule.tokenBucket.burst} (one hit every ${microsText(durationUs(rule.tokenBucket.emissionInterval))})`
+      : "") +
+    (rule.timeZone !== ""
+      ? `, calendar ${Unit[rule.unit].toLowerCase()} in ${rule.timeZone}${rule.weekStart !== "" ? ` from ${rule.weekStart}` : ""}`
+      : "")
+  );
+}
+
+/** The counter of a window limit, its previous window and its calendar period. */
+function counterElements(c: Counter): HTMLElement[] {
+  const out: HTMLElement[] = [
+    el(
+      "div",
+      { class: "counter" },
+      `counter ${c.key}: ${c.value} → ${c.valueAfter}`,
+    ),
+  ];
+  if (c.previousKey !== "")
+    out.push(
+      el(
+        "div",
+        { class: "counter" },
+        `previous window ${c.previousKey}: ${c.previousValue}, weighs ${c.previousWeight}; weighted count with this request ${c.comparedCount}`,
+      ),
+    );
+  if (c.period !== undefined) out.push(periodElement(c.period));
+  return out;
+}
+
+function periodElement(p: CalendarPeriod): HTMLElement {
+  return el(
+    "div",
+    {
+      class: "period",
+      "data-label": p.label,
+      "data-time-zone": p.timeZone,
+      "data-end": p.end,
+    },
+    `period ${p.label} in ${p.timeZone}: ${p.start} .. ${p.end}, resets in ${durationText(Number(p.secondsLeft))}`,
+  );
+}
+
+function bucketElement(b: TokenBucketState): HTMLElement {
+  const left =
+    b.admitted && b.remainingAfter !== b.remaining
+      ? `${b.remaining} left → ${b.remainingAfter}`
+      : `${b.remaining} left`;
+  const refused = b.exceedsBurst
+    ? "; refused: the hits exceed the burst"
+    : !b.admitted
+      ? `; refused, fits in ${microsText(durationUs(b.retryAfter))}`
+      : "";
+  return el(
+    "div",
+    {
+      class: "bucket",
+      "data-remaining": String(b.remaining),
+      "data-remaining-after": String(b.remainingAfter),
+      "data-admitted": String(b.admitted),
+    },
+    `token bucket ${b.key}: ${left}${refused}, full in ${microsText(durationUs(b.untilFull))} (TAT ${isoText(b.tat)}${isoText(b.tatAfter) !== isoText(b.tat) ? ` → ${isoText(b.tatAfter)}` : ""})`,
+  );
+}
+
+function decisionElement(
+  verdict: Verdict,
+  status: RateLimitResponse_DescriptorStatus | undefined,
+): HTMLElement {
+  return el(
+    "div",
+    { class: "decision" },
+    `decision: ${Verdict[verdict].toLowerCase().replace(/_/g, " ")}` +
+      (status !== undefined ? ` (${Code[status.code]})` : ""),
+  );
+}
+
+/**
+ * What ShouldRateLimit answers (or would answer) in x-ratelimit-remaining and -reset: for a
+ * token bucket the hits left of its burst and when it is full again.
+ */
+function remainingElement(
+  status: RateLimitResponse_DescriptorStatus,
+  burst: number | undefined,
+): HTMLElement | undefined {
+  if (status.currentLimit === undefined) return undefined;
+  const resetSeconds = Number(status.durationUntilReset?.seconds ?? 0n);
+  return el(
+    "div",
+    {
+      class: "remaining",
+      "data-remaining": String(status.limitRemaining),
+      "data-reset-seconds": String(resetSeconds),
+    },
+    burst !== undefined
+      ? `remaining ${status.limitRemaining} of burst ${burst}, full in ${durationText(resetSeconds)}`
+      : `remaining ${status.limitRemaining} of ${status.currentLimit.requestsPerUnit}, resets in ${durationText(resetSeconds)}`,
+  );
+}
+
+/** One limit of a `rate_limits:` list, with its own counter or bucket and decision. */
+function limitCheckElement(l: LimitCheck): HTMLElement {
+  const rule = l.rule;
+  const label =
+    rule === undefined
+      ? ""
+      : rule.name !== ""
+        ? ` ${rule.name}`
+        : rule.statsKeySuffix !== ""
+          ? ` ${rule.statsKeySuffix.replace(/^_/, "")}`
+          : "";
+  const item = el(
+    "li",
+    {
+      class: `limit-check${l.deciding ? " deciding" : ""}`,
+      "data-index": String(l.index),
+      "data-verdict": Verdict[l.verdict],
+    },
+    el(
+      "strong",
+      {},
+      `limits[${l.index}]${label}: ${rule === undefined ? "?" : ruleLimitText(rule)}${l.deciding ? " — decides" : ""}`,
+    ),
+  );
+  if (l.counter !== undefined) item.append(...counterElements(l.counter));
+  if (l.bucket !== undefined) item.append(bucketElement(l.bucket));
+  if (l.verdict !== Verdict.UNSPECIFIED) {
+    item.append(decisionElement(l.verdict, l.status));
+    const remaining =
+      l.status === undefined
+        ? undefined
+        : remainingElement(l.status, rule?.tokenBucket?.burst);
+    if (remaining !== undefined) item.append(remaining);
+  }
+  for (const note of l.notes) item.append(el("div", { class: "muted" }, note));
+  return item;
+}
+
 function descriptorElement(d: DescriptorExplanation): HTMLElement {
   const section = el("div", {
     class: `descriptor${d.deciding ? " deciding" : ""}`,
@@ -271,59 +501,42 @@ function descriptorElement(d: DescriptorExplanation): HTMLElement {
   }
   section.append(path);
   const rule = d.rule;
+  const list = d.limits.length > 0;
   if (rule !== undefined) {
-    const limit = rule.unlimited
-      ? "unlimited"
-      : `${rule.requestsPerUnit} per ${rule.unitMultiplier > 1 ? `${rule.unitMultiplier} ` : ""}${Unit[rule.unit]}` +
-        (rule.slidingWindow ? ", sliding window" : "") +
-        (rule.allOrNothing ? ", charge: all_or_nothing" : "");
+    const limit = list
+      ? `rate_limits: ${d.limits.length} limits`
+      : ruleLimitText(rule);
     section.append(
-      el("div", { class: "rule" }, `rule ${rule.fullKey}: ${limit}`),
+      el(
+        "div",
+        { class: "rule" },
+        `rule ${rule.fullKey}: ${limit}` +
+          (rule.allOrNothing ? ", charge: all_or_nothing" : ""),
+      ),
     );
   }
   if (d.replacedBy !== "")
     section.append(el("div", {}, `replaced by ${d.replacedBy}`));
-  const c = d.counter;
-  if (c !== undefined) {
+  let burst = rule?.tokenBucket?.burst;
+  if (list) {
     section.append(
       el(
-        "div",
-        { class: "counter" },
-        `counter ${c.key}: ${c.value} → ${c.valueAfter}`,
+        "ol",
+        { class: "limits", start: "0" },
+        ...d.limits.map(limitCheckElement),
       ),
     );
-    if (c.previousKey !== "")
-      section.append(
-        el(
-          "div",
-          { class: "counter" },
-          `previous window ${c.previousKey}: ${c.previousValue}, weighs ${c.previousWeight}; weighted count with this request ${c.comparedCount}`,
-        ),
-      );
+    burst = d.limits.find((l) => l.deciding)?.rule?.tokenBucket?.burst;
+  } else {
+    if (d.counter !== undefined) section.append(...counterElements(d.counter));
+    if (d.bucket !== undefined) section.append(bucketElement(d.bucket));
   }
   const status = d.status;
-  section.append(
-    el(
-      "div",
-      { class: "decision" },
-      `decision: ${Verdict[d.verdict].toLowerCase().replace(/_/g, " ")}` +
-        (status !== undefined ? ` (${Code[status.code]})` : ""),
-    ),
-  );
-  if (status?.currentLimit !== undefined) {
-    // What ShouldRateLimit answers (or would answer) in x-ratelimit-remaining and -reset.
-    const resetSeconds = Number(status.durationUntilReset?.seconds ?? 0n);
-    section.append(
-      el(
-        "div",
-        {
-          class: "remaining",
-          "data-remaining": String(status.limitRemaining),
-          "data-reset-seconds": String(resetSeconds),
-        },
-        `remaining ${status.limitRemaining} of ${status.currentLimit.requestsPerUnit}, resets in ${durationText(resetSeconds)}`,
-      ),
-    );
+  section.append(decisionElement(d.verdict, status));
+  const remaining =
+    status === undefined ? undefined : remainingElement(status, burst);
+  if (remaining !== undefined) {
+    section.append(remaining);
   } else if (d.verdict === Verdict.UNLIMITED && status !== undefined) {
     section.append(
       el(

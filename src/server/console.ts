@@ -1,8 +1,17 @@
 import { existsSync, readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { fileURLToPath } from "node:url";
-import type { RateLimitConfig } from "../config/rate-limit-config.js";
-import { ruleTrees, type DomainTree } from "../config/rule-tree.js";
+import type {
+  DescriptorLevel,
+  RateLimit,
+  RateLimitConfig,
+} from "../config/rate-limit-config.js";
+import {
+  ruleTrees,
+  type DomainTree,
+  type RuleTreeNode,
+} from "../config/rule-tree.js";
+import { unitName } from "../config/units.js";
 import type { HealthChecker } from "../health/health.js";
 import type { StatsStore } from "../stats/stats-store.js";
 
@@ -33,6 +42,51 @@ export interface Console {
 }
 
 /**
+ * One limit of a rule as the console's tree shows it: every limit of a `rate_limits:` list, or
+ * the rule's one `rate_limit:`, with the extensions' fields.
+ */
+export interface ConsoleLimit {
+  /** `name` of the limit; "" when unnamed. */
+  readonly name: string;
+  /** Unit name (`SECOND` … `YEAR`). */
+  readonly unit: string;
+  readonly requestsPerUnit: number;
+  /** `unit_multiplier` (1 when not set). */
+  readonly unitMultiplier: number;
+  /** Window length in seconds (unit × unit_multiplier; a calendar unit's nominal length). */
+  readonly windowSeconds: number;
+  /** `algorithm`: `fixed_window`, `sliding_window` or `token_bucket`. */
+  readonly algorithm: "fixed_window" | "sliding_window" | "token_bucket";
+  /** Token buckets: hits a full bucket admits at once; absent otherwise. */
+  readonly burst?: number;
+  /** Token buckets: the emission interval (one hit's worth of time), µs; absent otherwise. */
+  readonly emissionIntervalUs?: number;
+  /** Calendar windows: the IANA time zone; absent otherwise. */
+  readonly timeZone?: string;
+  /** Calendar weeks: the day weeks start on; absent otherwise. */
+  readonly weekStart?: string;
+  /** Appended to the stats key of a limit in a `rate_limits:` list; "" otherwise. */
+  readonly statsKeySuffix: string;
+}
+
+/** One rule of the console's tree: the config's rule tree node, with its limits in full. */
+export interface ConsoleRuleNode extends RuleTreeNode {
+  /**
+   * The limits the rule checks, in list order: one for `rate_limit:`, each entry of a
+   * `rate_limits:` list; empty for a rule without a limit or an unlimited one.
+   */
+  readonly limits: readonly ConsoleLimit[];
+  /** `rate_limits:`: the rule has a list (even of one limit). */
+  readonly list: boolean;
+  readonly children: readonly ConsoleRuleNode[];
+}
+
+/** The rules of one domain as the console's tree shows them. */
+export interface ConsoleDomainTree extends DomainTree {
+  readonly rules: readonly ConsoleRuleNode[];
+}
+
+/**
  * The state the console page shows, as `/console/state.json` returns it; the page polls it
  * every few seconds while visible.
  */
@@ -46,7 +100,7 @@ export interface ConsoleState {
   /** Whole seconds since the process started. */
   readonly uptimeSeconds: number;
   readonly configLoaded: boolean;
-  readonly domains: readonly DomainTree[];
+  readonly domains: readonly ConsoleDomainTree[];
   /** The service's statistics: `ratelimit.service.*`, per-rule ones included, sorted by name. */
   readonly statistics: readonly { name: string; value: number }[];
 }
@@ -81,6 +135,63 @@ const page = `<!doctype html>
 </body>
 </html>
 `;
+
+/** One limit's fields for the console (see {@link ConsoleLimit}). */
+function consoleLimit(limit: RateLimit): ConsoleLimit {
+  const bucket = limit.tokenBucket;
+  const calendar = limit.calendar;
+  return {
+    name: limit.name,
+    unit: unitName(limit.unit),
+    requestsPerUnit: limit.requestsPerUnit,
+    unitMultiplier: limit.unitMultiplier,
+    windowSeconds: limit.windowSeconds,
+    algorithm:
+      bucket !== undefined
+        ? "token_bucket"
+        : limit.sliding
+          ? "sliding_window"
+          : "fixed_window",
+    ...(bucket !== undefined
+      ? { burst: bucket.burst, emissionIntervalUs: bucket.emissionIntervalUs }
+      : {}),
+    ...(calendar !== undefined ? { timeZone: calendar.timeZone } : {}),
+    ...(calendar?.unit === "week" ? { weekStart: calendar.weekStart } : {}),
+    statsKeySuffix: limit.statsKeySuffix,
+  };
+}
+
+/**
+ * Adds each rule's limits in full to the config's rule tree (which carries the first limit's
+ * reference fields only), reading the same compiled level by composite key.
+ */
+function withLimits(
+  nodes: readonly RuleTreeNode[],
+  level: DescriptorLevel | undefined,
+): ConsoleRuleNode[] {
+  return nodes.map((node) => {
+    const compiled = level?.nodes.get(node.compositeKey);
+    const limit = compiled?.limit;
+    const limits =
+      limit === undefined || limit.unlimited
+        ? []
+        : [limit, ...(limit.extraLimits ?? [])].map(consoleLimit);
+    return {
+      ...node,
+      limits,
+      list: limit?.extraLimits !== undefined,
+      children: withLimits(node.children, compiled?.children),
+    };
+  });
+}
+
+/** The console's tree of every loaded domain (see {@link ConsoleRuleNode}). */
+export function consoleTrees(config: RateLimitConfig): ConsoleDomainTree[] {
+  return ruleTrees(config).map((tree) => ({
+    domain: tree.domain,
+    rules: withLimits(tree.rules, config.view?.domainRules(tree.domain)),
+  }));
+}
 
 /** Where the built console is: dist/console from dist/src/server, or from src/server. */
 function defaultAssetsDir(): string {
@@ -136,7 +247,7 @@ export function createConsole(options: ConsoleOptions): Console {
       degraded: options.health.degradedComponents(),
       uptimeSeconds: Math.floor((nowMs() - options.startedAtMs) / 1000),
       configLoaded: config !== undefined,
-      domains: config === undefined ? [] : ruleTrees(config),
+      domains: config === undefined ? [] : consoleTrees(config),
       statistics,
     };
   }

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -36,11 +36,9 @@ async function inPage<T = unknown>(page: Page, script: string): Promise<T> {
 
 beforeAll(async () => {
   mkdirSync(results, { recursive: true });
-  // The console's static files are built by `make build`; build them here when missing so
-  // the test also runs straight from the sources.
-  if (!existsSync(join(repoRoot, "dist", "console", "app.js"))) {
-    await import(join(repoRoot, "scripts", "build-console.mjs"));
-  }
+  // The console's static files are built by `make build`; built again here (esbuild takes
+  // about a second) so the test checks the sources, not an older build.
+  await import(join(repoRoot, "scripts", "build-console.mjs"));
   browser = await puppeteer.launch({
     executablePath: chromium,
     headless: true,
@@ -143,6 +141,172 @@ describe("the debug console in Chromium", () => {
       expect(descriptors[1]!.verdict).toBe("WITHIN_LIMIT");
       await page.screenshot({
         path: join(results, "console-explain.png"),
+        fullPage: true,
+      });
+    } finally {
+      await page.close();
+    }
+  });
+});
+
+describe("the debug console with token buckets, calendar windows and rate_limits: lists", () => {
+  const limitsConfig = `domain: api
+descriptors:
+  - key: user
+    rate_limits:
+      - { unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 20 }
+      - { unit: hour, requests_per_unit: 3 }
+      - { name: monthly, unit: month, requests_per_unit: 1000, time_zone: Europe/Berlin }
+  - key: key
+    rate_limit: { unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 20 }
+  - key: tenant
+    rate_limit: { unit: week, requests_per_unit: 1000, time_zone: America/New_York, week_start: sunday }
+`;
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp(
+      { "api.yaml": limitsConfig },
+      { DISABLE_STATS: "true" },
+    );
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  it("shows each limit in the tree and each limit's verdict, bucket and period in Explain", async () => {
+    const page = await browser.newPage();
+    await page.setViewport({ width: 1200, height: 1200 });
+    try {
+      await page.goto(`http://${t.addresses.debug}/`);
+      await page.waitForSelector("details.domain");
+      const rules = await inPage<
+        { key: string; limits: { algorithm: string; text: string }[] }[]
+      >(
+        page,
+        `[...document.querySelectorAll("#config-tree details[data-full-key]")].map((d) => ({
+          key: d.getAttribute("data-full-key"),
+          limits: [...d.querySelector("summary").querySelectorAll(".limit")].map((l) => ({
+            algorithm: l.getAttribute("data-algorithm"),
+            text: l.textContent,
+          })),
+        }))`,
+      );
+      expect(rules).toEqual([
+        {
+          key: "api.user",
+          limits: [
+            {
+              algorithm: "token_bucket",
+              text: "per_second: 10 / SECOND token_bucket burst 20",
+            },
+            { algorithm: "fixed_window", text: "per_hour: 3 / HOUR" },
+            {
+              algorithm: "fixed_window",
+              text: "monthly: 1000 / MONTH in Europe/Berlin",
+            },
+          ],
+        },
+        {
+          key: "api.key",
+          limits: [
+            {
+              algorithm: "token_bucket",
+              text: "10 / SECOND token_bucket burst 20",
+            },
+          ],
+        },
+        {
+          key: "api.tenant",
+          limits: [
+            {
+              algorithm: "fixed_window",
+              text: "1000 / WEEK in America/New_York from sunday",
+            },
+          ],
+        },
+      ]);
+
+      // Four hits: the hourly limit of the list is over (3 per hour), the bucket is not.
+      await page.type("#explain-domain", "api");
+      await page.type(
+        "#explain-descriptors",
+        "user=alice; key=k1; tenant=acme",
+      );
+      await inPage(page, `document.getElementById("explain-hits").value = "4"`);
+      await page.click("#explain-form button[type=submit]");
+      await page.waitForSelector("#explain-overall");
+      const result = await inPage<{
+        overall: string;
+        checks: {
+          index: string;
+          verdict: string;
+          deciding: boolean;
+          text: string;
+        }[];
+        buckets: { remaining: string; after: string; admitted: string }[];
+        periods: { label: string; zone: string; end: string }[];
+        remaining: string[];
+      }>(
+        page,
+        `({
+          overall: document.getElementById("explain-overall").textContent,
+          checks: [...document.querySelectorAll("#explain-result .limit-check")].map((l) => ({
+            index: l.getAttribute("data-index"),
+            verdict: l.getAttribute("data-verdict"),
+            deciding: l.classList.contains("deciding"),
+            text: l.textContent,
+          })),
+          buckets: [...document.querySelectorAll("#explain-result .bucket")].map((b) => ({
+            remaining: b.getAttribute("data-remaining"),
+            after: b.getAttribute("data-remaining-after"),
+            admitted: b.getAttribute("data-admitted"),
+          })),
+          periods: [...document.querySelectorAll("#explain-result .period")].map((p) => ({
+            label: p.getAttribute("data-label"),
+            zone: p.getAttribute("data-time-zone"),
+            end: p.getAttribute("data-end"),
+          })),
+          remaining: [...document.querySelectorAll("#explain-result .descriptor > .remaining")].map((r) => r.textContent),
+        })`,
+      );
+      expect(result.overall).toBe("overall: OVER_LIMIT");
+      expect(
+        result.checks.map((c) => [c.index, c.verdict, c.deciding]),
+      ).toEqual([
+        ["0", "WITHIN_LIMIT", false],
+        ["1", "OVER_LIMIT", true],
+        ["2", "WITHIN_LIMIT", false],
+      ]);
+      expect(result.checks[1]!.text).toContain(
+        "limits[1] per_hour: 3 per HOUR — decides",
+      );
+      expect(result.checks[0]!.text).toContain(
+        "remaining 16 of burst 20, full in",
+      );
+      // The list's bucket and the key's bucket: 20 left, 16 after the 4 hits.
+      expect(result.buckets).toEqual([
+        { remaining: "20", after: "16", admitted: "true" },
+        { remaining: "20", after: "16", admitted: "true" },
+      ]);
+      expect(result.periods.map((p) => [p.label.length > 0, p.zone])).toEqual([
+        [true, "Europe/Berlin"],
+        [true, "America/New_York"],
+      ]);
+      expect(result.periods[0]!.end).toMatch(
+        /^\d{4}-\d{2}-01T00:00:00\+0[12]:00$/,
+      );
+      expect(result.periods[1]!.end).toMatch(/T00:00:00-0[45]:00$/);
+      expect(result.remaining[0]).toMatch(/^remaining 0 of 3, resets in /);
+      expect(result.remaining[1]).toMatch(
+        /^remaining 16 of burst 20, full in /,
+      );
+      expect(result.remaining[2]).toMatch(/^remaining 996 of 1000, resets in /);
+      await inPage(
+        page,
+        `document.querySelectorAll("#config-tree details").forEach((d) => { d.open = true; })`,
+      );
+      await page.screenshot({
+        path: join(results, "console-limits.png"),
         fullPage: true,
       });
     } finally {
