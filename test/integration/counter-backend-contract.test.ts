@@ -347,6 +347,18 @@ describe.each(subjects)("CounterBackend contract: $name", (subject) => {
     await backend.flush();
   });
 
+  it("a negative add (a refund) of a sliding window leaves previous alone", async () => {
+    const previousKey = freshKey(subject.name);
+    const key = freshKey(subject.name);
+    await backend.increment([slot(previousKey, 4), slot(key, 3)], now);
+    await backend.flush();
+    // The pipeline does not read the previous window for a refund: previous stays as given.
+    const refund = slot(key, -1, previousKey);
+    refund.previous = 0;
+    await backend.add([refund], now);
+    expect([refund.current, refund.previous]).toEqual([2, 0]);
+  });
+
   it("chargeAllOrNothing charges every counter or none, where the store can", async () => {
     const a = freshKey(subject.name);
     const b = freshKey(subject.name);

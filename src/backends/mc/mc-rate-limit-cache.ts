@@ -159,7 +159,8 @@ export class McCounterBackend implements CounterBackend {
    * its expiration); without a reply the value is taken as read + increment (fail-open) and
    * the slot's increment set to 0, so an undo skips it. A negative increment (an undo, a
    * refund) is a decrement, never creating a counter; memcached floors it at 0. The counters
-   * after the decrements are read back (one multi-get) into `current`.
+   * after the decrements are read back (one multi-get) into `current`; `previous` is left
+   * alone.
    */
   async add(slots: readonly CounterSlot[], nowSeconds: number): Promise<void> {
     if (slots.some((slot) => slot.increment < 0)) {
@@ -168,7 +169,13 @@ export class McCounterBackend implements CounterBackend {
         if (slot.increment < 0)
           undo.push({ key: slot.cacheKey, hits: -slot.increment });
       await this.client.decrementMulti(undo);
-      await this.peek(slots);
+      // Read back the current counters only: `previous` stays as it was (the contract), which
+      // a peek would overwrite for sliding windows.
+      const found = await this.client.getMulti(
+        slots.map((slot) => slot.cacheKey),
+      );
+      for (const slot of slots)
+        slot.current = this.storedCounter(found, slot.cacheKey);
       return;
     }
     const increments = slots.map((slot) => ({
