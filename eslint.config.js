@@ -253,10 +253,11 @@ export default defineConfig(
       "!**/limiter/counter-decision.js",
       "!**/limiter/hits-addend.js",
       "!**/limiter/window.js",
+      "!**/limiter/gcra.js",
       "!**/limiter/backend-error.js",
       "!**/limiter/cache-key-error.js",
     ],
-    "explain/ may import what service/ may, plus service/ and server/'s handler contract; it reads counters only through the decision pipeline",
+    "explain/ may import what service/ may, plus service/ and server/'s handler contract and the token-bucket arithmetic (gcra.ts); it reads counters only through the decision pipeline",
   ),
   boundary(
     ["src/http2/**"],

@@ -12,9 +12,8 @@ import {
   counterDecision,
   limitResetSeconds,
 } from "../limiter/counter-decision.js";
-// gcra.ts is the token bucket's pure arithmetic, as counter-decision.ts is the windows' (which
-// the boundary allows): Explain predicts with the decision's own formulas, reading no store.
-// eslint-disable-next-line no-restricted-imports -- see above; the boundary should list gcra.js
+// gcra.ts is the token bucket's pure arithmetic, as counter-decision.ts is the windows':
+// Explain predicts with the decision's own formulas, reading no store.
 import { gcraDecide, type GcraDecision } from "../limiter/gcra.js";
 import type { CounterReading } from "../limiter/rate-limit-cache.js";
 import { secondsUntilReset } from "../limiter/window.js";

@@ -493,11 +493,13 @@ export class RateLimitPipeline<
     const backend = this.backend;
     const sent = plan.sent;
     const now = plan.nowSeconds;
-    if (plan.counted.length === 0) return true;
-    if (this.localCacheRejects(plan) || sent.length === 0) {
+    if (this.localCacheRejects(plan)) {
       if (sent.length > 0) await backend.peek(sent);
       return false;
     }
+    // Nothing to charge (no window counter, or only shadow-mode ones the local cache knows
+    // over limit): nothing refuses, so the request's token buckets keep their hits.
+    if (sent.length === 0) return true;
     const atomic = backend.chargeAllOrNothing?.(sent, now, () =>
       this.allFit(plan, true),
     );
