@@ -141,8 +141,7 @@ export function recordingBackend(
     // that adds up, so an outage's token-bucket charges stay in the local limiter only
     // (docs/failure-modes.md#nothing-lost).
     takeTokens: (slots, nowUs) => inner.takeTokens(slots, nowUs),
-    add: (slots, nowSeconds) =>
-      recorded(inner.add(slots, nowSeconds), slots),
+    add: (slots, nowSeconds) => recorded(inner.add(slots, nowSeconds), slots),
     ...(inner.chargeAllOrNothing !== undefined
       ? {
           chargeAllOrNothing(slots, nowSeconds, fits) {
