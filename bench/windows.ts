@@ -11,6 +11,7 @@ import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { KvCounterBackend } from "../src/backends/kv/kv-rate-limit-cache.js";
 import type { RateLimit } from "../src/config/rate-limit-config.js";
+import { loadConfig } from "../src/config/load-config.js";
 import { unitToSeconds, windowShape } from "../src/config/units.js";
 import { createDecider } from "../src/limiter/decide.js";
 import { RateLimitPipeline } from "../src/limiter/pipeline.js";
@@ -76,9 +77,33 @@ function limit(
   };
 }
 
+/**
+ * The limit of descriptor `key` in a one-rule domain loaded by the real config loader (the
+ * rule's YAML after `key:`), for the extensions whose fields the loader derives.
+ */
+function loaded(key: string, rule: string): RateLimit {
+  const config = loadConfig(
+    [
+      {
+        name: `${key}.yaml`,
+        text: `domain: bench\ndescriptors:\n  - key: ${key}\n${rule}`,
+      },
+    ],
+    { statsManager: stats },
+  );
+  const limit = config.getLimit(
+    "bench",
+    create(RateLimitDescriptorSchema, { entries: [{ key, value: "x" }] }),
+  );
+  if (limit === undefined) throw new Error(`no limit for ${key}`);
+  return limit;
+}
+
 interface Case {
   readonly name: string;
   readonly limits: readonly RateLimit[];
+  /** Hits per descriptor. @defaultValue 1 */
+  readonly hits?: number;
 }
 
 const cases: readonly Case[] = [
@@ -100,6 +125,38 @@ const cases: readonly Case[] = [
       limit("d", Unit.MINUTE, 1, false, false),
       limit("e", Unit.HOUR, 1, false, false),
     ],
+  },
+  {
+    name: "token bucket (algorithm: token_bucket, EVALSHA)",
+    limits: [
+      loaded(
+        "k0",
+        "    rate_limit: { unit: second, requests_per_unit: 1000000, algorithm: token_bucket }\n",
+      ),
+    ],
+  },
+  {
+    name: "2 limits per descriptor (rate_limits: second + hour)",
+    limits: [
+      loaded(
+        "k0",
+        "    rate_limits:\n      - { unit: second, requests_per_unit: 1000000 }\n      - { unit: hour, requests_per_unit: 1000000000 }\n",
+      ),
+    ],
+  },
+  {
+    name: "calendar month (time_zone: Europe/Berlin)",
+    limits: [
+      loaded(
+        "k0",
+        "    rate_limit: { unit: month, requests_per_unit: 1000000000, time_zone: Europe/Berlin }\n",
+      ),
+    ],
+  },
+  {
+    name: "refund (is_negative_hits), fixed window, 1 minute",
+    limits: [limit("r", Unit.MINUTE, 1, false, false)],
+    hits: -1,
   },
   {
     name: "2 descriptors, fixed, charge: all_or_nothing (EVALSHA)",
@@ -163,7 +220,7 @@ async function main(): Promise<void> {
     );
     const runCase = async (c: Case, count: number): Promise<void> => {
       const descriptors: RateLimitDescriptor[][] = inputs.get(c)!;
-      const hits = c.limits.map(() => 1);
+      const hits = c.limits.map(() => c.hits ?? 1);
       let next = 0;
       const worker = async (): Promise<void> => {
         while (next < count) {
