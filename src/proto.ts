@@ -1,7 +1,8 @@
 /**
  * The only importer of `gen/`: explicit named re-exports of the generated schemas, types and
  * enums the service uses. Two upstream packages both declare `RateLimitDescriptor` and
- * `RateLimitUnit`; the ratelimit-config ones are re-exported with a `Config` prefix.
+ * `RateLimitUnit`; the ratelimit-config ones are re-exported with a `Config` prefix. Envoy's
+ * `envoy.type.v3.TokenBucket` (RLQS) is re-exported with an `Envoy` prefix beside Explain's.
  */
 export {
   RateLimitService,
@@ -86,3 +87,27 @@ export {
   type CalendarPeriod,
   type LimitCheck,
 } from "../gen/ratelimit/explain/v1/explain_pb.js";
+export {
+  RateLimitQuotaService,
+  RateLimitQuotaUsageReportsSchema,
+  RateLimitQuotaUsageReports_BucketQuotaUsageSchema,
+  RateLimitQuotaResponseSchema,
+  RateLimitQuotaResponse_BucketActionSchema,
+  RateLimitQuotaResponse_BucketAction_QuotaAssignmentActionSchema,
+  RateLimitQuotaResponse_BucketAction_AbandonActionSchema,
+  BucketIdSchema,
+  type RateLimitQuotaUsageReports,
+  type RateLimitQuotaUsageReports_BucketQuotaUsage,
+  type RateLimitQuotaResponse,
+  type RateLimitQuotaResponse_BucketAction,
+  type BucketId,
+} from "../gen/envoy/service/rate_limit_quota/v3/rlqs_pb.js";
+export {
+  RateLimitStrategySchema,
+  RateLimitStrategy_BlanketRule,
+  type RateLimitStrategy,
+} from "../gen/envoy/type/v3/ratelimit_strategy_pb.js";
+export {
+  TokenBucketSchema as EnvoyTokenBucketSchema,
+  type TokenBucket as EnvoyTokenBucket,
+} from "../gen/envoy/type/v3/token_bucket_pb.js";
