@@ -1,7 +1,8 @@
 // examples/envoy/rlqs.yaml against a logging fake RLQS server (test/helpers/rlqs-fake.ts), so
 // the Envoy side of RLQS is checked on its own: a request with `x-tenant: a` subscribes the
 // Envoy to the bucket {tenant: a} (a report arrives), a request without the header matches no
-// bucket, and a pushed token bucket of N tokens per second is enforced by Envoy 1.40.
+// bucket, a pushed token bucket of N tokens per second is enforced by Envoy 1.40, and its
+// refill is continuous (max_tokens bounds the burst, not the rate).
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startUpstream, type Upstream } from "../helpers/envoy.js";
@@ -93,5 +94,36 @@ describe("examples/envoy/rlqs.yaml on Envoy 1.40 (fake RLQS server)", () => {
       10_000,
     );
     expect(report.domain).toBe("rlqs");
+  }, 30_000);
+
+  it("refills at tokens_per_fill / fill_interval continuously: max_tokens is only the burst", async () => {
+    // 20 per second with a burst of 4, then 60 per 3 s (also 20 per second) with a burst of 10.
+    const cases = [
+      { maxTokens: 4, tokensPerFill: 20, fillIntervalSeconds: 1 },
+      { maxTokens: 10, tokensPerFill: 60, fillIntervalSeconds: 3 },
+    ];
+    const lines: string[] = [];
+    for (const tokenBucket of cases) {
+      fake.assign({ tenant: "a" }, { tokenBucket }, 60);
+      // Idle long enough for the bucket to be full.
+      await new Promise((r) => setTimeout(r, 1500));
+      const { seconds } = await runHttpLoad({
+        url: `${envoy.url}/`,
+        headers: { "x-tenant": "a" },
+        schedule: [{ seconds: 4, rate: 60 }],
+      });
+      lines.push(
+        `${JSON.stringify(tokenBucket)}: ${seconds.map((s) => `${s.ok}/${s.limited}`).join(" ")}`,
+      );
+      // The first second: the burst plus the rate; then the rate alone.
+      expect(seconds[0]!.ok).toBeLessThanOrEqual(
+        20 + tokenBucket.maxTokens + 1,
+      );
+      for (const s of seconds.slice(1)) {
+        expect(s.ok).toBeGreaterThanOrEqual(18);
+        expect(s.ok).toBeLessThanOrEqual(22);
+      }
+    }
+    process.stdout.write(`rlqs fake, small bursts:\n${lines.join("\n")}\n`);
   }, 30_000);
 });
