@@ -4,11 +4,18 @@
 // bucket, a pushed token bucket of N tokens per second is enforced by Envoy 1.40, and its
 // refill is continuous (max_tokens bounds the burst, not the rate).
 
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startUpstream, type Upstream } from "../helpers/envoy.js";
 import { runHttpLoad } from "../helpers/http-load.js";
-import { startRlqsEnvoy, type RlqsEnvoy } from "../helpers/rlqs-envoy.js";
+import {
+  rlqsExamplePath,
+  startRlqsEnvoy,
+  type RlqsEnvoy,
+} from "../helpers/rlqs-envoy.js";
 import { startRlqsFake, type RlqsFake } from "../helpers/rlqs-fake.js";
+import { repoRoot } from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 let fake: RlqsFake;
@@ -31,6 +38,11 @@ afterAll(async () => {
 });
 
 describe("examples/envoy/rlqs.yaml on Envoy 1.40 (fake RLQS server)", () => {
+  it("is shown verbatim in docs/rlqs.md", () => {
+    const doc = readFileSync(join(repoRoot, "docs", "rlqs.md"), "utf8");
+    expect(doc).toContain("```yaml\n" + readFileSync(rlqsExamplePath, "utf8"));
+  });
+
   it("subscribes to {tenant: a} on the first request with x-tenant: a", async () => {
     const res = await fetch(`${envoy.url}/`, { headers: { "x-tenant": "a" } });
     expect(res.status).toBe(200);
