@@ -16,6 +16,7 @@ import {
 // Explain predicts with the decision's own formulas, reading no store.
 import { gcraDecide, type GcraDecision } from "../limiter/gcra.js";
 import type { CounterReading } from "../limiter/rate-limit-cache.js";
+import { tighterStatus } from "../limiter/pipeline.js";
 import { secondsUntilReset } from "../limiter/window.js";
 import {
   CalendarPeriodSchema,
@@ -322,17 +323,10 @@ export function explainBucket(
 
 /**
  * Whether `status` replaces `before` as a descriptor's status when both come from limits of
- * one `rate_limits:` list: the pipeline's merge (`put` in limiter/pipeline.ts), which sets the
- * window counters' statuses first, in list order, then the token buckets': OVER_LIMIT before
- * OK, then the lower `limit_remaining`; on a tie the one set first.
+ * one `rate_limits:` list: the pipeline's own rule ({@link tighterStatus}); the pipeline sets
+ * the window counters' statuses first, in list order, then the token buckets'.
  */
-export function tighter(
-  before: RateLimitResponse_DescriptorStatus,
-  status: RateLimitResponse_DescriptorStatus,
-): boolean {
-  if (before.code !== status.code) return status.code === RlsCode.OVER_LIMIT;
-  return status.limitRemaining < before.limitRemaining;
-}
+export const tighter = tighterStatus;
 
 /**
  * Returns the position (in `outcomes`, list order) of the limit whose status the descriptor

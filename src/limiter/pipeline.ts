@@ -604,11 +604,21 @@ function put(
   status: RateLimitResponse_DescriptorStatus,
 ): void {
   const before = statuses[index];
-  if (before === undefined) statuses[index] = status;
-  else if (before.code !== status.code) {
-    if (status.code === Code.OVER_LIMIT) statuses[index] = status;
-  } else if (status.limitRemaining < before.limitRemaining)
+  if (before === undefined || tighterStatus(before, status))
     statuses[index] = status;
+}
+
+/**
+ * Whether `status` is tighter than `before` for one descriptor with several limits
+ * (`rate_limits:`): OVER_LIMIT before OK, then the lower `limit_remaining`; false on a tie (the
+ * earlier limit stays). The rule ShouldRateLimit answers with and Explain predicts with.
+ */
+export function tighterStatus(
+  before: RateLimitResponse_DescriptorStatus,
+  status: RateLimitResponse_DescriptorStatus,
+): boolean {
+  if (before.code !== status.code) return status.code === Code.OVER_LIMIT;
+  return status.limitRemaining < before.limitRemaining;
 }
 
 /**
