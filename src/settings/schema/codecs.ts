@@ -88,6 +88,23 @@ export function durationMs(
   }, formatDurationMs);
 }
 
+/**
+ * Go duration of whole seconds ≥ 1 s, read as milliseconds (for durations a peer truncates to
+ * whole seconds, such as Envoy's RLQS filter), at most `maxMs`.
+ */
+export function wholeSecondsMs(maxMs: number): Codec<number> {
+  return codec((value) => {
+    const ms = parseDurationMs(value, "positive");
+    if (ms % 1000 !== 0 || ms > maxMs) {
+      throw new EnvParseError(
+        `whole seconds from 1s to ${formatDurationMs(maxMs)}`,
+        ms % 1000 !== 0 ? "not whole seconds" : "too long",
+      );
+    }
+    return ms;
+  }, formatDurationMs);
+}
+
 /** Comma-separated list, items not trimmed (see `parseList`). */
 export const list: Codec<readonly string[]> = codec<readonly string[]>(
   parseList,

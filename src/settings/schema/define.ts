@@ -11,6 +11,7 @@ export type SettingsGroup =
   | "configuration"
   | "xds"
   | "rate limiting"
+  | "rlqs"
   | "kv backend"
   | "mc backend"
   | "statistics"
@@ -24,6 +25,7 @@ export const settingsGroupTitles: Readonly<Record<SettingsGroup, string>> =
     configuration: "Configuration source",
     xds: "Configuration from a management server (xDS)",
     "rate limiting": "Rate limiting",
+    rlqs: "Rate limit quota service (RLQS)",
     "kv backend": "Key-value store backend (Redis protocol)",
     "mc backend": "Memcached-protocol backend",
     statistics: "Statistics",

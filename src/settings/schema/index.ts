@@ -1,7 +1,7 @@
 // The settings schema: every environment variable of the service, declared once.
 //
 // Each file of this folder declares the settings of one concern (listeners.ts, logging.ts,
-// configuration.ts, xds.ts, rate-limiting.ts, kv.ts, mc.ts, statistics.ts, tracing.ts) as one
+// configuration.ts, xds.ts, rate-limiting.ts, rlqs.ts, kv.ts, mc.ts, statistics.ts, tracing.ts) as one
 // `settingsGroup(...)`. From these declarations alone derive:
 //   - the `Settings` type (field name = declaration key, field type = the codec's value type,
 //     TSDoc = the comment on the declaration)            -> ../settings.ts
@@ -47,6 +47,7 @@ import { listenerChecks, listeners } from "./listeners.js";
 import { logging } from "./logging.js";
 import { mc, mcChecks } from "./mc.js";
 import { rateLimiting, rateLimitingChecks } from "./rate-limiting.js";
+import { rlqs } from "./rlqs.js";
 import { statistics, statisticsChecks } from "./statistics.js";
 import { tracing } from "./tracing.js";
 import { xds } from "./xds.js";
@@ -58,6 +59,7 @@ export const settingsGroups = Object.freeze([
   configuration,
   xds,
   rateLimiting,
+  rlqs,
   kv,
   mc,
   statistics,
@@ -91,6 +93,7 @@ export type SchemaSettings = SettingsOf<typeof listeners> &
   SettingsOf<typeof configuration> &
   SettingsOf<typeof xds> &
   SettingsOf<typeof rateLimiting> &
+  SettingsOf<typeof rlqs> &
   SettingsOf<typeof kv> &
   SettingsOf<typeof mc> &
   SettingsOf<typeof statistics> &
