@@ -260,6 +260,23 @@ export default defineConfig(
     "explain/ may import what service/ may, plus service/ and server/'s handler contract and the token-bucket arithmetic (gcra.ts); it reads counters only through the decision pipeline",
   ),
   boundary(
+    ["src/rlqs/**"],
+    [
+      "**/backends/**",
+      "**/provider/**",
+      "**/settings/**",
+      "**/app/**",
+      "**/http2/**",
+      "**/cli/**",
+      "**/server/**",
+      "**/explain/**",
+      "**/service/**",
+      "**/limiter/**",
+      "../../gen/**",
+    ],
+    "rlqs/ (the rate limit quota service) reads the rules through config/ (the view and getLimit) and counts in stats/; it decides nothing through the limiter, backends or server",
+  ),
+  boundary(
     ["src/http2/**"],
     [
       "../**",

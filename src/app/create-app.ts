@@ -27,6 +27,7 @@ import { startHttpServer } from "../server/http-server.js";
 import { createJsonHandler } from "../server/json-handler.js";
 import type { Listening } from "../server/listen.js";
 import { createRoutes } from "../server/routes.js";
+import { createRlqsService } from "../rlqs/rlqs-service.js";
 import { createShouldRateLimitHandler } from "../server/should-rate-limit-handler.js";
 import { createExplainService } from "../explain/explain-service.js";
 import {
@@ -310,10 +311,21 @@ export async function createApp(
     logger.child({ component: "explain" }),
   );
   const publicExplain = settings.explainEnabled ? explainHandler : undefined;
+  const rlqs = createRlqsService({
+    currentConfig: () => service.currentConfig(),
+    stats: statsManager.store,
+    logger: logger.child({ component: "rlqs" }),
+    clock,
+    reportIntervalMs: settings.rlqsReportIntervalMs,
+    assignmentTtlMs: settings.rlqsAssignmentTtlMs,
+    abandonAfterMs: settings.rlqsAbandonAfterMs,
+    globalShadowMode: settings.shadowMode,
+  });
   const routes = createRoutes({
     shouldRateLimit,
     health,
     statsManager,
+    rlqs: (requests) => rlqs.stream(requests),
     ...(publicExplain !== undefined ? { explain: publicExplain } : {}),
   });
   const startedAtMs = clock.nowMs();
@@ -456,6 +468,7 @@ export async function createApp(
           : {}),
       });
       opened("gRPC", grpc);
+      rlqs.start();
       health.setReason("startup", undefined);
       health.ok("startup");
       // One line an operator can check the whole start-up against.
@@ -489,6 +502,8 @@ export async function createApp(
       closing ??= (async () => {
         const open = listeners;
         listeners = [];
+        // RLQS streams never end by themselves: end them (OK) so the drain does not wait.
+        rlqs.close();
         await Promise.all(open.map((l) => l.close(graceMs)));
         await provider.close();
         await cache.close();

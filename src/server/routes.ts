@@ -8,9 +8,12 @@ import {
   HealthListResponseSchema,
   RateLimitService,
   ExplainService,
+  RateLimitQuotaService,
   type ExplainRequest,
   type ExplainResponse,
   type HealthCheckResponse,
+  type RateLimitQuotaResponse,
+  type RateLimitQuotaUsageReports,
 } from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";
 import type { ShouldRateLimitHandler } from "./should-rate-limit-handler.js";
@@ -26,7 +29,17 @@ export interface RoutesOptions {
    * answers UNIMPLEMENTED with a message naming the setting. @defaultValue disabled
    */
   readonly explain?: ExplainHandler;
+  /**
+   * Serves `envoy.service.rate_limit_quota.v3.RateLimitQuotaService` (RLQS, a bidirectional
+   * stream; gRPC only); when absent the method answers UNIMPLEMENTED.
+   */
+  readonly rlqs?: RlqsHandler;
 }
+
+/** The RLQS entry point: one `StreamRateLimitQuotas` call (see `createRlqsService`). */
+export type RlqsHandler = (
+  requests: AsyncIterable<RateLimitQuotaUsageReports>,
+) => AsyncIterable<RateLimitQuotaResponse>;
 
 /** The Explain entry point the routes call (see `createExplainHandler`). */
 export type ExplainHandler = (
@@ -59,14 +72,14 @@ export const healthServiceName = "ratelimit";
 
 /**
  * Returns the Connect route registration: `envoy.service.ratelimit.v3.RateLimitService`,
- * `ratelimit.explain.v1.ExplainService` (see {@link registerExplain}) and
- * `grpc.health.v1.Health`. The same routes serve gRPC (HTTP/2 port), and gRPC-web and the
+ * `ratelimit.explain.v1.ExplainService` (see {@link registerExplain}),
+ * `envoy.service.rate_limit_quota.v3.RateLimitQuotaService` and `grpc.health.v1.Health`. The same routes serve gRPC (HTTP/2 port), and gRPC-web and the
  * Connect protocol (HTTP/1.1 port).
  */
 export function createRoutes(
   options: RoutesOptions,
 ): (router: ConnectRouter) => void {
-  const { shouldRateLimit, health, statsManager, explain } = options;
+  const { shouldRateLimit, health, statsManager, explain, rlqs } = options;
   const checkRequests = statsManager.serverTotalRequests("Check");
 
   function statusOf(name: string): ServingStatus | undefined {
@@ -93,6 +106,17 @@ export function createRoutes(
       },
     });
     registerExplain(router, explain);
+    router.service(RateLimitQuotaService, {
+      streamRateLimitQuotas(requests) {
+        if (rlqs === undefined) {
+          throw new ConnectError(
+            "the rate limit quota service is not served here",
+            Code.Unimplemented,
+          );
+        }
+        return rlqs(requests);
+      },
+    });
     router.service(Health, {
       check(request) {
         checkRequests.add(1);

@@ -64,6 +64,29 @@ export const statNames = {
    * process that meets no abuse reports exactly the reference's statistics.
    */
   http2EventScope: "ratelimit.server.http2",
+  /**
+   * RLQS (`envoy.service.rate_limit_quota.v3`, docs/rlqs.md); not reference names. Gauge: the
+   * open `StreamRateLimitQuotas` streams (one per Envoy).
+   */
+  rlqsStreams: "ratelimit.rlqs.streams",
+  /** Counter: bucket reports ignored (empty bucket id, too many buckets on a stream). */
+  rlqsIgnoredBuckets: "ratelimit.rlqs.ignored_buckets",
+  /**
+   * Scope of per-bucket RLQS stats, `<scope>.<domain>.<k1>_<v1>.<k2>_<v2>.<stat>` (entries in
+   * key order); bounded: buckets past the cap share `<scope>.<domain>.stats_overflow`.
+   */
+  rlqsBucketScope: "ratelimit.rlqs.bucket",
+  /** Gauge: streams subscribed to the bucket. */
+  rlqsSubscribedStreams: "subscribed_streams",
+  /**
+   * Gauge: tokens per second assigned to the bucket's streams at the last split, summed (in
+   * shadow mode what would have been assigned; 0 for a blanket rule).
+   */
+  rlqsAssignedTokensPerSecond: "assigned_tokens_per_second",
+  /** Counter: requests the streams reported allowed. */
+  rlqsReportedAllowed: "reported_allowed",
+  /** Counter: requests the streams reported denied. */
+  rlqsReportedDenied: "reported_denied",
 } as const;
 
 /**

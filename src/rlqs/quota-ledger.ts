@@ -1,0 +1,100 @@
+// The per-bucket state the split is computed from: which streams report a bucket and their
+// measured demand. Behind an interface so that a kv-backed ledger can later hold it for every
+// replica (docs/rlqs.md): then each replica records its own streams' reports, reads every
+// stream's demand, computes the same split and pushes only to its own streams.
+
+import { smoothDemand } from "./allocator.js";
+
+/** Requests of one bucket on one stream since its previous report. */
+export interface BucketUsage {
+  readonly allowed: number;
+  readonly denied: number;
+}
+
+/**
+ * Where the streams of each bucket and their demands live. Every method may be asynchronous (a
+ * shared store); the memory ledger answers at once.
+ */
+export interface QuotaLedger {
+  /**
+   * Records one stream's report of a bucket at server time `nowMs` (Envoy truncates
+   * `time_elapsed` to whole seconds, so the server's clock measures the rate).
+   *
+   * @returns true when this report subscribes the stream to the bucket (its first)
+   */
+  report(
+    bucket: string,
+    stream: string,
+    usage: BucketUsage,
+    nowMs: number,
+  ): Promise<boolean>;
+  /**
+   * The streams of a bucket, in a stable order, with their smoothed demand in requests per
+   * second (`undefined` until a measurement covers at least one second).
+   */
+  demands(bucket: string): Promise<ReadonlyMap<string, number | undefined>>;
+  /** Removes a stream from a bucket (abandoned, or the stream ended). */
+  leave(bucket: string, stream: string): Promise<void>;
+}
+
+interface StreamUsage {
+  /** Start of the measurement in progress (server ms). */
+  since: number;
+  /** Requests reported since `since`. */
+  count: number;
+  demand: number | undefined;
+}
+
+/** Shortest span a demand measurement covers; reports closer together are added up. */
+const minMeasureMs = 1_000;
+
+/** The {@link QuotaLedger} of one process (memory backend, one replica). */
+export class MemoryQuotaLedger implements QuotaLedger {
+  private readonly buckets = new Map<string, Map<string, StreamUsage>>();
+
+  report(
+    bucket: string,
+    stream: string,
+    usage: BucketUsage,
+    nowMs: number,
+  ): Promise<boolean> {
+    let streams = this.buckets.get(bucket);
+    if (streams === undefined) {
+      streams = new Map();
+      this.buckets.set(bucket, streams);
+    }
+    const state = streams.get(stream);
+    if (state === undefined) {
+      // The subscribing report covers an unknown span before it: its counts are not a rate.
+      streams.set(stream, { since: nowMs, count: 0, demand: undefined });
+      return Promise.resolve(true);
+    }
+    state.count += usage.allowed + usage.denied;
+    const elapsedMs = nowMs - state.since;
+    if (elapsedMs >= minMeasureMs) {
+      state.demand = smoothDemand(
+        state.demand,
+        (state.count * 1000) / elapsedMs,
+      );
+      state.count = 0;
+      state.since = nowMs;
+    }
+    return Promise.resolve(false);
+  }
+
+  demands(bucket: string): Promise<ReadonlyMap<string, number | undefined>> {
+    const out = new Map<string, number | undefined>();
+    for (const [stream, state] of this.buckets.get(bucket) ?? [])
+      out.set(stream, state.demand);
+    return Promise.resolve(out);
+  }
+
+  leave(bucket: string, stream: string): Promise<void> {
+    const streams = this.buckets.get(bucket);
+    if (streams !== undefined) {
+      streams.delete(stream);
+      if (streams.size === 0) this.buckets.delete(bucket);
+    }
+    return Promise.resolve();
+  }
+}

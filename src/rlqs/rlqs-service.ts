@@ -1,0 +1,483 @@
+// The Rate Limit Quota Service (`envoy.service.rate_limit_quota.v3.RateLimitQuotaService`):
+// one bidirectional stream per Envoy. Reports subscribe the stream to buckets and measure
+// their demand; every report interval each bucket's global rate is split among its streams
+// (allocator.ts) and every stream is pushed a token bucket for its share (assignment.ts).
+// A new subscription is answered at once, and the bucket's other streams get their shrunk
+// shares in the same turn, so the shares never add up to more than the limit.
+
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Logger } from "pino";
+import type { RateLimitConfig } from "../config/rate-limit-config.js";
+import {
+  RateLimitQuotaResponseSchema,
+  type BucketId,
+  type RateLimitQuotaResponse,
+  type RateLimitQuotaResponse_BucketAction,
+  type RateLimitQuotaUsageReports,
+} from "../proto.js";
+import { sanitizeStatName, statNames } from "../stats/names.js";
+import type { Counter, Gauge, StatsStore } from "../stats/stats-store.js";
+import { systemClock, type Clock } from "../util/clock.js";
+import { splitQuota } from "./allocator.js";
+import {
+  abandonAction,
+  assignmentAction,
+  shapeRate,
+  tokenBucketFor,
+  type Assignment,
+} from "./assignment.js";
+import { bucketKey, bucketPolicy } from "./bucket-lookup.js";
+import { MemoryQuotaLedger, type QuotaLedger } from "./quota-ledger.js";
+
+/** Options of {@link createRlqsService}. */
+export interface RlqsServiceOptions {
+  /** The config in force (undefined before the first load: nothing is assigned). */
+  readonly currentConfig: () => RateLimitConfig | undefined;
+  readonly stats: StatsStore;
+  readonly logger: Logger;
+  /** @defaultValue the system clock */
+  readonly clock?: Clock;
+  /** `RLQS_REPORT_INTERVAL`: time between splits, ms. @defaultValue 5000 */
+  readonly reportIntervalMs?: number;
+  /** `RLQS_ASSIGNMENT_TTL`: `assignment_time_to_live`, ms (whole seconds). @defaultValue 15000 */
+  readonly assignmentTtlMs?: number;
+  /** `RLQS_ABANDON_AFTER`: a bucket with no request for this long is abandoned, ms. @defaultValue 60000 */
+  readonly abandonAfterMs?: number;
+  /** `SHADOW_MODE`: every limited bucket is in shadow mode. @defaultValue false */
+  readonly globalShadowMode?: boolean;
+  /** Where bucket demands live. @defaultValue a {@link MemoryQuotaLedger} */
+  readonly ledger?: QuotaLedger;
+  /** Buckets with their own statistics; later ones share an overflow name. @defaultValue 1000 */
+  readonly maxBucketStats?: number;
+  /** Buckets one stream may hold; reports of more are ignored. @defaultValue 10000 */
+  readonly maxBucketsPerStream?: number;
+}
+
+/** The service: the stream handler, the split timer and a manual tick for tests. */
+export interface RlqsService {
+  /**
+   * Serves one `StreamRateLimitQuotas` call: reads the reports, yields the pushed responses
+   * until the client ends its side (then completes with OK) or the call fails.
+   *
+   * @throws ConnectError INVALID_ARGUMENT when the first report has no domain
+   */
+  stream(
+    requests: AsyncIterable<RateLimitQuotaUsageReports>,
+  ): AsyncIterable<RateLimitQuotaResponse>;
+  /** Splits every bucket and pushes the assignments (what the timer does). */
+  tick(): Promise<void>;
+  /** Starts the report-interval timer (unref'd). */
+  start(): void;
+  /** Stops the timer and ends every open stream with OK. */
+  close(): void;
+  /** Open streams. */
+  readonly streamCount: number;
+}
+
+interface StreamBucket {
+  readonly ledgerKey: string;
+  readonly bucketId: BucketId;
+  readonly entries: Readonly<Record<string, string>>;
+  /** Last report with a request in it (or the subscription), server ms. */
+  lastActiveMs: number;
+}
+
+interface BucketStats {
+  readonly subscribed: Gauge;
+  readonly assigned: Gauge;
+  readonly allowed: Counter;
+  readonly denied: Counter;
+}
+
+class QuotaStream {
+  readonly id: string;
+  domain: string | undefined = undefined;
+  readonly buckets = new Map<string, StreamBucket>();
+  warnedDomain = false;
+  warnedBuckets = false;
+  private readonly queue: RateLimitQuotaResponse[] = [];
+  private wake: (() => void) | undefined = undefined;
+  private ended = false;
+  private error: Error | undefined = undefined;
+
+  constructor(id: string) {
+    this.id = id;
+  }
+
+  push(actions: RateLimitQuotaResponse_BucketAction[]): void {
+    if (actions.length === 0 || this.ended) return;
+    this.queue.push(
+      create(RateLimitQuotaResponseSchema, { bucketAction: actions }),
+    );
+    this.signal();
+  }
+
+  finish(error?: unknown): void {
+    if (this.ended) return;
+    this.ended = true;
+    if (error !== undefined) this.error = ConnectError.from(error);
+    this.signal();
+  }
+
+  /** The next response to send; undefined at the end. @throws the error the stream failed with */
+  async next(): Promise<RateLimitQuotaResponse | undefined> {
+    for (;;) {
+      const response = this.queue.shift();
+      if (response !== undefined) return response;
+      if (this.ended) {
+        if (this.error !== undefined) throw this.error;
+        return undefined;
+      }
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+      });
+    }
+  }
+
+  private signal(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+}
+
+/** Creates the RLQS service (see the file header). */
+export function createRlqsService(options: RlqsServiceOptions): RlqsService {
+  const {
+    currentConfig,
+    stats,
+    logger,
+    clock = systemClock,
+    reportIntervalMs = 5_000,
+    assignmentTtlMs = 15_000,
+    abandonAfterMs = 60_000,
+    globalShadowMode = false,
+    ledger = new MemoryQuotaLedger(),
+    maxBucketStats = 1_000,
+    maxBucketsPerStream = 10_000,
+  } = options;
+  const ttlSeconds = Math.max(1, Math.floor(assignmentTtlMs / 1000));
+  const streams = new Map<string, QuotaStream>();
+  const streamGauge = stats.gauge(statNames.rlqsStreams);
+  const ignoredBuckets = stats.counter(statNames.rlqsIgnoredBuckets);
+  const bucketStats = new Map<string, BucketStats>();
+  let nextStreamId = 1;
+  let timer: NodeJS.Timeout | undefined;
+  // Reports and ticks run one at a time: the ledger may be asynchronous, and a split must not
+  // interleave with the subscription it answers.
+  let work: Promise<void> = Promise.resolve();
+  function serially(task: () => Promise<void>): Promise<void> {
+    const run = work.then(task);
+    work = run.catch(() => undefined);
+    return run;
+  }
+
+  function statsOf(domain: string, entries: Readonly<Record<string, string>>) {
+    const ledgerKey = ledgerKeyOf(domain, entries);
+    let handles = bucketStats.get(ledgerKey);
+    if (handles !== undefined) return handles;
+    const path =
+      bucketStats.size < maxBucketStats
+        ? Object.entries(entries)
+            .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+            .map(([key, value]) => `${key}_${value}`)
+            .join(".")
+        : statNames.overflowKey;
+    const prefix = sanitizeStatName(
+      `${statNames.rlqsBucketScope}.${domain}.${path}.`,
+    );
+    handles = {
+      subscribed: stats.gauge(prefix + statNames.rlqsSubscribedStreams),
+      assigned: stats.gauge(prefix + statNames.rlqsAssignedTokensPerSecond),
+      allowed: stats.counter(prefix + statNames.rlqsReportedAllowed),
+      denied: stats.counter(prefix + statNames.rlqsReportedDenied),
+    };
+    if (bucketStats.size < maxBucketStats) bucketStats.set(ledgerKey, handles);
+    return handles;
+  }
+
+  /**
+   * Splits one bucket among its streams and returns each local stream's action. Undefined
+   * before the first config load (Envoy applies its `no_assignment_behavior`).
+   */
+  async function splitBucket(
+    domain: string,
+    bucket: StreamBucket,
+  ): Promise<Map<string, RateLimitQuotaResponse_BucketAction> | undefined> {
+    const config = currentConfig();
+    if (config === undefined) return undefined;
+    const policy = bucketPolicy(
+      config,
+      domain,
+      bucket.entries,
+      globalShadowMode,
+    );
+    const demands = await ledger.demands(bucket.ledgerKey);
+    const ids = [...demands.keys()];
+    const handles = statsOf(domain, bucket.entries);
+    handles.subscribed.set(ids.length);
+    const out = new Map<string, RateLimitQuotaResponse_BucketAction>();
+    let assignments: Assignment[];
+    if (policy.kind === "allow_all") {
+      handles.assigned.set(0);
+      assignments = ids.map(() => ({ kind: "allow_all" }));
+    } else {
+      const shares = splitQuota(
+        policy.ratePerSecond,
+        ids.map((id) => ({ demand: demands.get(id) })),
+      );
+      const shapes = shares.map((share) => tokenBucketFor(share));
+      let assigned = 0;
+      if (policy.ratePerSecond > 0)
+        for (const shape of shapes) assigned += shapeRate(shape);
+      handles.assigned.set(Math.round(assigned * 1000) / 1000);
+      assignments = shapes.map((shape) =>
+        policy.shadow
+          ? { kind: "allow_all" }
+          : policy.ratePerSecond <= 0
+            ? { kind: "deny_all" }
+            : { kind: "token_bucket", shape },
+      );
+    }
+    ids.forEach((id, i) => {
+      const assignment = assignments[i];
+      if (assignment === undefined || !streams.has(id)) return;
+      out.set(id, assignmentAction(bucket.bucketId, assignment, ttlSeconds));
+    });
+    return out;
+  }
+
+  /** Splits the given buckets and pushes one response per stream holding all its actions. */
+  async function pushSplits(
+    buckets: Iterable<{ domain: string; bucket: StreamBucket }>,
+    extra?: Map<QuotaStream, RateLimitQuotaResponse_BucketAction[]>,
+  ): Promise<void> {
+    const perStream =
+      extra ?? new Map<QuotaStream, RateLimitQuotaResponse_BucketAction[]>();
+    for (const { domain, bucket } of buckets) {
+      const actions = await splitBucket(domain, bucket);
+      if (actions === undefined) continue;
+      for (const [id, action] of actions) {
+        const stream = streams.get(id);
+        if (stream === undefined) continue;
+        let list = perStream.get(stream);
+        if (list === undefined) {
+          list = [];
+          perStream.set(stream, list);
+        }
+        list.push(action);
+      }
+    }
+    for (const [stream, actions] of perStream) stream.push(actions);
+  }
+
+  async function receive(
+    stream: QuotaStream,
+    reports: RateLimitQuotaUsageReports,
+  ): Promise<void> {
+    if (stream.domain === undefined) {
+      if (reports.domain === "") {
+        throw new ConnectError(
+          "the first RateLimitQuotaUsageReports of a stream must carry a domain",
+          Code.InvalidArgument,
+        );
+      }
+      stream.domain = reports.domain;
+      if (currentConfig()?.view?.domainRules(reports.domain) === undefined) {
+        logger.info(
+          { stream: stream.id, domain: reports.domain },
+          "RLQS stream for a domain without rules: its buckets are ALLOW_ALL",
+        );
+      }
+    } else if (
+      reports.domain !== "" &&
+      reports.domain !== stream.domain &&
+      !stream.warnedDomain
+    ) {
+      stream.warnedDomain = true;
+      logger.warn(
+        { stream: stream.id, domain: stream.domain, sent: reports.domain },
+        "RLQS stream changed its domain: the first one is kept (open a new stream to change it)",
+      );
+    }
+    const domain = stream.domain;
+    const nowMs = clock.nowMs();
+    const subscribed: { domain: string; bucket: StreamBucket }[] = [];
+    for (const usage of reports.bucketQuotaUsages) {
+      const entries = usage.bucketId?.bucket ?? {};
+      const isNew = usage.bucketId !== undefined;
+      const key = bucketKey(entries);
+      const ledgerKey = ledgerKeyOf(domain, entries);
+      let bucket = stream.buckets.get(ledgerKey);
+      if (
+        key === "" ||
+        !isNew ||
+        (bucket === undefined && stream.buckets.size >= maxBucketsPerStream)
+      ) {
+        ignoredBuckets.add(1);
+        if (!stream.warnedBuckets) {
+          stream.warnedBuckets = true;
+          logger.warn(
+            { stream: stream.id, domain, bucket: entries },
+            key === ""
+              ? "RLQS report for an empty bucket id ignored"
+              : "RLQS report past the buckets a stream may hold ignored",
+          );
+        }
+        continue;
+      }
+      const allowed = Number(usage.numRequestsAllowed);
+      const denied = Number(usage.numRequestsDenied);
+      const handles = statsOf(domain, entries);
+      handles.allowed.add(allowed);
+      handles.denied.add(denied);
+      const first = await ledger.report(
+        ledgerKey,
+        stream.id,
+        { allowed, denied },
+        nowMs,
+      );
+      if (bucket === undefined) {
+        bucket = {
+          ledgerKey,
+          bucketId: usage.bucketId ?? ({} as BucketId),
+          entries: { ...entries },
+          lastActiveMs: nowMs,
+        };
+        stream.buckets.set(ledgerKey, bucket);
+      } else if (allowed + denied > 0) {
+        bucket.lastActiveMs = nowMs;
+      }
+      if (first) subscribed.push({ domain, bucket });
+    }
+    // A new subscription is answered at once, with every other stream's new share.
+    if (subscribed.length > 0) await pushSplits(subscribed);
+  }
+
+  async function tick(): Promise<void> {
+    const nowMs = clock.nowMs();
+    const abandoned = new Map<
+      QuotaStream,
+      RateLimitQuotaResponse_BucketAction[]
+    >();
+    const buckets = new Map<string, { domain: string; bucket: StreamBucket }>();
+    for (const stream of streams.values()) {
+      const domain = stream.domain;
+      if (domain === undefined) continue;
+      for (const [ledgerKey, bucket] of stream.buckets) {
+        if (nowMs - bucket.lastActiveMs >= abandonAfterMs) {
+          stream.buckets.delete(ledgerKey);
+          await ledger.leave(ledgerKey, stream.id);
+          let list = abandoned.get(stream);
+          if (list === undefined) {
+            list = [];
+            abandoned.set(stream, list);
+          }
+          list.push(abandonAction(bucket.bucketId));
+          logger.debug(
+            { stream: stream.id, domain, bucket: bucket.entries },
+            "RLQS bucket abandoned",
+          );
+          buckets.set(ledgerKey, { domain, bucket });
+          continue;
+        }
+        buckets.set(ledgerKey, { domain, bucket });
+      }
+    }
+    await pushSplits(buckets.values(), abandoned);
+    // Buckets no stream holds any more show 0 streams and 0 tokens.
+    for (const { domain, bucket } of buckets.values()) {
+      const demands = await ledger.demands(bucket.ledgerKey);
+      if (demands.size === 0) {
+        const handles = statsOf(domain, bucket.entries);
+        handles.subscribed.set(0);
+        handles.assigned.set(0);
+      }
+    }
+  }
+
+  async function leaveAll(stream: QuotaStream): Promise<void> {
+    const domain = stream.domain;
+    for (const [ledgerKey, bucket] of stream.buckets) {
+      await ledger.leave(ledgerKey, stream.id);
+      if (domain !== undefined) {
+        const handles = statsOf(domain, bucket.entries);
+        handles.subscribed.set((await ledger.demands(ledgerKey)).size);
+      }
+    }
+    stream.buckets.clear();
+  }
+
+  async function* serve(
+    requests: AsyncIterable<RateLimitQuotaUsageReports>,
+  ): AsyncGenerator<RateLimitQuotaResponse> {
+    const stream = new QuotaStream(String(nextStreamId++));
+    streams.set(stream.id, stream);
+    streamGauge.set(streams.size);
+    logger.debug({ stream: stream.id }, "RLQS stream opened");
+    const pump = (async () => {
+      try {
+        for await (const reports of requests) {
+          await serially(() => receive(stream, reports));
+        }
+        stream.finish();
+      } catch (err) {
+        stream.finish(err);
+      }
+    })();
+    try {
+      for (;;) {
+        const response = await stream.next();
+        if (response === undefined) return;
+        yield response;
+      }
+    } catch (err) {
+      logger.info(
+        { stream: stream.id, domain: stream.domain, err },
+        "RLQS stream failed",
+      );
+      throw err;
+    } finally {
+      stream.finish();
+      streams.delete(stream.id);
+      streamGauge.set(streams.size);
+      await serially(() => leaveAll(stream)).catch(() => undefined);
+      void pump;
+      logger.debug(
+        { stream: stream.id, domain: stream.domain },
+        "RLQS stream closed",
+      );
+    }
+  }
+
+  return {
+    stream: serve,
+    tick: () => serially(tick),
+    start() {
+      if (timer !== undefined) return;
+      timer = setInterval(() => {
+        serially(tick).catch((err: unknown) => {
+          logger.error({ err }, "RLQS split failed");
+        });
+      }, reportIntervalMs);
+      timer.unref();
+    },
+    close() {
+      if (timer !== undefined) clearInterval(timer);
+      timer = undefined;
+      for (const stream of streams.values()) stream.finish();
+    },
+    get streamCount() {
+      return streams.size;
+    },
+  };
+}
+
+/** The ledger's key of a bucket: its domain and canonical entries. */
+function ledgerKeyOf(
+  domain: string,
+  entries: Readonly<Record<string, string>>,
+): string {
+  return `${domain}\u0000${bucketKey(entries)}`;
+}

@@ -1,0 +1,248 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { pino } from "pino";
+import { describe, expect, it } from "vitest";
+import { loadConfig } from "../../../src/config/load-config.js";
+import {
+  BucketIdSchema,
+  RateLimitQuotaUsageReportsSchema,
+  RateLimitQuotaUsageReports_BucketQuotaUsageSchema,
+  RateLimitStrategy_BlanketRule,
+  type RateLimitQuotaResponse,
+  type RateLimitQuotaUsageReports,
+} from "../../../src/proto.js";
+import { createRlqsService } from "../../../src/rlqs/rlqs-service.js";
+import { createStatsManager } from "../../../src/stats/stats-manager.js";
+import { FakeClock } from "../../helpers/fake-clock.js";
+
+const yaml = `
+domain: rlqs
+descriptors:
+  - key: tenant
+    value: gold
+    rate_limit: { unit: second, requests_per_unit: 100 }
+  - key: tenant
+    value: blocked
+    rate_limit: { unit: second, requests_per_unit: 0 }
+`;
+
+/** A client side of one stream: reports pushed by hand, responses read in order. */
+class Client {
+  private readonly pending: RateLimitQuotaUsageReports[] = [];
+  private wake: (() => void) | undefined;
+  private closed = false;
+  readonly responses: RateLimitQuotaResponse[] = [];
+  readonly done: Promise<unknown>;
+
+  constructor(
+    stream: (
+      requests: AsyncIterable<RateLimitQuotaUsageReports>,
+    ) => AsyncIterable<RateLimitQuotaResponse>,
+  ) {
+    const requests = this.requests();
+    this.done = (async () => {
+      try {
+        for await (const response of stream(requests))
+          this.responses.push(response);
+        return undefined;
+      } catch (err) {
+        return err;
+      }
+    })();
+  }
+
+  report(
+    bucket: Record<string, string>,
+    allowed = 0,
+    denied = 0,
+    domain = "rlqs",
+  ): void {
+    this.send(
+      create(RateLimitQuotaUsageReportsSchema, {
+        domain,
+        bucketQuotaUsages: [
+          create(RateLimitQuotaUsageReports_BucketQuotaUsageSchema, {
+            bucketId: create(BucketIdSchema, { bucket }),
+            numRequestsAllowed: BigInt(allowed),
+            numRequestsDenied: BigInt(denied),
+          }),
+        ],
+      }),
+    );
+  }
+
+  send(reports: RateLimitQuotaUsageReports): void {
+    this.pending.push(reports);
+    this.wake?.();
+  }
+
+  end(): void {
+    this.closed = true;
+    this.wake?.();
+  }
+
+  /** The token-bucket rate (tokens / fill seconds) or blanket rule last pushed for a bucket. */
+  last(tenant: string): string | number | undefined {
+    for (let i = this.responses.length - 1; i >= 0; i--) {
+      for (const action of this.responses[i]!.bucketAction) {
+        if (action.bucketId?.bucket["tenant"] !== tenant) continue;
+        if (action.bucketAction.case === "abandonAction") return "abandon";
+        const strategy = action.bucketAction.value?.rateLimitStrategy?.strategy;
+        if (strategy?.case === "tokenBucket") {
+          return (
+            (strategy.value.tokensPerFill ?? 0) /
+            Number(strategy.value.fillInterval?.seconds ?? 0)
+          );
+        }
+        if (strategy?.case === "blanketRule")
+          return strategy.value === RateLimitStrategy_BlanketRule.DENY_ALL
+            ? "DENY_ALL"
+            : "ALLOW_ALL";
+      }
+    }
+    return undefined;
+  }
+
+  private async *requests(): AsyncGenerator<RateLimitQuotaUsageReports> {
+    for (;;) {
+      const next = this.pending.shift();
+      if (next !== undefined) {
+        yield next;
+        continue;
+      }
+      if (this.closed) return;
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+      });
+      this.wake = undefined;
+    }
+  }
+}
+
+const settle = () => new Promise((resolve) => setTimeout(resolve, 5));
+
+function setup() {
+  const clock = new FakeClock(1_000);
+  const statsManager = createStatsManager();
+  const config = loadConfig([{ name: "rlqs.yaml", text: yaml }], {
+    statsManager,
+  });
+  const service = createRlqsService({
+    currentConfig: () => config,
+    stats: statsManager.store,
+    logger: pino({ level: "silent" }),
+    clock,
+    abandonAfterMs: 20_000,
+  });
+  const gauge = (name: string) => statsManager.store.gauge(name).value();
+  const counter = (name: string) => statsManager.store.counter(name).value();
+  return { clock, service, gauge, counter };
+}
+
+describe("RLQS service", () => {
+  it("splits a bucket max-min fairly by measured demand and re-splits on subscription", async () => {
+    const { clock, service, gauge, counter } = setup();
+    const a = new Client((r) => service.stream(r));
+    const b = new Client((r) => service.stream(r));
+    a.report({ tenant: "gold" });
+    await settle();
+    expect(a.last("gold")).toBe(100); // alone: all of L at once
+    b.report({ tenant: "gold" });
+    await settle();
+    // The newcomer gets a fair share at once and the first stream shrinks in the same turn.
+    expect(a.last("gold")).toBe(50);
+    expect(b.last("gold")).toBe(50);
+    clock.seconds += 5;
+    a.report({ tenant: "gold" }, 300, 300); // 120/s
+    b.report({ tenant: "gold" }, 100, 0); // 20/s
+    await settle();
+    await service.tick();
+    expect(b.last("gold")).toBeCloseTo(20 + 0, 0);
+    expect(a.last("gold")).toBe(80);
+    expect(
+      gauge("ratelimit.rlqs.bucket.rlqs.tenant_gold.subscribed_streams"),
+    ).toBe(2);
+    expect(
+      gauge(
+        "ratelimit.rlqs.bucket.rlqs.tenant_gold.assigned_tokens_per_second",
+      ),
+    ).toBeLessThanOrEqual(100);
+    expect(
+      counter("ratelimit.rlqs.bucket.rlqs.tenant_gold.reported_allowed"),
+    ).toBe(400);
+    expect(
+      counter("ratelimit.rlqs.bucket.rlqs.tenant_gold.reported_denied"),
+    ).toBe(300);
+    expect(gauge("ratelimit.rlqs.streams")).toBe(2);
+    a.end();
+    await a.done;
+    expect(gauge("ratelimit.rlqs.streams")).toBe(1);
+    await service.tick();
+    expect(b.last("gold")).toBe(100);
+    b.end();
+    expect(await b.done).toBeUndefined();
+    service.close();
+  });
+
+  it("answers ALLOW_ALL without a rule and DENY_ALL for a zero rule", async () => {
+    const { service } = setup();
+    const a = new Client((r) => service.stream(r));
+    a.report({ tenant: "nobody-rule" });
+    a.report({ tenant: "blocked" });
+    await settle();
+    expect(a.last("nobody-rule")).toBe("ALLOW_ALL");
+    expect(a.last("blocked")).toBe("DENY_ALL");
+    a.end();
+    await a.done;
+  });
+
+  it("abandons a bucket with no requests for RLQS_ABANDON_AFTER", async () => {
+    const { clock, service, gauge } = setup();
+    const a = new Client((r) => service.stream(r));
+    a.report({ tenant: "gold" });
+    await settle();
+    clock.seconds += 10;
+    a.report({ tenant: "gold" }, 0, 0);
+    await settle();
+    await service.tick();
+    expect(a.last("gold")).toBe(100);
+    clock.seconds += 11;
+    a.report({ tenant: "gold" }, 0, 0);
+    await settle();
+    await service.tick();
+    expect(a.last("gold")).toBe("abandon");
+    expect(
+      gauge("ratelimit.rlqs.bucket.rlqs.tenant_gold.subscribed_streams"),
+    ).toBe(0);
+    // Reporting it again subscribes afresh.
+    a.report({ tenant: "gold" }, 1, 0);
+    await settle();
+    expect(a.last("gold")).toBe(100);
+    a.end();
+    await a.done;
+  });
+
+  it("ends a stream without a domain with INVALID_ARGUMENT and ignores empty bucket ids", async () => {
+    const { service, counter } = setup();
+    const a = new Client((r) => service.stream(r));
+    a.report({ tenant: "gold" }, 0, 0, "");
+    const err = await a.done;
+    expect(err).toBeInstanceOf(ConnectError);
+    expect((err as ConnectError).code).toBe(Code.InvalidArgument);
+    const b = new Client((r) => service.stream(r));
+    b.report({});
+    b.send(
+      create(RateLimitQuotaUsageReportsSchema, {
+        bucketQuotaUsages: [
+          create(RateLimitQuotaUsageReports_BucketQuotaUsageSchema, {}),
+        ],
+      }),
+    );
+    await settle();
+    expect(b.responses).toEqual([]);
+    expect(counter("ratelimit.rlqs.ignored_buckets")).toBe(2);
+    b.end();
+    expect(await b.done).toBeUndefined();
+    expect(service.streamCount).toBe(0);
+  });
+});
