@@ -16,17 +16,17 @@ describe("tokenBucketFor", () => {
     expect(tokenBucketFor(50)).toEqual({
       tokensPerFill: 50,
       fillIntervalSeconds: 1,
-      maxTokens: 50,
+      maxTokens: 5,
     });
     expect(tokenBucketFor(100 / 3)).toEqual({
       tokensPerFill: 100,
       fillIntervalSeconds: 3,
-      maxTokens: 33,
+      maxTokens: 4,
     });
     expect(tokenBucketFor(2.5)).toEqual({
       tokensPerFill: 5,
       fillIntervalSeconds: 2,
-      maxTokens: 3,
+      maxTokens: 1,
     });
     expect(tokenBucketFor(0.3)).toEqual({
       tokensPerFill: 1,
@@ -74,7 +74,7 @@ describe("bucket actions", () => {
         assignmentTimeToLive: "15s",
         rateLimitStrategy: {
           tokenBucket: {
-            maxTokens: 33,
+            maxTokens: 4,
             tokensPerFill: 100,
             fillInterval: "3s",
           },
