@@ -24,6 +24,10 @@ descriptors:
   - key: tenant
     value: blocked
     rate_limit: { unit: second, requests_per_unit: 0 }
+  - key: tenant
+    value: trial
+    shadow_mode: true
+    rate_limit: { unit: second, requests_per_unit: 30 }
 `;
 
 /** A client side of one stream: reports pushed by hand, responses read in order. */
@@ -194,6 +198,26 @@ describe("RLQS service", () => {
     expect(a.last("blocked")).toBe("DENY_ALL");
     a.end();
     await a.done;
+  });
+
+  it("tells ALLOW_ALL in shadow mode and for an unknown domain, but counts the shadow split", async () => {
+    const { service, gauge } = setup();
+    const a = new Client((r) => service.stream(r));
+    a.report({ tenant: "trial" });
+    await settle();
+    expect(a.last("trial")).toBe("ALLOW_ALL");
+    expect(
+      gauge(
+        "ratelimit.rlqs.bucket.rlqs.tenant_trial.assigned_tokens_per_second",
+      ),
+    ).toBe(30);
+    const b = new Client((r) => service.stream(r));
+    b.report({ tenant: "gold" }, 0, 0, "elsewhere");
+    await settle();
+    expect(b.last("gold")).toBe("ALLOW_ALL");
+    a.end();
+    b.end();
+    await Promise.all([a.done, b.done]);
   });
 
   it("abandons a bucket with no requests for RLQS_ABANDON_AFTER", async () => {
