@@ -139,6 +139,9 @@ interface VegetaReport {
  * Sends `GET url` at a fixed `rate` per second for `seconds` with vegeta and reports its
  * latencies (vegeta's report has no p99.9: that field is its max).
  *
+ * @param targets - vegeta's targets in its http format instead of `GET url` (e.g. several
+ *   requests with their own headers, sent in turn)
+ *
  * @throws Error when vegeta fails.
  */
 export async function runVegeta(
@@ -147,6 +150,7 @@ export async function runVegeta(
   rate: number,
   seconds: number,
   resultsFile: string,
+  targets?: string,
 ): Promise<LoadResult> {
   const attack = await runTool(
     vegeta,
@@ -158,7 +162,7 @@ export async function runVegeta(
       `-output=${resultsFile}`,
     ],
     (seconds + 60) * 1000,
-    `GET ${url}\n`,
+    targets ?? `GET ${url}\n`,
   );
   if (attack.code !== 0)
     throw new Error(`vegeta attack failed: ${attack.stderr}`);

@@ -124,6 +124,15 @@ descriptors:
   - key: month
     rate_limit: { unit: month, requests_per_unit: 1000000000, time_zone: Europe/Berlin }
 `;
+// The domain of examples/envoy/rlqs.yaml (ours only): every tenant 100/s across all Envoys.
+const rlqsDomainConfig = `
+domain: rlqs
+descriptors:
+  - key: tenant
+    rate_limit: { unit: second, requests_per_unit: 100 }
+`;
+/** Tenants the RLQS row's requests spread over (one bucket each). */
+const rlqsTenants = 10;
 // The domain of examples/envoy/envoy.yaml; vegeta's requests carry remote_address only.
 const envoyDomainConfig = `
 domain: rl
@@ -275,6 +284,20 @@ interface EnvoyRow {
 const rows: Row[] = [];
 const memoryRows: MemoryRow[] = [];
 const envoyRows: EnvoyRow[] = [];
+
+interface RlqsRow {
+  readonly target: string;
+  readonly rate: number;
+  readonly result: LoadResult;
+  /** Requests Envoy let through (200) and refused from its token buckets (429). */
+  readonly ok: number;
+  readonly overLimit: number;
+  /** The service's CPU µs per request Envoy received. */
+  readonly cpuUsPerRequest: number;
+  /** The service's CPU µs per bucket per 5 s report (Envoy 1.40's fixed interval). */
+  readonly cpuUsPerBucketReport: number;
+}
+const rlqsRows: RlqsRow[] = [];
 const notes: string[] = [];
 
 const mib = (kib: number): number => Math.round(kib / 1024);
@@ -304,8 +327,10 @@ function runtimeRoot(extensions: boolean): string {
   mkdirSync(join(dir, "config"), { recursive: true });
   writeFileSync(join(dir, "config", "bench.yaml"), benchConfig);
   writeFileSync(join(dir, "config", "rl.yaml"), envoyDomainConfig);
-  if (extensions)
+  if (extensions) {
     writeFileSync(join(dir, "config", "bench_ext.yaml"), extensionsConfig);
+    writeFileSync(join(dir, "config", "rlqs.yaml"), rlqsDomainConfig);
+  }
   return dir;
 }
 
@@ -712,6 +737,90 @@ async function throughEnvoy(name: string, target: Target): Promise<void> {
   }
 }
 
+/**
+ * The RLQS rows (ours only): Envoy running examples/envoy/rlqs.yaml against `target`, vegeta
+ * at the Envoy rows' rates over {@link rlqsTenants} tenants (one bucket each, 100/s each
+ * across the fleet): Envoy decides every request locally from the token buckets the service
+ * pushes, so the service's work is the reports (one per bucket every 5 s), not the requests.
+ */
+async function throughEnvoyRlqs(name: string, target: Target): Promise<void> {
+  const vegeta = tool(benchBin, "vegeta");
+  const upstreamPort = await freePort();
+  const upstream = startProcess(
+    process.execPath,
+    [join(root, "dist", "bench", "upstream.js"), String(upstreamPort)],
+    {},
+    logFile("upstream"),
+  );
+  const dir = mkdtempSync(join(work, "envoy-rlqs-"));
+  const adminPort = await freePort();
+  const listenerPort = await freePort();
+  try {
+    await waitForPort(upstreamPort, upstream);
+    const envoy = await startEnvoy(
+      dir,
+      envoyConfig({
+        example: join(root, "examples", "envoy", "rlqs.yaml"),
+        adminPort,
+        listenerPort,
+        ratelimit: { host: "127.0.0.1", port: target.grpcPort },
+        backend: { host: "127.0.0.1", port: upstreamPort },
+      }),
+      adminPort,
+      listenerPort,
+    );
+    try {
+      const url = `${envoy.url}/`;
+      const targets = Array.from(
+        { length: rlqsTenants },
+        (_, i) => `GET ${url}\nx-tenant: t${String(i)}\n`,
+      ).join("\n");
+      const warmRate = Math.min(...envoyRates);
+      progress(
+        `${name} through Envoy (RLQS): warm-up ${warmRate}/s, ${warmupSeconds + 6}s`,
+      );
+      // Long enough for every bucket's subscription and a first measured report.
+      await runVegeta(
+        vegeta,
+        url,
+        warmRate,
+        warmupSeconds + 6,
+        join(dir, "warm.bin"),
+        targets,
+      );
+      for (const rate of envoyRates) {
+        progress(`${name} through Envoy (RLQS): ${rate}/s, ${envoySeconds}s`);
+        const cpu0 = treeCpuSeconds(target.process.pid);
+        const result = await runVegeta(
+          vegeta,
+          url,
+          rate,
+          envoySeconds,
+          join(dir, `rlqs-${rate}.bin`),
+          targets,
+        );
+        const cpuUs = (treeCpuSeconds(target.process.pid) - cpu0) * 1e6;
+        for (const error of result.errors ?? [])
+          notes.push(`${name} RLQS at ${rate}/s: vegeta: ${error}`);
+        const reports = rlqsTenants * Math.max(1, envoySeconds / 5);
+        rlqsRows.push({
+          target: name,
+          rate,
+          result,
+          ok: result.statuses["200"] ?? 0,
+          overLimit: result.statuses["429"] ?? 0,
+          cpuUsPerRequest: cpuUs / Math.max(1, result.count),
+          cpuUsPerBucketReport: cpuUs / reports,
+        });
+      }
+    } finally {
+      await envoy.stop();
+    }
+  } finally {
+    await upstream.stop();
+  }
+}
+
 const fmt = (n: number, digits = 2): string =>
   Number.isFinite(n) ? n.toFixed(digits) : "";
 
@@ -772,6 +881,21 @@ function printTables(): string {
         r.count > 0 ? ` (${fmt((100 * e.unchecked) / r.count)} %)` : "";
       out.push(
         `| ${e.target} | ${e.rate} | ${r.count} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.p999Ms)} | ${e.ok} | ${e.overLimit} | ${e.error} | ${e.unchecked} of ${r.count}${share} | ${r.nonOk} | ${e.connections} (${e.goaways}) | ${fmt(e.cpuUs, 1)} |`,
+      );
+    }
+  }
+  if (rlqsRows.length > 0) {
+    out.push(
+      "",
+      `Through Envoy with RLQS (examples/envoy/rlqs.yaml: the rate_limit_quota filter, ${rlqsTenants} tenants of 100/s each shared across the fleet, reports every 5 s), vegeta GET at a fixed rate for ${envoySeconds}s; the service answers reports, not requests:`,
+      "",
+      "| service | rate/s | requests | e2e p50 ms | e2e p99 ms | e2e max ms | let through (200) | refused by Envoy (429) | service CPU µs/request | service CPU µs per bucket report |",
+      "|---|---|---|---|---|---|---|---|---|---|",
+    );
+    for (const e of rlqsRows) {
+      const r = e.result;
+      out.push(
+        `| ${e.target} | ${e.rate} | ${r.count} | ${fmt(r.p50Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.p999Ms)} | ${e.ok} | ${e.overLimit} | ${fmt(e.cpuUsPerRequest, 1)} | ${fmt(e.cpuUsPerBucketReport, 0)} |`,
       );
     }
   }
@@ -876,7 +1000,10 @@ async function main(): Promise<void> {
             KV_SOCKET_TYPE: "tcp",
             KV_URL: redis.address,
           }),
-        (t) => throughEnvoy("ours, kv", t),
+        async (t) => {
+          await throughEnvoy("ours, kv", t);
+          await throughEnvoyRlqs("ours, kv", t);
+        },
       );
     }
   } finally {
@@ -889,7 +1016,7 @@ async function main(): Promise<void> {
   writeFileSync(join(root, ".bench", "last-run.md"), `${tables}\n`);
   writeFileSync(
     join(root, ".bench", "last-run.json"),
-    `${JSON.stringify({ rows, memoryRows, envoyRows, notes }, null, 2)}\n`,
+    `${JSON.stringify({ rows, memoryRows, envoyRows, rlqsRows, notes }, null, 2)}\n`,
   );
 }
 
