@@ -311,6 +311,15 @@ export async function createApp(
     logger.child({ component: "explain" }),
   );
   const publicExplain = settings.explainEnabled ? explainHandler : undefined;
+  // With the kv backend the replicas share the split through the store (docs/rlqs.md,
+  // "Several replicas"); memory and mc keep it in the process.
+  const rlqsLedger =
+    settings.backendType === "kv"
+      ? (await import("./rlqs-ledger.js")).createKvQuotaLedger(
+          settings,
+          context,
+        )
+      : undefined;
   const rlqs = createRlqsService({
     currentConfig: () => service.currentConfig(),
     stats: statsManager.store,
@@ -320,6 +329,7 @@ export async function createApp(
     assignmentTtlMs: settings.rlqsAssignmentTtlMs,
     abandonAfterMs: settings.rlqsAbandonAfterMs,
     globalShadowMode: settings.shadowMode,
+    ...(rlqsLedger !== undefined ? { ledger: rlqsLedger } : {}),
   });
   const routes = createRoutes({
     shouldRateLimit,
@@ -468,6 +478,7 @@ export async function createApp(
           : {}),
       });
       opened("gRPC", grpc);
+      await rlqsLedger?.start();
       rlqs.start();
       health.setReason("startup", undefined);
       health.ok("startup");
@@ -507,6 +518,7 @@ export async function createApp(
         await Promise.all(open.map((l) => l.close(graceMs)));
         await provider.close();
         await cache.close();
+        await rlqsLedger?.close();
         runtimeStats?.close();
         await sinks?.close();
       })();

@@ -41,6 +41,47 @@ function readTlsFile(variable: string, path: string): Buffer | undefined {
   }
 }
 
+/** The main instance's options (`KV_*`), shared by the backend and the RLQS ledger. */
+export function kvMainInstanceOptions(settings: Settings): KvInstanceOptions {
+  return {
+    type: settings.kvType,
+    socketType: settings.kvSocketType,
+    url: settings.kvUrl,
+    poolSize: settings.kvPoolSize,
+    timeoutMs: settings.kvTimeoutMs,
+    poolOnEmptyBehavior: settings.kvPoolOnEmptyBehavior,
+    poolOnEmptyWaitMs: settings.kvPoolOnEmptyWaitMs,
+    pipelineWindowMs: settings.kvPipelineWindowMs,
+    clusterPipelineParallelism: settings.kvClusterPipelineParallelism,
+    tls: settings.kvTls,
+    auth: settings.kvAuth,
+    sentinelAuth: settings.kvSentinelAuth,
+  };
+}
+
+/**
+ * The TLS files of the kv instances (`KV_TLS_*`), read once; undefined when no instance uses
+ * TLS.
+ *
+ * @throws {@link SettingsError} when a file cannot be read
+ */
+export function kvTlsOptions(settings: Settings): KvTlsOptions | undefined {
+  if (!(settings.kvTls || (settings.kvPerSecond && settings.kvPerSecondTls)))
+    return undefined;
+  const clientCert = readTlsFile(
+    "KV_TLS_CLIENT_CERT",
+    settings.kvTlsClientCert,
+  );
+  const clientKey = readTlsFile("KV_TLS_CLIENT_KEY", settings.kvTlsClientKey);
+  const ca = readTlsFile("KV_TLS_CACERT", settings.kvTlsCacert);
+  return {
+    ...(clientCert !== undefined ? { clientCert } : {}),
+    ...(clientKey !== undefined ? { clientKey } : {}),
+    ...(ca !== undefined ? { ca } : {}),
+    skipHostnameVerification: settings.kvTlsSkipHostnameVerification,
+  };
+}
+
 /**
  * Builds the key-value store backend (`BACKEND_TYPE=kv`) from settings: `KV_*` for the main
  * instance, `KV_PERSECOND_*` for the per-second one when `KV_PERSECOND=true`; the TLS files
@@ -61,18 +102,7 @@ export function createKvCache(
       ? { reconnectMaxDelayMs, reconnectOnRequest: true }
       : {};
   const main: KvInstanceOptions = {
-    type: settings.kvType,
-    socketType: settings.kvSocketType,
-    url: settings.kvUrl,
-    poolSize: settings.kvPoolSize,
-    timeoutMs: settings.kvTimeoutMs,
-    poolOnEmptyBehavior: settings.kvPoolOnEmptyBehavior,
-    poolOnEmptyWaitMs: settings.kvPoolOnEmptyWaitMs,
-    pipelineWindowMs: settings.kvPipelineWindowMs,
-    clusterPipelineParallelism: settings.kvClusterPipelineParallelism,
-    tls: settings.kvTls,
-    auth: settings.kvAuth,
-    sentinelAuth: settings.kvSentinelAuth,
+    ...kvMainInstanceOptions(settings),
     ...reconnect,
   };
   const perSecond: KvInstanceOptions | undefined = settings.kvPerSecond
@@ -93,21 +123,7 @@ export function createKvCache(
         ...reconnect,
       }
     : undefined;
-  let tls: KvTlsOptions | undefined;
-  if (settings.kvTls || (settings.kvPerSecond && settings.kvPerSecondTls)) {
-    const clientCert = readTlsFile(
-      "KV_TLS_CLIENT_CERT",
-      settings.kvTlsClientCert,
-    );
-    const clientKey = readTlsFile("KV_TLS_CLIENT_KEY", settings.kvTlsClientKey);
-    const ca = readTlsFile("KV_TLS_CACERT", settings.kvTlsCacert);
-    tls = {
-      ...(clientCert !== undefined ? { clientCert } : {}),
-      ...(clientKey !== undefined ? { clientKey } : {}),
-      ...(ca !== undefined ? { ca } : {}),
-      skipHostnameVerification: settings.kvTlsSkipHostnameVerification,
-    };
-  }
+  const tls = kvTlsOptions(settings);
   try {
     const backend = new KvCounterBackend({
       main,

@@ -1,7 +1,7 @@
 // The per-bucket state the split is computed from: which streams report a bucket and their
-// measured demand. Behind an interface so that a kv-backed ledger can later hold it for every
-// replica (docs/rlqs.md): then each replica records its own streams' reports, reads every
-// stream's demand, computes the same split and pushes only to its own streams.
+// measured demand. Behind an interface so that the kv-backed ledger (kv-quota-ledger.ts) can
+// hold it for every replica (docs/rlqs.md): each replica records its own streams' reports,
+// reads every stream's demand, computes the same split and pushes only to its own streams.
 
 import { smoothDemand } from "./allocator.js";
 
@@ -35,9 +35,21 @@ export interface QuotaLedger {
   demands(bucket: string): Promise<ReadonlyMap<string, number | undefined>>;
   /** Removes a stream from a bucket (abandoned, or the stream ended). */
   leave(bucket: string, stream: string): Promise<void>;
+  /**
+   * Prefix of this replica's stream ids, so that ids are unique across the replicas sharing
+   * the ledger. @defaultValue "" (one replica)
+   */
+  readonly streamIdPrefix?: string;
+  /**
+   * Registers the function called with a bucket when another replica changed its streams or
+   * demands (the kv ledger's publish/subscribe): the service re-splits it for its own streams
+   * at once. Absent on a ledger of one replica.
+   */
+  onRemoteChange?(listener: (bucket: string) => void): void;
 }
 
-interface StreamUsage {
+/** One stream's measurement of one bucket. */
+export interface StreamUsage {
   /** Start of the measurement in progress (server ms). */
   since: number;
   /** Requests reported since `since`. */
@@ -47,6 +59,26 @@ interface StreamUsage {
 
 /** Shortest span a demand measurement covers; reports closer together are added up. */
 const minMeasureMs = 1_000;
+
+/**
+ * Adds one report to a stream's measurement, in place: once the measurement covers at least a
+ * second, its rate is folded into the smoothed demand and a new measurement starts.
+ *
+ * @returns true when the demand changed
+ */
+export function recordUsage(
+  state: StreamUsage,
+  usage: BucketUsage,
+  nowMs: number,
+): boolean {
+  state.count += usage.allowed + usage.denied;
+  const elapsedMs = nowMs - state.since;
+  if (elapsedMs < minMeasureMs) return false;
+  state.demand = smoothDemand(state.demand, (state.count * 1000) / elapsedMs);
+  state.count = 0;
+  state.since = nowMs;
+  return true;
+}
 
 /** The {@link QuotaLedger} of one process (memory backend, one replica). */
 export class MemoryQuotaLedger implements QuotaLedger {
@@ -69,16 +101,7 @@ export class MemoryQuotaLedger implements QuotaLedger {
       streams.set(stream, { since: nowMs, count: 0, demand: undefined });
       return Promise.resolve(true);
     }
-    state.count += usage.allowed + usage.denied;
-    const elapsedMs = nowMs - state.since;
-    if (elapsedMs >= minMeasureMs) {
-      state.demand = smoothDemand(
-        state.demand,
-        (state.count * 1000) / elapsedMs,
-      );
-      state.count = 0;
-      state.since = nowMs;
-    }
+    recordUsage(state, usage, nowMs);
     return Promise.resolve(false);
   }
 

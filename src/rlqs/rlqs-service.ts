@@ -153,16 +153,18 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
     assignmentTtlMs = 15_000,
     abandonAfterMs = 60_000,
     globalShadowMode = false,
-    ledger = new MemoryQuotaLedger(),
     maxBucketStats = 1_000,
     maxBucketsPerStream = 10_000,
   } = options;
+  const ledger: QuotaLedger = options.ledger ?? new MemoryQuotaLedger();
   const ttlSeconds = Math.max(1, Math.floor(assignmentTtlMs / 1000));
   const streams = new Map<string, QuotaStream>();
   const streamGauge = stats.gauge(statNames.rlqsStreams);
   const ignoredBuckets = stats.counter(statNames.rlqsIgnoredBuckets);
   const bucketStats = new Map<string, BucketStats>();
   let nextStreamId = 1;
+  // Unique across the replicas sharing the ledger.
+  const streamIdPrefix = ledger.streamIdPrefix ?? "";
   let timer: NodeJS.Timeout | undefined;
   // Reports and ticks run one at a time: the ledger may be asynchronous, and a split must not
   // interleave with the subscription it answers.
@@ -414,7 +416,7 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
   async function* serve(
     requests: AsyncIterable<RateLimitQuotaUsageReports>,
   ): AsyncGenerator<RateLimitQuotaResponse> {
-    const stream = new QuotaStream(String(nextStreamId++));
+    const stream = new QuotaStream(streamIdPrefix + String(nextStreamId++));
     streams.set(stream.id, stream);
     streamGauge.set(streams.size);
     logger.debug({ stream: stream.id }, "RLQS stream opened");
@@ -452,6 +454,23 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
       );
     }
   }
+
+  /** Re-splits a bucket another replica changed, for this replica's streams. */
+  async function remoteChange(ledgerKey: string): Promise<void> {
+    for (const stream of streams.values()) {
+      const bucket = stream.buckets.get(ledgerKey);
+      if (bucket !== undefined && stream.domain !== undefined) {
+        // One split answers every local stream of the bucket.
+        await pushSplits([{ domain: stream.domain, bucket }]);
+        return;
+      }
+    }
+  }
+  ledger.onRemoteChange?.((ledgerKey) => {
+    serially(() => remoteChange(ledgerKey)).catch((err: unknown) => {
+      logger.error({ err }, "RLQS split failed");
+    });
+  });
 
   return {
     stream: serve,

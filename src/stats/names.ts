@@ -72,6 +72,11 @@ export const statNames = {
   /** Counter: bucket reports ignored (empty bucket id, too many buckets on a stream). */
   rlqsIgnoredBuckets: "ratelimit.rlqs.ignored_buckets",
   /**
+   * Counter: kv store commands of the shared RLQS ledger that failed (BACKEND_TYPE=kv); the
+   * split goes on with the last demands read and the replica's own streams.
+   */
+  rlqsLedgerErrors: "ratelimit.rlqs.ledger_errors",
+  /**
    * Scope of per-bucket RLQS stats, `<scope>.<domain>.<k1>_<v1>.<k2>_<v2>.<stat>` (entries in
    * key order); bounded: buckets past the cap share `<scope>.<domain>.stats_overflow`.
    */
