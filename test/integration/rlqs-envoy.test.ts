@@ -6,6 +6,9 @@
 // Envoy is starved (each gets at least 0.8 × min(its demand, L/3) every second of a settled
 // phase); after the shift the split follows within 10 s (two of Envoy 1.40's fixed 5 s
 // reports). A split proportional to demand alone starves the light Envoy; max-min passes.
+// The same scenario then runs on two replicas of the service behind one redis-server
+// (BACKEND_TYPE=kv): the first two Envoys on replica A, the third on replica B, so the limit
+// is shared through the kv ledger and its change channel (docs/rlqs.md, "Several replicas").
 //
 // Skipped while the built service has no RLQS route (dist/ without the
 // StreamRateLimitQuotas registration). RLQS_E2E_SERVER=fake runs the same harness against a
@@ -25,6 +28,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startUpstream, type Upstream } from "../helpers/envoy.js";
 import { runHttpLoad, type HttpLoadResult } from "../helpers/http-load.js";
 import { startFairRlqsFake } from "../helpers/rlqs-fair-fake.js";
+import {
+  startRedisServer,
+  stopAllRedisServers,
+} from "../helpers/redis-server.js";
 import { startRlqsEnvoy, type RlqsEnvoy } from "../helpers/rlqs-envoy.js";
 import {
   memoryServiceEnv,
@@ -129,12 +136,19 @@ beforeAll(async () => {
   );
 }, 90_000);
 
-afterAll(async () => {
+/** Stops the Envoys and the service(s) of the scenario that ran last. */
+async function stopFirst(): Promise<void> {
   await Promise.all(envoys.map((e) => e.stop()));
   envoys = [];
   await stopServer();
-  if (!skip) await upstream.stop();
+  stopServer = () => Promise.resolve();
   if (root !== undefined) rmSync(root, { recursive: true, force: true });
+  root = undefined;
+}
+
+afterAll(async () => {
+  await stopFirst();
+  if (!skip) await upstream.stop();
 });
 
 /** One line per second: each Envoy's 200/429, the total let through. */
@@ -157,62 +171,116 @@ function table(results: readonly HttpLoadResult[]): string {
   return lines.join("\n");
 }
 
+/**
+ * Runs the load schedules through the three Envoys and asserts the shared limit: the sliding
+ * 2-second means after the warm-up within L ± 5 %, no Envoy starved in a settled phase.
+ */
+async function shareAndAssert(label: string): Promise<void> {
+  const results = await Promise.all(
+    envoys.map((envoy, i) =>
+      runHttpLoad({
+        url: `${envoy.url}/`,
+        headers: { "x-tenant": "a" },
+        schedule: schedules[i]!,
+      }),
+    ),
+  );
+  process.stdout.write(
+    `rlqs e2e per-second totals (${label}):\n${table(results)}\n`,
+  );
+  for (const r of results) {
+    expect(r.firstError).toBeUndefined();
+    for (const s of r.seconds) expect(s.other).toBe(0);
+  }
+  const total = (t: number): number =>
+    results.reduce((sum, r) => sum + r.seconds[t]!.ok, 0);
+
+  // The total: every sliding 2-second mean after the warm-up within L ± 5 %.
+  const means: string[] = [];
+  for (let t = warmUpSeconds; t + 1 < totalSeconds; t++) {
+    const mean = (total(t) + total(t + 1)) / 2;
+    if (mean < L * 0.95 || mean > L * 1.05)
+      means.push(`${t}-${t + 1}s: ${mean}`);
+  }
+  expect(means, "2-second means outside L ± 5 %").toEqual([]);
+
+  // No Envoy starved, in each settled phase (before the shift; from 10 s after it).
+  const starved: string[] = [];
+  const settled = [
+    { from: warmUpSeconds, to: shiftAtSecond, rates: [120, 60, 20] },
+    {
+      from: shiftAtSecond + followSeconds,
+      to: totalSeconds,
+      rates: [120, 60, 150],
+    },
+  ];
+  for (const phase of settled)
+    for (let t = phase.from; t < phase.to; t++)
+      results.forEach((r, i) => {
+        const floor = 0.8 * Math.min(phase.rates[i]!, L / 3);
+        const ok = r.seconds[t]!.ok;
+        if (ok < floor)
+          starved.push(`envoy${i + 1} at ${t}s: ${ok} < ${floor.toFixed(1)}`);
+      });
+  expect(
+    starved,
+    "seconds an Envoy got less than 0.8 × min(demand, L/3)",
+  ).toEqual([]);
+}
+
 describe.skipIf(skip)(
   `RLQS through three Envoy 1.40 (${useFake ? "max-min stand-in" : "our service, memory backend"})`,
   () => {
     it(`shares L = ${L}/s among Envoys loaded 120/60/20 per second, then 120/60/150`, async () => {
-      const results = await Promise.all(
-        envoys.map((envoy, i) =>
-          runHttpLoad({
-            url: `${envoy.url}/`,
-            headers: { "x-tenant": "a" },
-            schedule: schedules[i]!,
-          }),
+      await shareAndAssert(useFake ? "fake" : "service");
+    }, 120_000);
+  },
+);
+
+describe.skipIf(skip || useFake)(
+  "RLQS through three Envoy 1.40 on two replicas behind one redis-server",
+  () => {
+    beforeAll(async () => {
+      await stopFirst();
+      const store = await startRedisServer();
+      root = mkdtempSync(join(tmpdir(), "rls-rlqs-e2e-"));
+      mkdirSync(join(root, "config"));
+      writeFileSync(join(root, "config", "rlqs.yaml"), config);
+      const replicas = await Promise.all(
+        ["a", "b"].map(async () => {
+          const spawnEnv = await memoryServiceEnv("builtin", root!, {
+            BACKEND_TYPE: "kv",
+            KV_SOCKET_TYPE: "tcp",
+            KV_URL: store.address,
+            CACHE_KEY_PREFIX: "e2e_",
+          });
+          const spawned = spawnNode("dist/src/main.js", [], spawnEnv.env);
+          await waitFor(
+            () => spawned.output().includes("listening for gRPC"),
+            "a replica to listen",
+            20_000,
+          );
+          return { port: spawnEnv.grpcPort, spawned };
+        }),
+      );
+      stopServer = async () => {
+        for (const { spawned } of replicas) spawned.child.kill("SIGTERM");
+        await Promise.all(replicas.map(({ spawned }) => spawned.exited));
+        await stopAllRedisServers();
+      };
+      // Envoys 1 and 2 on replica A, envoy 3 on replica B.
+      envoys = await Promise.all(
+        [0, 0, 1].map((replica) =>
+          startRlqsEnvoy(
+            { host: "127.0.0.1", port: replicas[replica]!.port },
+            { host: "127.0.0.1", port: upstream.port },
+          ),
         ),
       );
-      process.stdout.write(
-        `rlqs e2e per-second totals (${useFake ? "fake" : "service"}):\n${table(results)}\n`,
-      );
-      for (const r of results) {
-        expect(r.firstError).toBeUndefined();
-        for (const s of r.seconds) expect(s.other).toBe(0);
-      }
-      const total = (t: number): number =>
-        results.reduce((sum, r) => sum + r.seconds[t]!.ok, 0);
+    }, 90_000);
 
-      // The total: every sliding 2-second mean after the warm-up within L ± 5 %.
-      const means: string[] = [];
-      for (let t = warmUpSeconds; t + 1 < totalSeconds; t++) {
-        const mean = (total(t) + total(t + 1)) / 2;
-        if (mean < L * 0.95 || mean > L * 1.05)
-          means.push(`${t}-${t + 1}s: ${mean}`);
-      }
-      expect(means, "2-second means outside L ± 5 %").toEqual([]);
-
-      // No Envoy starved, in each settled phase (before the shift; from 10 s after it).
-      const starved: string[] = [];
-      const settled = [
-        { from: warmUpSeconds, to: shiftAtSecond, rates: [120, 60, 20] },
-        {
-          from: shiftAtSecond + followSeconds,
-          to: totalSeconds,
-          rates: [120, 60, 150],
-        },
-      ];
-      for (const phase of settled)
-        for (let t = phase.from; t < phase.to; t++)
-          results.forEach((r, i) => {
-            const floor = 0.8 * Math.min(phase.rates[i]!, L / 3);
-            const ok = r.seconds[t]!.ok;
-            if (ok < floor)
-              starved.push(
-                `envoy${i + 1} at ${t}s: ${ok} < ${floor.toFixed(1)}`,
-              );
-          });
-      expect(
-        starved,
-        "seconds an Envoy got less than 0.8 × min(demand, L/3)",
-      ).toEqual([]);
+    it(`shares L = ${L}/s among Envoys loaded 120/60/20 per second, then 120/60/150, across the replicas`, async () => {
+      await shareAndAssert("two replicas, kv");
     }, 120_000);
   },
 );
