@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { TestPki } from "./certs.js";
 import { freePort } from "./spawn-service.js";
 import { spawn, type ChildProcess } from "node:child_process";
@@ -23,10 +24,10 @@ export interface MemcachedServer {
   /** SIGKILLs the process (as a crash would) and waits for it to exit. */
   kill(): Promise<void>;
   /**
-   * SIGSTOPs the process: connections stay open and requests get no reply (a hung node) until
-   * {@link kill}.
+   * SIGSTOPs the process and resolves once it is stopped: connections stay open and requests
+   * get no reply (a hung node) until {@link kill}.
    */
-  pause(): void;
+  pause(): Promise<void>;
   /** Starts it again on the same port (empty, as after a crash) and waits until it accepts. */
   restart(): Promise<void>;
   /** Kills it if it runs; idempotent. */
@@ -132,8 +133,24 @@ export async function startMemcached(
       return child !== undefined;
     },
     kill,
-    pause: () => {
-      child?.kill("SIGSTOP");
+    pause: async () => {
+      const running = child;
+      if (running?.pid === undefined) return;
+      running.kill("SIGSTOP");
+      // The stop is asynchronous: wait until the kernel shows the process stopped (state T), so
+      // that no request sent after this resolves gets an answer (a loaded machine once let one
+      // through).
+      const deadline = Date.now() + 5000;
+      while (Date.now() < deadline) {
+        const stat = readFileSync(`/proc/${String(running.pid)}/stat`, "utf8");
+        const state = stat.slice(
+          stat.lastIndexOf(")") + 2,
+          stat.lastIndexOf(")") + 3,
+        );
+        if (state === "T") return;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      throw new Error("memcached did not stop within 5 s of SIGSTOP");
     },
     restart: launch,
     stop: kill,

@@ -251,7 +251,7 @@ describe("McCounterBackend against memcached", () => {
       await cache.flush();
       expect(cache.backend.stats.incrementSuccess.value()).toBe(1);
 
-      node.pause();
+      await node.pause();
       const pending = cache.doLimit("drop", [d], [limit], [2]);
       // Let the multi-get leave (writes are flushed on the next tick).
       await new Promise((resolve) => setImmediate(resolve));
