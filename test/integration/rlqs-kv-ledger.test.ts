@@ -28,9 +28,14 @@ function ledger(
   stats?: StatsStore,
 ): KvQuotaLedger {
   const options = { port: server.port, host: "127.0.0.1", lazyConnect: true };
+  const client = new Redis({ ...options, maxRetriesPerRequest: 0 });
+  const subscriber = new Redis(options);
+  // The outage tests stop the store: the ledger counts the failures, the clients stay quiet.
+  client.on("error", () => undefined);
+  subscriber.on("error", () => undefined);
   const made = new KvQuotaLedger({
-    client: new Redis({ ...options, maxRetriesPerRequest: 0 }),
-    subscriber: new Redis(options),
+    client,
+    subscriber,
     keyPrefix: prefix,
     reportIntervalMs: 1_000,
     replicaId,
