@@ -10,18 +10,10 @@
 // (BACKEND_TYPE=kv): the first two Envoys on replica A, the third on replica B, so the limit
 // is shared through the kv ledger and its change channel (docs/rlqs.md, "Several replicas").
 //
-// Skipped while the built service has no RLQS route (dist/ without the
-// StreamRateLimitQuotas registration). RLQS_E2E_SERVER=fake runs the same harness against a
-// max-min stand-in (test/helpers/rlqs-fair-fake.ts) to check the harness itself.
+// RLQS_E2E_SERVER=fake runs the same harness against a max-min stand-in
+// (test/helpers/rlqs-fair-fake.ts) to check the harness itself.
 
-import {
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -33,11 +25,7 @@ import {
   stopAllRedisServers,
 } from "../helpers/redis-server.js";
 import { startRlqsEnvoy, type RlqsEnvoy } from "../helpers/rlqs-envoy.js";
-import {
-  memoryServiceEnv,
-  repoRoot,
-  spawnNode,
-} from "../helpers/spawn-service.js";
+import { memoryServiceEnv, spawnNode } from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 /** The shared limit, requests per second. */
@@ -63,38 +51,7 @@ descriptors:
     rate_limit: { unit: second, requests_per_unit: ${L} }
 `;
 
-/** Whether a built file of dist/src (not the generated code) names the RLQS service. */
-function builtServiceSpeaksRlqs(): boolean {
-  const dist = join(repoRoot, "dist", "src");
-  const scan = (dir: string): boolean => {
-    let entries;
-    try {
-      entries = readdirSync(dir, { withFileTypes: true });
-    } catch {
-      return false;
-    }
-    return entries.some((e) => {
-      const path = join(dir, e.name);
-      if (e.isDirectory()) return scan(path);
-      // proto.js only re-exports generated names; the route registration is elsewhere.
-      if (!e.name.endsWith(".js") || path === join(dist, "proto.js"))
-        return false;
-      const text = readFileSync(path, "utf8");
-      return (
-        text.includes("RateLimitQuotaService") ||
-        text.includes("StreamRateLimitQuotas")
-      );
-    });
-  };
-  return scan(join(dist, "server")) || scan(join(dist, "app"));
-}
-
 const useFake = process.env["RLQS_E2E_SERVER"] === "fake";
-const skip = !useFake && !builtServiceSpeaksRlqs();
-if (skip)
-  process.stdout.write(
-    "rlqs-envoy.test.ts skipped: the built service (dist/src/server, dist/src/app) registers no RLQS route; RLQS_E2E_SERVER=fake runs the harness against the max-min stand-in\n",
-  );
 
 let upstream: Upstream;
 let envoys: RlqsEnvoy[] = [];
@@ -102,7 +59,6 @@ let stopServer: () => Promise<void> = () => Promise.resolve();
 let root: string | undefined;
 
 beforeAll(async () => {
-  if (skip) return;
   upstream = await startUpstream();
   let port: number;
   if (useFake) {
@@ -148,7 +104,7 @@ async function stopFirst(): Promise<void> {
 
 afterAll(async () => {
   await stopFirst();
-  if (!skip) await upstream.stop();
+  await upstream.stop();
 });
 
 /** One line per second: each Envoy's 200/429, the total let through. */
@@ -228,16 +184,13 @@ async function shareAndAssert(label: string): Promise<void> {
   ).toEqual([]);
 }
 
-describe.skipIf(skip)(
-  `RLQS through three Envoy 1.40 (${useFake ? "max-min stand-in" : "our service, memory backend"})`,
-  () => {
-    it(`shares L = ${L}/s among Envoys loaded 120/60/20 per second, then 120/60/150`, async () => {
-      await shareAndAssert(useFake ? "fake" : "service");
-    }, 120_000);
-  },
-);
+describe(`RLQS through three Envoy 1.40 (${useFake ? "max-min stand-in" : "our service, memory backend"})`, () => {
+  it(`shares L = ${L}/s among Envoys loaded 120/60/20 per second, then 120/60/150`, async () => {
+    await shareAndAssert(useFake ? "fake" : "service");
+  }, 120_000);
+});
 
-describe.skipIf(skip || useFake)(
+describe.skipIf(useFake)(
   "RLQS through three Envoy 1.40 on two replicas behind one redis-server",
   () => {
     beforeAll(async () => {
