@@ -20,7 +20,7 @@ import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { RateLimitRequestSchema } from "../src/proto.js";
-import { envoyConfig, startEnvoy } from "./envoy.js";
+import { envoyConfig, startEnvoy, type Envoy } from "./envoy.js";
 import {
   percentilesOfNs,
   runGhz,
@@ -656,9 +656,15 @@ async function withTarget(
   }
 }
 
-/** The Envoy rows: Envoy (examples/envoy/envoy.yaml) asking `target` under vegeta. */
-async function throughEnvoy(name: string, target: Target): Promise<void> {
-  const vegeta = tool(benchBin, "vegeta");
+/**
+ * Runs `body` with a trivial upstream and Envoy in front of it asking `target`, from
+ * examples/envoy/envoy.yaml (or `example`), with loopback ports; stops both after.
+ */
+async function withEnvoy(
+  target: Target,
+  example: string | undefined,
+  body: (envoy: Envoy, dir: string) => Promise<void>,
+): Promise<void> {
   const upstreamPort = await freePort();
   const upstream = startProcess(
     process.execPath,
@@ -674,6 +680,7 @@ async function throughEnvoy(name: string, target: Target): Promise<void> {
     const envoy = await startEnvoy(
       dir,
       envoyConfig({
+        ...(example !== undefined ? { example } : {}),
         adminPort,
         listenerPort,
         ratelimit: { host: "127.0.0.1", port: target.grpcPort },
@@ -683,58 +690,64 @@ async function throughEnvoy(name: string, target: Target): Promise<void> {
       listenerPort,
     );
     try {
-      const url = `${envoy.url}/`;
-      const prefix = "cluster.backend.ratelimit.";
-      const count = async (): Promise<Record<string, number>> =>
-        envoy.counters("cluster.");
-      // Warm-up at the first rate: connections from Envoy opened, the target's JIT warm.
-      const warmRate = Math.min(...envoyRates);
-      progress(
-        `${name} through Envoy: warm-up ${warmRate}/s, ${warmupSeconds}s`,
-      );
-      await runVegeta(
-        vegeta,
-        url,
-        warmRate,
-        warmupSeconds,
-        join(dir, "warm.bin"),
-      );
-      for (const rate of envoyRates) {
-        progress(`${name} through Envoy: ${rate}/s, ${envoySeconds}s`);
-        const before = await count();
-        const cpu0 = treeCpuSeconds(target.process.pid);
-        const result = await runVegeta(
-          vegeta,
-          url,
-          rate,
-          envoySeconds,
-          join(dir, `${rate}.bin`),
-        );
-        const cpu1 = treeCpuSeconds(target.process.pid);
-        const after = await count();
-        const delta = (counter: string, p = prefix): number =>
-          (after[p + counter] ?? 0) - (before[p + counter] ?? 0);
-        for (const error of result.errors ?? [])
-          notes.push(`${name} through Envoy at ${rate}/s: vegeta: ${error}`);
-        envoyRows.push({
-          target: name,
-          rate,
-          result,
-          ok: delta("ok"),
-          overLimit: delta("over_limit"),
-          error: delta("error"),
-          unchecked: delta("failure_mode_allowed"),
-          connections: delta("upstream_cx_total", "cluster.ratelimit."),
-          goaways: delta("upstream_cx_close_notify", "cluster.ratelimit."),
-          cpuUs: ((cpu1 - cpu0) * 1e6) / Math.max(1, result.count),
-        });
-      }
+      await body(envoy, dir);
     } finally {
       await envoy.stop();
     }
   } finally {
     await upstream.stop();
   }
+}
+
+/** The Envoy rows: Envoy (examples/envoy/envoy.yaml) asking `target` under vegeta. */
+async function throughEnvoy(name: string, target: Target): Promise<void> {
+  const vegeta = tool(benchBin, "vegeta");
+  await withEnvoy(target, undefined, async (envoy, dir) => {
+    const url = `${envoy.url}/`;
+    const prefix = "cluster.backend.ratelimit.";
+    const count = async (): Promise<Record<string, number>> =>
+      envoy.counters("cluster.");
+    // Warm-up at the first rate: connections from Envoy opened, the target's JIT warm.
+    const warmRate = Math.min(...envoyRates);
+    progress(`${name} through Envoy: warm-up ${warmRate}/s, ${warmupSeconds}s`);
+    await runVegeta(
+      vegeta,
+      url,
+      warmRate,
+      warmupSeconds,
+      join(dir, "warm.bin"),
+    );
+    for (const rate of envoyRates) {
+      progress(`${name} through Envoy: ${rate}/s, ${envoySeconds}s`);
+      const before = await count();
+      const cpu0 = treeCpuSeconds(target.process.pid);
+      const result = await runVegeta(
+        vegeta,
+        url,
+        rate,
+        envoySeconds,
+        join(dir, `${rate}.bin`),
+      );
+      const cpu1 = treeCpuSeconds(target.process.pid);
+      const after = await count();
+      const delta = (counter: string, p = prefix): number =>
+        (after[p + counter] ?? 0) - (before[p + counter] ?? 0);
+      for (const error of result.errors ?? [])
+        notes.push(`${name} through Envoy at ${rate}/s: vegeta: ${error}`);
+      envoyRows.push({
+        target: name,
+        rate,
+        result,
+        ok: delta("ok"),
+        overLimit: delta("over_limit"),
+        error: delta("error"),
+        unchecked: delta("failure_mode_allowed"),
+        connections: delta("upstream_cx_total", "cluster.ratelimit."),
+        goaways: delta("upstream_cx_close_notify", "cluster.ratelimit."),
+        cpuUs: ((cpu1 - cpu0) * 1e6) / Math.max(1, result.count),
+      });
+    }
+  });
 }
 
 /**
@@ -745,31 +758,10 @@ async function throughEnvoy(name: string, target: Target): Promise<void> {
  */
 async function throughEnvoyRlqs(name: string, target: Target): Promise<void> {
   const vegeta = tool(benchBin, "vegeta");
-  const upstreamPort = await freePort();
-  const upstream = startProcess(
-    process.execPath,
-    [join(root, "dist", "bench", "upstream.js"), String(upstreamPort)],
-    {},
-    logFile("upstream"),
-  );
-  const dir = mkdtempSync(join(work, "envoy-rlqs-"));
-  const adminPort = await freePort();
-  const listenerPort = await freePort();
-  try {
-    await waitForPort(upstreamPort, upstream);
-    const envoy = await startEnvoy(
-      dir,
-      envoyConfig({
-        example: join(root, "examples", "envoy", "rlqs.yaml"),
-        adminPort,
-        listenerPort,
-        ratelimit: { host: "127.0.0.1", port: target.grpcPort },
-        backend: { host: "127.0.0.1", port: upstreamPort },
-      }),
-      adminPort,
-      listenerPort,
-    );
-    try {
+  await withEnvoy(
+    target,
+    join(root, "examples", "envoy", "rlqs.yaml"),
+    async (envoy, dir) => {
       const url = `${envoy.url}/`;
       const targets = Array.from(
         { length: rlqsTenants },
@@ -813,12 +805,8 @@ async function throughEnvoyRlqs(name: string, target: Target): Promise<void> {
           cpuUsPerBucketReport: cpuUs / reports,
         });
       }
-    } finally {
-      await envoy.stop();
-    }
-  } finally {
-    await upstream.stop();
-  }
+    },
+  );
 }
 
 const fmt = (n: number, digits = 2): string =>
