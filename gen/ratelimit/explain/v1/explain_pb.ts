@@ -9,8 +9,12 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { RateLimitDescriptor_Entry } from "../../../envoy/extensions/common/ratelimit/v3/ratelimit_pb.js";
+import { file_envoy_extensions_common_ratelimit_v3_ratelimit } from "../../../envoy/extensions/common/ratelimit/v3/ratelimit_pb.js";
 import type { RateLimitRequest, RateLimitResponse, RateLimitResponse_Code, RateLimitResponse_DescriptorStatus, RateLimitResponse_RateLimit_Unit } from "../../../envoy/service/ratelimit/v3/rls_pb.js";
 import { file_envoy_service_ratelimit_v3_rls } from "../../../envoy/service/ratelimit/v3/rls_pb.js";
+import type { RateLimitStrategy } from "../../../envoy/type/v3/ratelimit_strategy_pb.js";
+import { file_envoy_type_v3_ratelimit_strategy } from "../../../envoy/type/v3/ratelimit_strategy_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -19,7 +23,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ratelimit/explain/v1/explain.proto.
  */
 export const file_ratelimit_explain_v1_explain: GenFile = /*@__PURE__*/
-  fileDesc("CiJyYXRlbGltaXQvZXhwbGFpbi92MS9leHBsYWluLnByb3RvEhRyYXRlbGltaXQuZXhwbGFpbi52MSJfCg5FeHBsYWluUmVxdWVzdBI9CgdyZXF1ZXN0GAEgASgLMiwuZW52b3kuc2VydmljZS5yYXRlbGltaXQudjMuUmF0ZUxpbWl0UmVxdWVzdBIOCgZjaGFyZ2UYAiABKAgitQMKD0V4cGxhaW5SZXNwb25zZRJICgxvdmVyYWxsX2NvZGUYASABKA4yMi5lbnZveS5zZXJ2aWNlLnJhdGVsaW1pdC52My5SYXRlTGltaXRSZXNwb25zZS5Db2RlEiAKE2RlY2lkaW5nX2Rlc2NyaXB0b3IYAiABKA1IAIgBARJACgtkZXNjcmlwdG9ycxgDIAMoCzIrLnJhdGVsaW1pdC5leHBsYWluLnYxLkRlc2NyaXB0b3JFeHBsYW5hdGlvbhIPCgdjaGFyZ2VkGAQgASgIEhQKDGRvbWFpbl9mb3VuZBgFIAEoCBIaChJnbG9iYWxfc2hhZG93X21vZGUYBiABKAgSDwoHYmFja2VuZBgHIAEoCRI/CghyZXNwb25zZRgIIAEoCzItLmVudm95LnNlcnZpY2UucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdFJlc3BvbnNlEg8KB3N1bW1hcnkYCSABKAkSFgoOYWxsX29yX25vdGhpbmcYCiABKAgSHgoWYWxsX29yX25vdGhpbmdfcmVmdXNlZBgLIAEoCEIWChRfZGVjaWRpbmdfZGVzY3JpcHRvciLXAwoJTWF0Y2hTdGVwEhMKC2VudHJ5X2luZGV4GAEgASgNEgsKA2tleRgCIAEoCRINCgV2YWx1ZRgDIAEoCRI4CgdvdXRjb21lGAQgASgOMicucmF0ZWxpbWl0LmV4cGxhaW4udjEuTWF0Y2hTdGVwLk91dGNvbWUSDAoEbm9kZRgFIAEoCRIPCgdwYXR0ZXJuGAYgASgJEhEKCWhhc19saW1pdBgHIAEoCBIsCgZzb3VyY2UYCCABKAsyHC5yYXRlbGltaXQuZXhwbGFpbi52MS5Tb3VyY2USFwoPd2lsZGNhcmRzX3RyaWVkGAkgAygJIuUBCgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABIRCg1PVVRDT01FX0VYQUNUEAESFAoQT1VUQ09NRV9XSUxEQ0FSRBACEhQKEE9VVENPTUVfS0VZX09OTFkQAxIXChNPVVRDT01FX1dISVRFTElTVEVEEAQSFwoTT1VUQ09NRV9OT19TVUNIX0tFWRAFEh4KGk9VVENPTUVfREVFUEVSX1RIQU5fQ09ORklHEAYSGgoWT1VUQ09NRV9VTktOT1dOX0RPTUFJThAHEhQKEE9VVENPTUVfT1ZFUlJJREUQCCI1CgZTb3VyY2USDAoEbmFtZRgBIAEoCRIMCgRsaW5lGAIgASgNEg8KB3ZlcnNpb24YAyABKAkirQQKBFJ1bGUSEAoIZnVsbF9rZXkYASABKAkSDAoEbmFtZRgCIAEoCRJKCgR1bml0GAMgASgOMjwuZW52b3kuc2VydmljZS5yYXRlbGltaXQudjMuUmF0ZUxpbWl0UmVzcG9uc2UuUmF0ZUxpbWl0LlVuaXQSGQoRcmVxdWVzdHNfcGVyX3VuaXQYBCABKA0SEQoJdW5saW1pdGVkGAUgASgIEhMKC3NoYWRvd19tb2RlGAYgASgIEhIKCnF1b3RhX21vZGUYByABKAgSFwoPZGV0YWlsZWRfbWV0cmljGAggASgIEhAKCHJlcGxhY2VzGAkgAygJEiwKBnNvdXJjZRgKIAEoCzIcLnJhdGVsaW1pdC5leHBsYWluLnYxLlNvdXJjZRIVCg1mcm9tX292ZXJyaWRlGAsgASgIEhcKD3NoYXJlX3RocmVzaG9sZBgMIAMoCRIXCg91bml0X211bHRpcGxpZXIYDSABKA0SFgoOd2luZG93X3NlY29uZHMYDiABKA0SFgoOc2xpZGluZ193aW5kb3cYDyABKAgSFgoOYWxsX29yX25vdGhpbmcYECABKAgSNwoMdG9rZW5fYnVja2V0GBEgASgLMiEucmF0ZWxpbWl0LmV4cGxhaW4udjEuVG9rZW5CdWNrZXQSEQoJdGltZV96b25lGBIgASgJEhIKCndlZWtfc3RhcnQYEyABKAkSGAoQc3RhdHNfa2V5X3N1ZmZpeBgUIAEoCSJSCgtUb2tlbkJ1Y2tldBINCgVidXJzdBgBIAEoDRI0ChFlbWlzc2lvbl9pbnRlcnZhbBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKrAgoQVG9rZW5CdWNrZXRTdGF0ZRILCgNrZXkYASABKAkSJwoDdGF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCgl0YXRfYWZ0ZXIYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXJlbWFpbmluZxgEIAEoBBIXCg9yZW1haW5pbmdfYWZ0ZXIYBSABKAQSLQoKdW50aWxfZnVsbBgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgtyZXRyeV9hZnRlchgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1leGNlZWRzX2J1cnN0GAggASgIEhAKCGFkbWl0dGVkGAkgASgIImQKDkNhbGVuZGFyUGVyaW9kEg0KBWxhYmVsGAEgASgJEhEKCXRpbWVfem9uZRgCIAEoCRINCgVzdGFydBgDIAEoCRILCgNlbmQYBCABKAkSFAoMc2Vjb25kc19sZWZ0GAUgASgEIuQCCgpMaW1pdENoZWNrEg0KBWluZGV4GAEgASgNEigKBHJ1bGUYAiABKAsyGi5yYXRlbGltaXQuZXhwbGFpbi52MS5SdWxlEi4KB2NvdW50ZXIYAyABKAsyHS5yYXRlbGltaXQuZXhwbGFpbi52MS5Db3VudGVyEjYKBmJ1Y2tldBgEIAEoCzImLnJhdGVsaW1pdC5leHBsYWluLnYxLlRva2VuQnVja2V0U3RhdGUSRAoHdmVyZGljdBgFIAEoDjIzLnJhdGVsaW1pdC5leHBsYWluLnYxLkRlc2NyaXB0b3JFeHBsYW5hdGlvbi5WZXJkaWN0Ek4KBnN0YXR1cxgGIAEoCzI+LmVudm95LnNlcnZpY2UucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdFJlc3BvbnNlLkRlc2NyaXB0b3JTdGF0dXMSDQoFbm90ZXMYByADKAkSEAoIZGVjaWRpbmcYCCABKAgiygIKB0NvdW50ZXISCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEEjAKDHdpbmRvd19zdGFydBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKd2luZG93X2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPbG9jYWxfY2FjaGVfaGl0GAUgASgIEhMKC3ZhbHVlX2FmdGVyGAYgASgEEhQKDHByZXZpb3VzX2tleRgHIAEoCRIWCg5wcmV2aW91c192YWx1ZRgIIAEoBBIXCg9wcmV2aW91c193ZWlnaHQYCSABKAQSFgoOY29tcGFyZWRfY291bnQYCiABKAQSNAoGcGVyaW9kGAsgASgLMiQucmF0ZWxpbWl0LmV4cGxhaW4udjEuQ2FsZW5kYXJQZXJpb2Qi4wUKFURlc2NyaXB0b3JFeHBsYW5hdGlvbhINCgVpbmRleBgBIAEoDRItCgRwYXRoGAIgAygLMh8ucmF0ZWxpbWl0LmV4cGxhaW4udjEuTWF0Y2hTdGVwEigKBHJ1bGUYAyABKAsyGi5yYXRlbGltaXQuZXhwbGFpbi52MS5SdWxlEhMKC3JlcGxhY2VkX2J5GAQgASgJEhYKDnJlcGxhY2VkX25hbWVzGAUgAygJEi4KB2NvdW50ZXIYBiABKAsyHS5yYXRlbGltaXQuZXhwbGFpbi52MS5Db3VudGVyEhMKC2hpdHNfYWRkZW5kGAcgASgEEkQKB3ZlcmRpY3QYCCABKA4yMy5yYXRlbGltaXQuZXhwbGFpbi52MS5EZXNjcmlwdG9yRXhwbGFuYXRpb24uVmVyZGljdBJOCgZzdGF0dXMYCSABKAsyPi5lbnZveS5zZXJ2aWNlLnJhdGVsaW1pdC52My5SYXRlTGltaXRSZXNwb25zZS5EZXNjcmlwdG9yU3RhdHVzEg0KBW5vdGVzGAogAygJEhAKCGRlY2lkaW5nGAsgASgIEjYKBmJ1Y2tldBgMIAEoCzImLnJhdGVsaW1pdC5leHBsYWluLnYxLlRva2VuQnVja2V0U3RhdGUSMAoGbGltaXRzGA0gAygLMiAucmF0ZWxpbWl0LmV4cGxhaW4udjEuTGltaXRDaGVjayLOAQoHVmVyZGljdBIXChNWRVJESUNUX1VOU1BFQ0lGSUVEEAASFAoQVkVSRElDVF9OT19MSU1JVBABEhUKEVZFUkRJQ1RfVU5MSU1JVEVEEAISFAoQVkVSRElDVF9SRVBMQUNFRBADEhgKFFZFUkRJQ1RfV0lUSElOX0xJTUlUEAQSFgoSVkVSRElDVF9ORUFSX0xJTUlUEAUSFgoSVkVSRElDVF9PVkVSX0xJTUlUEAYSHQoZVkVSRElDVF9PVkVSX0xJTUlUX1NIQURPVxAHMmgKDkV4cGxhaW5TZXJ2aWNlElYKB0V4cGxhaW4SJC5yYXRlbGltaXQuZXhwbGFpbi52MS5FeHBsYWluUmVxdWVzdBolLnJhdGVsaW1pdC5leHBsYWluLnYxLkV4cGxhaW5SZXNwb25zZWIGcHJvdG8z", [file_envoy_service_ratelimit_v3_rls, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiJyYXRlbGltaXQvZXhwbGFpbi92MS9leHBsYWluLnByb3RvEhRyYXRlbGltaXQuZXhwbGFpbi52MSJfCg5FeHBsYWluUmVxdWVzdBI9CgdyZXF1ZXN0GAEgASgLMiwuZW52b3kuc2VydmljZS5yYXRlbGltaXQudjMuUmF0ZUxpbWl0UmVxdWVzdBIOCgZjaGFyZ2UYAiABKAgitQMKD0V4cGxhaW5SZXNwb25zZRJICgxvdmVyYWxsX2NvZGUYASABKA4yMi5lbnZveS5zZXJ2aWNlLnJhdGVsaW1pdC52My5SYXRlTGltaXRSZXNwb25zZS5Db2RlEiAKE2RlY2lkaW5nX2Rlc2NyaXB0b3IYAiABKA1IAIgBARJACgtkZXNjcmlwdG9ycxgDIAMoCzIrLnJhdGVsaW1pdC5leHBsYWluLnYxLkRlc2NyaXB0b3JFeHBsYW5hdGlvbhIPCgdjaGFyZ2VkGAQgASgIEhQKDGRvbWFpbl9mb3VuZBgFIAEoCBIaChJnbG9iYWxfc2hhZG93X21vZGUYBiABKAgSDwoHYmFja2VuZBgHIAEoCRI/CghyZXNwb25zZRgIIAEoCzItLmVudm95LnNlcnZpY2UucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdFJlc3BvbnNlEg8KB3N1bW1hcnkYCSABKAkSFgoOYWxsX29yX25vdGhpbmcYCiABKAgSHgoWYWxsX29yX25vdGhpbmdfcmVmdXNlZBgLIAEoCEIWChRfZGVjaWRpbmdfZGVzY3JpcHRvciLXAwoJTWF0Y2hTdGVwEhMKC2VudHJ5X2luZGV4GAEgASgNEgsKA2tleRgCIAEoCRINCgV2YWx1ZRgDIAEoCRI4CgdvdXRjb21lGAQgASgOMicucmF0ZWxpbWl0LmV4cGxhaW4udjEuTWF0Y2hTdGVwLk91dGNvbWUSDAoEbm9kZRgFIAEoCRIPCgdwYXR0ZXJuGAYgASgJEhEKCWhhc19saW1pdBgHIAEoCBIsCgZzb3VyY2UYCCABKAsyHC5yYXRlbGltaXQuZXhwbGFpbi52MS5Tb3VyY2USFwoPd2lsZGNhcmRzX3RyaWVkGAkgAygJIuUBCgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABIRCg1PVVRDT01FX0VYQUNUEAESFAoQT1VUQ09NRV9XSUxEQ0FSRBACEhQKEE9VVENPTUVfS0VZX09OTFkQAxIXChNPVVRDT01FX1dISVRFTElTVEVEEAQSFwoTT1VUQ09NRV9OT19TVUNIX0tFWRAFEh4KGk9VVENPTUVfREVFUEVSX1RIQU5fQ09ORklHEAYSGgoWT1VUQ09NRV9VTktOT1dOX0RPTUFJThAHEhQKEE9VVENPTUVfT1ZFUlJJREUQCCI1CgZTb3VyY2USDAoEbmFtZRgBIAEoCRIMCgRsaW5lGAIgASgNEg8KB3ZlcnNpb24YAyABKAkirQQKBFJ1bGUSEAoIZnVsbF9rZXkYASABKAkSDAoEbmFtZRgCIAEoCRJKCgR1bml0GAMgASgOMjwuZW52b3kuc2VydmljZS5yYXRlbGltaXQudjMuUmF0ZUxpbWl0UmVzcG9uc2UuUmF0ZUxpbWl0LlVuaXQSGQoRcmVxdWVzdHNfcGVyX3VuaXQYBCABKA0SEQoJdW5saW1pdGVkGAUgASgIEhMKC3NoYWRvd19tb2RlGAYgASgIEhIKCnF1b3RhX21vZGUYByABKAgSFwoPZGV0YWlsZWRfbWV0cmljGAggASgIEhAKCHJlcGxhY2VzGAkgAygJEiwKBnNvdXJjZRgKIAEoCzIcLnJhdGVsaW1pdC5leHBsYWluLnYxLlNvdXJjZRIVCg1mcm9tX292ZXJyaWRlGAsgASgIEhcKD3NoYXJlX3RocmVzaG9sZBgMIAMoCRIXCg91bml0X211bHRpcGxpZXIYDSABKA0SFgoOd2luZG93X3NlY29uZHMYDiABKA0SFgoOc2xpZGluZ193aW5kb3cYDyABKAgSFgoOYWxsX29yX25vdGhpbmcYECABKAgSNwoMdG9rZW5fYnVja2V0GBEgASgLMiEucmF0ZWxpbWl0LmV4cGxhaW4udjEuVG9rZW5CdWNrZXQSEQoJdGltZV96b25lGBIgASgJEhIKCndlZWtfc3RhcnQYEyABKAkSGAoQc3RhdHNfa2V5X3N1ZmZpeBgUIAEoCSJSCgtUb2tlbkJ1Y2tldBINCgVidXJzdBgBIAEoDRI0ChFlbWlzc2lvbl9pbnRlcnZhbBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKrAgoQVG9rZW5CdWNrZXRTdGF0ZRILCgNrZXkYASABKAkSJwoDdGF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCgl0YXRfYWZ0ZXIYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXJlbWFpbmluZxgEIAEoBBIXCg9yZW1haW5pbmdfYWZ0ZXIYBSABKAQSLQoKdW50aWxfZnVsbBgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgtyZXRyeV9hZnRlchgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1leGNlZWRzX2J1cnN0GAggASgIEhAKCGFkbWl0dGVkGAkgASgIImQKDkNhbGVuZGFyUGVyaW9kEg0KBWxhYmVsGAEgASgJEhEKCXRpbWVfem9uZRgCIAEoCRINCgVzdGFydBgDIAEoCRILCgNlbmQYBCABKAkSFAoMc2Vjb25kc19sZWZ0GAUgASgEIuQCCgpMaW1pdENoZWNrEg0KBWluZGV4GAEgASgNEigKBHJ1bGUYAiABKAsyGi5yYXRlbGltaXQuZXhwbGFpbi52MS5SdWxlEi4KB2NvdW50ZXIYAyABKAsyHS5yYXRlbGltaXQuZXhwbGFpbi52MS5Db3VudGVyEjYKBmJ1Y2tldBgEIAEoCzImLnJhdGVsaW1pdC5leHBsYWluLnYxLlRva2VuQnVja2V0U3RhdGUSRAoHdmVyZGljdBgFIAEoDjIzLnJhdGVsaW1pdC5leHBsYWluLnYxLkRlc2NyaXB0b3JFeHBsYW5hdGlvbi5WZXJkaWN0Ek4KBnN0YXR1cxgGIAEoCzI+LmVudm95LnNlcnZpY2UucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdFJlc3BvbnNlLkRlc2NyaXB0b3JTdGF0dXMSDQoFbm90ZXMYByADKAkSEAoIZGVjaWRpbmcYCCABKAgiygIKB0NvdW50ZXISCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEEjAKDHdpbmRvd19zdGFydBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKd2luZG93X2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPbG9jYWxfY2FjaGVfaGl0GAUgASgIEhMKC3ZhbHVlX2FmdGVyGAYgASgEEhQKDHByZXZpb3VzX2tleRgHIAEoCRIWCg5wcmV2aW91c192YWx1ZRgIIAEoBBIXCg9wcmV2aW91c193ZWlnaHQYCSABKAQSFgoOY29tcGFyZWRfY291bnQYCiABKAQSNAoGcGVyaW9kGAsgASgLMiQucmF0ZWxpbWl0LmV4cGxhaW4udjEuQ2FsZW5kYXJQZXJpb2Qi4wUKFURlc2NyaXB0b3JFeHBsYW5hdGlvbhINCgVpbmRleBgBIAEoDRItCgRwYXRoGAIgAygLMh8ucmF0ZWxpbWl0LmV4cGxhaW4udjEuTWF0Y2hTdGVwEigKBHJ1bGUYAyABKAsyGi5yYXRlbGltaXQuZXhwbGFpbi52MS5SdWxlEhMKC3JlcGxhY2VkX2J5GAQgASgJEhYKDnJlcGxhY2VkX25hbWVzGAUgAygJEi4KB2NvdW50ZXIYBiABKAsyHS5yYXRlbGltaXQuZXhwbGFpbi52MS5Db3VudGVyEhMKC2hpdHNfYWRkZW5kGAcgASgEEkQKB3ZlcmRpY3QYCCABKA4yMy5yYXRlbGltaXQuZXhwbGFpbi52MS5EZXNjcmlwdG9yRXhwbGFuYXRpb24uVmVyZGljdBJOCgZzdGF0dXMYCSABKAsyPi5lbnZveS5zZXJ2aWNlLnJhdGVsaW1pdC52My5SYXRlTGltaXRSZXNwb25zZS5EZXNjcmlwdG9yU3RhdHVzEg0KBW5vdGVzGAogAygJEhAKCGRlY2lkaW5nGAsgASgIEjYKBmJ1Y2tldBgMIAEoCzImLnJhdGVsaW1pdC5leHBsYWluLnYxLlRva2VuQnVja2V0U3RhdGUSMAoGbGltaXRzGA0gAygLMiAucmF0ZWxpbWl0LmV4cGxhaW4udjEuTGltaXRDaGVjayLOAQoHVmVyZGljdBIXChNWRVJESUNUX1VOU1BFQ0lGSUVEEAASFAoQVkVSRElDVF9OT19MSU1JVBABEhUKEVZFUkRJQ1RfVU5MSU1JVEVEEAISFAoQVkVSRElDVF9SRVBMQUNFRBADEhgKFFZFUkRJQ1RfV0lUSElOX0xJTUlUEAQSFgoSVkVSRElDVF9ORUFSX0xJTUlUEAUSFgoSVkVSRElDVF9PVkVSX0xJTUlUEAYSHQoZVkVSRElDVF9PVkVSX0xJTUlUX1NIQURPVxAHIp0BChRFeHBsYWluQnVja2V0UmVxdWVzdBIOCgZkb21haW4YASABKAkSRgoGYnVja2V0GAIgAygLMjYucmF0ZWxpbWl0LmV4cGxhaW4udjEuRXhwbGFpbkJ1Y2tldFJlcXVlc3QuQnVja2V0RW50cnkaLQoLQnVja2V0RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLIBAoVRXhwbGFpbkJ1Y2tldFJlc3BvbnNlEg4KBmRvbWFpbhgBIAEoCRJQCgdlbnRyaWVzGAIgAygLMj8uZW52b3kuZXh0ZW5zaW9ucy5jb21tb24ucmF0ZWxpbWl0LnYzLlJhdGVMaW1pdERlc2NyaXB0b3IuRW50cnkSFAoMZG9tYWluX2ZvdW5kGAMgASgIEi0KBHBhdGgYBCADKAsyHy5yYXRlbGltaXQuZXhwbGFpbi52MS5NYXRjaFN0ZXASKAoEcnVsZRgFIAEoCzIaLnJhdGVsaW1pdC5leHBsYWluLnYxLlJ1bGUSMgoGcG9saWN5GAYgASgOMiIucmF0ZWxpbWl0LmV4cGxhaW4udjEuQnVja2V0UG9saWN5EjgKBnJlYXNvbhgHIAEoDjIoLnJhdGVsaW1pdC5leHBsYWluLnYxLkJ1Y2tldFBvbGljeVJlYXNvbhIaChJnbG9iYWxfc2hhZG93X21vZGUYCCABKAgSGAoQbGltaXRfcGVyX3NlY29uZBgJIAEoARIzCgdzdHJlYW1zGAogAygLMiIucmF0ZWxpbWl0LmV4cGxhaW4udjEuQnVja2V0U3RyZWFtEhwKFHNoYXJlX3N1bV9wZXJfc2Vjb25kGAsgASgBEh8KF2Fzc2lnbmVkX3N1bV9wZXJfc2Vjb25kGAwgASgBEg4KBmxlZGdlchgNIAEoCRIPCgdyZXBsaWNhGA4gASgJEhQKDGxlZGdlcl9lcnJvchgPIAEoCRIPCgdzdW1tYXJ5GBAgASgJItcCCgxCdWNrZXRTdHJlYW0SEQoJc3RyZWFtX2lkGAEgASgJEg8KB3JlcGxpY2EYAiABKAkSDQoFbG9jYWwYAyABKAgSHgoRZGVtYW5kX3Blcl9zZWNvbmQYBCABKAFIAIgBARIYChBzaGFyZV9wZXJfc2Vjb25kGAUgASgBEjQKCmFzc2lnbm1lbnQYBiABKAsyIC5lbnZveS50eXBlLnYzLlJhdGVMaW1pdFN0cmF0ZWd5EjsKEXNoYWRvd19hc3NpZ25tZW50GAcgASgLMiAuZW52b3kudHlwZS52My5SYXRlTGltaXRTdHJhdGVneRIbChNhc3NpZ25lZF9wZXJfc2Vjb25kGAggASgBEjQKEGxhc3RfcmVwb3J0X3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQhQKEl9kZW1hbmRfcGVyX3NlY29uZCIkChJMaXN0QnVja2V0c1JlcXVlc3QSDgoGZG9tYWluGAEgASgJImYKE0xpc3RCdWNrZXRzUmVzcG9uc2USPAoHYnVja2V0cxgBIAMoCzIrLnJhdGVsaW1pdC5leHBsYWluLnYxLkV4cGxhaW5CdWNrZXRSZXNwb25zZRIRCgl0cnVuY2F0ZWQYAiABKAgqhgEKDEJ1Y2tldFBvbGljeRIdChlCVUNLRVRfUE9MSUNZX1VOU1BFQ0lGSUVEEAASGwoXQlVDS0VUX1BPTElDWV9BTExPV19BTEwQARIaChZCVUNLRVRfUE9MSUNZX0RFTllfQUxMEAISHgoaQlVDS0VUX1BPTElDWV9TSEFSRURfTElNSVQQAyqOAgoSQnVja2V0UG9saWN5UmVhc29uEiQKIEJVQ0tFVF9QT0xJQ1lfUkVBU09OX1VOU1BFQ0lGSUVEEAASIAocQlVDS0VUX1BPTElDWV9SRUFTT05fTk9fUlVMRRABEicKI0JVQ0tFVF9QT0xJQ1lfUkVBU09OX1VOS05PV05fRE9NQUlOEAISIgoeQlVDS0VUX1BPTElDWV9SRUFTT05fVU5MSU1JVEVEEAMSHQoZQlVDS0VUX1BPTElDWV9SRUFTT05fWkVSTxAEEiQKIEJVQ0tFVF9QT0xJQ1lfUkVBU09OX1NIQURPV19NT0RFEAUSHgoaQlVDS0VUX1BPTElDWV9SRUFTT05fTElNSVQQBjK2AgoORXhwbGFpblNlcnZpY2USVgoHRXhwbGFpbhIkLnJhdGVsaW1pdC5leHBsYWluLnYxLkV4cGxhaW5SZXF1ZXN0GiUucmF0ZWxpbWl0LmV4cGxhaW4udjEuRXhwbGFpblJlc3BvbnNlEmgKDUV4cGxhaW5CdWNrZXQSKi5yYXRlbGltaXQuZXhwbGFpbi52MS5FeHBsYWluQnVja2V0UmVxdWVzdBorLnJhdGVsaW1pdC5leHBsYWluLnYxLkV4cGxhaW5CdWNrZXRSZXNwb25zZRJiCgtMaXN0QnVja2V0cxIoLnJhdGVsaW1pdC5leHBsYWluLnYxLkxpc3RCdWNrZXRzUmVxdWVzdBopLnJhdGVsaW1pdC5leHBsYWluLnYxLkxpc3RCdWNrZXRzUmVzcG9uc2ViBnByb3RvMw", [file_envoy_extensions_common_ratelimit_v3_ratelimit, file_envoy_service_ratelimit_v3_rls, file_envoy_type_v3_ratelimit_strategy, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message ratelimit.explain.v1.ExplainRequest
@@ -960,6 +964,383 @@ export const DescriptorExplanation_VerdictSchema: GenEnum<DescriptorExplanation_
   enumDesc(file_ratelimit_explain_v1_explain, 10, 0);
 
 /**
+ * @generated from message ratelimit.explain.v1.ExplainBucketRequest
+ */
+export type ExplainBucketRequest = Message<"ratelimit.explain.v1.ExplainBucketRequest"> & {
+  /**
+   * The domain of the RLQS stream (its first report's domain).
+   *
+   * @generated from field: string domain = 1;
+   */
+  domain: string;
+
+  /**
+   * The BucketId's bucket map, as Envoy sends it (key order does not matter).
+   *
+   * @generated from field: map<string, string> bucket = 2;
+   */
+  bucket: { [key: string]: string };
+};
+
+/**
+ * Describes the message ratelimit.explain.v1.ExplainBucketRequest.
+ * Use `create(ExplainBucketRequestSchema)` to create a new message.
+ */
+export const ExplainBucketRequestSchema: GenMessage<ExplainBucketRequest> = /*@__PURE__*/
+  messageDesc(file_ratelimit_explain_v1_explain, 11);
+
+/**
+ * @generated from message ratelimit.explain.v1.ExplainBucketResponse
+ */
+export type ExplainBucketResponse = Message<"ratelimit.explain.v1.ExplainBucketResponse"> & {
+  /**
+   * @generated from field: string domain = 1;
+   */
+  domain: string;
+
+  /**
+   * The bucket's entries in the order the domain's descriptor tree asks for them (the
+   * descriptor ShouldRateLimit would look up); sorted by key when no rule is reached.
+   *
+   * @generated from field: repeated envoy.extensions.common.ratelimit.v3.RateLimitDescriptor.Entry entries = 2;
+   */
+  entries: RateLimitDescriptor_Entry[];
+
+  /**
+   * Whether the domain is loaded.
+   *
+   * @generated from field: bool domain_found = 3;
+   */
+  domainFound: boolean;
+
+  /**
+   * The walk of the ordered entries through the config tree, one step per entry reached.
+   *
+   * @generated from field: repeated ratelimit.explain.v1.MatchStep path = 4;
+   */
+  path: MatchStep[];
+
+  /**
+   * The rule the bucket reaches (its full_key is the statistics key); unset when none.
+   *
+   * @generated from field: ratelimit.explain.v1.Rule rule = 5;
+   */
+  rule?: Rule | undefined;
+
+  /**
+   * @generated from field: ratelimit.explain.v1.BucketPolicy policy = 6;
+   */
+  policy: BucketPolicy;
+
+  /**
+   * @generated from field: ratelimit.explain.v1.BucketPolicyReason reason = 7;
+   */
+  reason: BucketPolicyReason;
+
+  /**
+   * SHADOW_MODE is on (every limited bucket is in shadow mode).
+   *
+   * @generated from field: bool global_shadow_mode = 8;
+   */
+  globalShadowMode: boolean;
+
+  /**
+   * L: the rule's sustained rate, requests per second (requests_per_unit / window; for a
+   * rate_limits: list the tightest); 0 when no rate applies.
+   *
+   * @generated from field: double limit_per_second = 9;
+   */
+  limitPerSecond: number;
+
+  /**
+   * The streams subscribed to the bucket and their part of the current split, in the order
+   * the split takes them (by stream id).
+   *
+   * @generated from field: repeated ratelimit.explain.v1.BucketStream streams = 10;
+   */
+  streams: BucketStream[];
+
+  /**
+   * Sum of the streams' shares, requests per second (L when at least one stream holds the
+   * bucket and a rate applies; 0 otherwise).
+   *
+   * @generated from field: double share_sum_per_second = 11;
+   */
+  shareSumPerSecond: number;
+
+  /**
+   * Sum of the rates the streams' token buckets admit in the long run, requests per second
+   * (shares rounded down to Envoy's whole seconds; the assigned_tokens_per_second statistic).
+   *
+   * @generated from field: double assigned_sum_per_second = 12;
+   */
+  assignedSumPerSecond: number;
+
+  /**
+   * Where the streams and demands are read: "memory" (one replica) or "kv" (shared by the
+   * replicas behind one kv store).
+   *
+   * @generated from field: string ledger = 13;
+   */
+  ledger: string;
+
+  /**
+   * The replica that answered (its id prefixes its stream ids); empty with the memory ledger.
+   *
+   * @generated from field: string replica = 14;
+   */
+  replica: string;
+
+  /**
+   * The kv store could not be read: the split shown is from this replica's streams and the
+   * demands last read from the others, as this replica computes it meanwhile. Empty otherwise.
+   *
+   * @generated from field: string ledger_error = 15;
+   */
+  ledgerError: string;
+
+  /**
+   * One line summing up, e.g. "SHARED_LIMIT: L = 100/s (rlqs.tenant_gold) shared by 2 streams".
+   *
+   * @generated from field: string summary = 16;
+   */
+  summary: string;
+};
+
+/**
+ * Describes the message ratelimit.explain.v1.ExplainBucketResponse.
+ * Use `create(ExplainBucketResponseSchema)` to create a new message.
+ */
+export const ExplainBucketResponseSchema: GenMessage<ExplainBucketResponse> = /*@__PURE__*/
+  messageDesc(file_ratelimit_explain_v1_explain, 12);
+
+/**
+ * One stream's part of a bucket's split.
+ *
+ * @generated from message ratelimit.explain.v1.BucketStream
+ */
+export type BucketStream = Message<"ratelimit.explain.v1.BucketStream"> & {
+  /**
+   * The stream id, as the service names it (with the kv ledger, "<replica>.<n>").
+   *
+   * @generated from field: string stream_id = 1;
+   */
+  streamId: string;
+
+  /**
+   * The replica holding the stream; empty when unknown (memory ledger: this process).
+   *
+   * @generated from field: string replica = 2;
+   */
+  replica: string;
+
+  /**
+   * The stream is held by the replica that answered (its assignments are pushed from there).
+   *
+   * @generated from field: bool local = 3;
+   */
+  local: boolean;
+
+  /**
+   * Smoothed measured demand (allowed + denied per second of the service's clock); unset until
+   * a measurement covers a second (the split then asks a fair share for it).
+   *
+   * @generated from field: optional double demand_per_second = 4;
+   */
+  demandPerSecond?: number | undefined;
+
+  /**
+   * The stream's share of L, requests per second (water-filling, then the surplus spread).
+   *
+   * @generated from field: double share_per_second = 5;
+   */
+  sharePerSecond: number;
+
+  /**
+   * What the split tells the stream: a token bucket for its share, or a blanket rule.
+   *
+   * @generated from field: envoy.type.v3.RateLimitStrategy assignment = 6;
+   */
+  assignment?: RateLimitStrategy | undefined;
+
+  /**
+   * Shadow mode only: what the stream would be told were the rule enforced (the token bucket
+   * for its share, or DENY_ALL for a rule of 0); unset otherwise.
+   *
+   * @generated from field: envoy.type.v3.RateLimitStrategy shadow_assignment = 7;
+   */
+  shadowAssignment?: RateLimitStrategy | undefined;
+
+  /**
+   * The long-run rate of the stream's token bucket (tokens_per_fill / fill_interval), requests
+   * per second; 0 for a blanket rule.
+   *
+   * @generated from field: double assigned_per_second = 8;
+   */
+  assignedPerSecond: number;
+
+  /**
+   * When the stream last reported the bucket (server clock); unset when unknown (a replica
+   * of an older version).
+   *
+   * @generated from field: google.protobuf.Timestamp last_report_time = 9;
+   */
+  lastReportTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message ratelimit.explain.v1.BucketStream.
+ * Use `create(BucketStreamSchema)` to create a new message.
+ */
+export const BucketStreamSchema: GenMessage<BucketStream> = /*@__PURE__*/
+  messageDesc(file_ratelimit_explain_v1_explain, 13);
+
+/**
+ * @generated from message ratelimit.explain.v1.ListBucketsRequest
+ */
+export type ListBucketsRequest = Message<"ratelimit.explain.v1.ListBucketsRequest"> & {
+  /**
+   * Only this domain's buckets; every domain when empty.
+   *
+   * @generated from field: string domain = 1;
+   */
+  domain: string;
+};
+
+/**
+ * Describes the message ratelimit.explain.v1.ListBucketsRequest.
+ * Use `create(ListBucketsRequestSchema)` to create a new message.
+ */
+export const ListBucketsRequestSchema: GenMessage<ListBucketsRequest> = /*@__PURE__*/
+  messageDesc(file_ratelimit_explain_v1_explain, 14);
+
+/**
+ * @generated from message ratelimit.explain.v1.ListBucketsResponse
+ */
+export type ListBucketsResponse = Message<"ratelimit.explain.v1.ListBucketsResponse"> & {
+  /**
+   * One explanation per bucket, sorted by domain then entries.
+   *
+   * @generated from field: repeated ratelimit.explain.v1.ExplainBucketResponse buckets = 1;
+   */
+  buckets: ExplainBucketResponse[];
+
+  /**
+   * More buckets were held than listed (at most 1000 are listed).
+   *
+   * @generated from field: bool truncated = 2;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message ratelimit.explain.v1.ListBucketsResponse.
+ * Use `create(ListBucketsResponseSchema)` to create a new message.
+ */
+export const ListBucketsResponseSchema: GenMessage<ListBucketsResponse> = /*@__PURE__*/
+  messageDesc(file_ratelimit_explain_v1_explain, 15);
+
+/**
+ * What every stream subscribed to a bucket is told.
+ *
+ * @generated from enum ratelimit.explain.v1.BucketPolicy
+ */
+export enum BucketPolicy {
+  /**
+   * @generated from enum value: BUCKET_POLICY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Blanket rule ALLOW_ALL: no limit is enforced (see the reason).
+   *
+   * @generated from enum value: BUCKET_POLICY_ALLOW_ALL = 1;
+   */
+  ALLOW_ALL = 1,
+
+  /**
+   * Blanket rule DENY_ALL: the rule's requests_per_unit is 0.
+   *
+   * @generated from enum value: BUCKET_POLICY_DENY_ALL = 2;
+   */
+  DENY_ALL = 2,
+
+  /**
+   * The rule's rate L is shared among the streams: each is pushed a token bucket for its share.
+   *
+   * @generated from enum value: BUCKET_POLICY_SHARED_LIMIT = 3;
+   */
+  SHARED_LIMIT = 3,
+}
+
+/**
+ * Describes the enum ratelimit.explain.v1.BucketPolicy.
+ */
+export const BucketPolicySchema: GenEnum<BucketPolicy> = /*@__PURE__*/
+  enumDesc(file_ratelimit_explain_v1_explain, 0);
+
+/**
+ * Why a bucket has its policy.
+ *
+ * @generated from enum ratelimit.explain.v1.BucketPolicyReason
+ */
+export enum BucketPolicyReason {
+  /**
+   * @generated from enum value: BUCKET_POLICY_REASON_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * No rule of the domain is reached by the bucket's entries (ShouldRateLimit answers OK).
+   *
+   * @generated from enum value: BUCKET_POLICY_REASON_NO_RULE = 1;
+   */
+  NO_RULE = 1,
+
+  /**
+   * The domain is not loaded.
+   *
+   * @generated from enum value: BUCKET_POLICY_REASON_UNKNOWN_DOMAIN = 2;
+   */
+  UNKNOWN_DOMAIN = 2,
+
+  /**
+   * The rule is unlimited: true.
+   *
+   * @generated from enum value: BUCKET_POLICY_REASON_UNLIMITED = 3;
+   */
+  UNLIMITED = 3,
+
+  /**
+   * The rule's requests_per_unit is 0.
+   *
+   * @generated from enum value: BUCKET_POLICY_REASON_ZERO = 4;
+   */
+  ZERO = 4,
+
+  /**
+   * The rule is in shadow mode (its shadow_mode, or SHADOW_MODE): ALLOW_ALL is told while the
+   * split is computed as if enforced (see BucketStream.shadow_assignment).
+   *
+   * @generated from enum value: BUCKET_POLICY_REASON_SHADOW_MODE = 5;
+   */
+  SHADOW_MODE = 5,
+
+  /**
+   * The rule has a rate: it is shared.
+   *
+   * @generated from enum value: BUCKET_POLICY_REASON_LIMIT = 6;
+   */
+  LIMIT = 6,
+}
+
+/**
+ * Describes the enum ratelimit.explain.v1.BucketPolicyReason.
+ */
+export const BucketPolicyReasonSchema: GenEnum<BucketPolicyReason> = /*@__PURE__*/
+  enumDesc(file_ratelimit_explain_v1_explain, 1);
+
+/**
  * Explains rate-limit decisions.
  *
  * @generated from service ratelimit.explain.v1.ExplainService
@@ -976,6 +1357,32 @@ export const ExplainService: GenService<{
     methodKind: "unary";
     input: typeof ExplainRequestSchema;
     output: typeof ExplainResponseSchema;
+  },
+  /**
+   * Explains one RLQS bucket (docs/rlqs.md): the rule its BucketId reaches, the policy every
+   * Envoy of the bucket is told, the bucket's rate L, and the current split of L among the
+   * streams subscribed to it. Reads only: no statistic moves, nothing is pushed. With the kv
+   * ledger (several replicas) the split is the one every replica computes from the store.
+   * FAILED_PRECONDITION when this server does not serve RLQS.
+   *
+   * @generated from rpc ratelimit.explain.v1.ExplainService.ExplainBucket
+   */
+  explainBucket: {
+    methodKind: "unary";
+    input: typeof ExplainBucketRequestSchema;
+    output: typeof ExplainBucketResponseSchema;
+  },
+  /**
+   * Lists the RLQS buckets the streams of this replica are subscribed to, each explained as
+   * ExplainBucket would (with the kv ledger, the other replicas' streams of those buckets
+   * included), sorted by domain then entries.
+   *
+   * @generated from rpc ratelimit.explain.v1.ExplainService.ListBuckets
+   */
+  listBuckets: {
+    methodKind: "unary";
+    input: typeof ListBucketsRequestSchema;
+    output: typeof ListBucketsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ratelimit_explain_v1_explain, 0);
