@@ -9,7 +9,9 @@ import type { ConfigUpdate } from "../config/config-update.js";
 import { loadConfig, loadConfigFromRoots } from "../config/load-config.js";
 import type { RateLimitConfig } from "../config/rate-limit-config.js";
 import { HealthChecker, type HealthComponent } from "../health/health.js";
+import type { AdminParts } from "../admin/admin-routes.js";
 import type { BackendGuard } from "../limiter/backend-guard.js";
+import type { DecisionObserver } from "../limiter/decision-hooks.js";
 import { createDecider } from "../limiter/decide.js";
 import { createLocalCache } from "../limiter/local-cache.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
@@ -214,6 +216,14 @@ export async function createApp(
         settings.stopCacheKeyIncrementWhenOverlimit,
       statsStore: statsManager.store,
     });
+  // Day-2 operations (docs/operations.md): run-time overrides, top offenders and the config
+  // canary. Each part is built by its own module and plugs in here: overrides as the lookup
+  // the decision probes, top offenders and the canary as observers of decided requests; all
+  // three serve their share of the admin API.
+  const admin: {
+    -readonly [K in keyof AdminParts]: AdminParts[K];
+  } = {};
+  const decisionObservers: DecisionObserver[] = [];
   const service = createRateLimitService({
     cache,
     statsManager,
@@ -224,6 +234,7 @@ export async function createApp(
     globalQuotaMode: settings.quotaMode,
     dynamicMetadata: settings.responseDynamicMetadata,
     requestBounds,
+    observers: decisionObservers,
     ...(settings.tracingEnabled
       ? { tracing: { backend: settings.backendType } }
       : {}),
@@ -337,6 +348,7 @@ export async function createApp(
     statsManager,
     rlqs: (requests) => rlqs.stream(requests),
     ...(publicExplain !== undefined ? { explain: publicExplain } : {}),
+    ...(settings.adminEnabled ? { admin } : {}),
   });
   const startedAtMs = clock.nowMs();
   let listeners: Listening[] = [];
@@ -382,6 +394,7 @@ export async function createApp(
           reloadStatus: () => service.reloadStatus(),
           statsStore: statsManager.store,
           explain: explainHandler,
+          admin,
           console: createConsole({
             currentConfig: () => service.currentConfig(),
             health,

@@ -15,6 +15,7 @@ import {
   type RateLimitDescriptor,
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
+import type { OverrideLookup } from "./decision-hooks.js";
 import { hitsAddendFor } from "./hits-addend.js";
 
 /** `limit_remaining` of an unlimited descriptor: the largest uint32. */
@@ -29,6 +30,7 @@ export const unlimitedRemaining = 4294967295;
  * @param limits - filled, parallel to `descriptors`: the limit to count, or `undefined` where no
  *   rule matches, the rule is unlimited, or it is replaced
  * @param hitsAddends - filled, parallel to `descriptors`: each descriptor's hits addend
+ * @param overrides - run-time overrides (admin API), probed where the lookup found a limit
  * @returns parallel to `descriptors`, whether its rule is unlimited; `undefined` when none is
  */
 export function resolveLimits(
@@ -38,11 +40,14 @@ export function resolveLimits(
   requestHitsAddend: number,
   limits: (RateLimit | undefined)[],
   hitsAddends: number[],
+  overrides?: OverrideLookup,
 ): boolean[] | undefined {
   const n = descriptors.length;
   for (let i = 0; i < n; i++) {
     const descriptor = descriptors[i]!;
-    const limit = config.getLimit(domain, descriptor);
+    let limit = config.getLimit(domain, descriptor);
+    if (limit !== undefined && overrides !== undefined)
+      limit = overrides.find(domain, descriptor, limit) ?? limit;
     const hits = hitsAddendFor(descriptor, requestHitsAddend);
     hitsAddends[i] = hits;
     limits[i] = limit;

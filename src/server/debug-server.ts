@@ -6,6 +6,11 @@ import type { RateLimitConfig } from "../config/rate-limit-config.js";
 import type { ConfigReloadStatus } from "../config/reload-status.js";
 import type { StatsStore } from "../stats/stats-store.js";
 import { ExplainService } from "../proto.js";
+import {
+  adminPathPrefix,
+  registerAdmin,
+  type AdminParts,
+} from "../admin/admin-routes.js";
 import { createConnectHandler } from "./connect-handler.js";
 import type { Console } from "./console.js";
 import { listen, type Listening } from "./listen.js";
@@ -38,6 +43,11 @@ export interface DebugServerOptions {
    * Needs `logger` (handler failures are logged there). @defaultValue not served
    */
   readonly explain?: ExplainHandler;
+  /**
+   * Serves `ratelimit.admin.v1.AdminService` over Connect and gRPC-web on this port, whatever
+   * `ADMIN_ENABLED` says. Needs `logger`. @defaultValue not served
+   */
+  readonly admin?: AdminParts;
   /** The web console at `/` for HTML clients (see `createConsole`). @defaultValue none */
   readonly console?: Console;
 }
@@ -46,6 +56,10 @@ const paths: readonly (readonly [string, string])[] = [
   [
     "/",
     "the web console (config tree, health, statistics, Explain) for browsers (Accept: text/html)",
+  ],
+  [
+    "/ratelimit.admin.v1.AdminService/",
+    "the admin API (overrides, top offenders, config canary) over Connect and gRPC-web; docs/operations.md",
   ],
   ["/debug/pprof/", "index of the profiling endpoints"],
   [
@@ -168,6 +182,8 @@ export function rlconfigJson(
  * - `/` answers the web console to an HTML client (with `console`);
  * - `/ratelimit.explain.v1.ExplainService/Explain` serves Explain over Connect and gRPC-web
  *   (with `explain`);
+ * - `/ratelimit.admin.v1.AdminService/<Method>` serves the admin API over Connect and gRPC-web
+ *   (with `admin`);
  * - `/` for other clients (and any unknown path) lists the paths, one `<path>: <help>` line each, sorted;
  * - `/rlconfig` dumps the loaded config in the reference's format (empty before the first load);
  *   with `?format=json`, or an `Accept` header naming `application/json`, it answers
@@ -234,13 +250,14 @@ export function startDebugServer(
       });
   }
 
-  const { explain, logger } = options;
+  const { explain, admin, logger } = options;
   const connect =
-    explain === undefined || logger === undefined
+    (explain === undefined && admin === undefined) || logger === undefined
       ? undefined
       : createConnectHandler({
           routes: (router) => {
-            registerExplain(router, explain);
+            if (explain !== undefined) registerExplain(router, explain);
+            if (admin !== undefined) registerAdmin(router, admin);
           },
           logger,
         });
@@ -249,7 +266,10 @@ export function startDebugServer(
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://debug");
     const path = url.pathname;
-    if (connect !== undefined && path.startsWith(explainPrefix)) {
+    if (
+      connect !== undefined &&
+      (path.startsWith(explainPrefix) || path.startsWith(adminPathPrefix))
+    ) {
       connect(req, res);
       return;
     }

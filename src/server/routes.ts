@@ -1,5 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
+import { registerAdmin, type AdminParts } from "../admin/admin-routes.js";
 import type { HealthChecker } from "../health/health.js";
 import {
   Health,
@@ -34,6 +35,11 @@ export interface RoutesOptions {
    * stream; gRPC only); when absent the method answers UNIMPLEMENTED.
    */
   readonly rlqs?: RlqsHandler;
+  /**
+   * Serves `ratelimit.admin.v1.AdminService` (`ADMIN_ENABLED`); when absent every method
+   * answers UNIMPLEMENTED naming the setting. @defaultValue disabled
+   */
+  readonly admin?: AdminParts;
 }
 
 /** The RLQS entry point: one `StreamRateLimitQuotas` call (see `createRlqsService`). */
@@ -79,7 +85,8 @@ export const healthServiceName = "ratelimit";
 export function createRoutes(
   options: RoutesOptions,
 ): (router: ConnectRouter) => void {
-  const { shouldRateLimit, health, statsManager, explain, rlqs } = options;
+  const { shouldRateLimit, health, statsManager, explain, rlqs, admin } =
+    options;
   const checkRequests = statsManager.serverTotalRequests("Check");
 
   function statusOf(name: string): ServingStatus | undefined {
@@ -106,6 +113,7 @@ export function createRoutes(
       },
     });
     registerExplain(router, explain);
+    registerAdmin(router, admin);
     router.service(RateLimitQuotaService, {
       streamRateLimitQuotas(requests) {
         if (rlqs === undefined) {

@@ -23,6 +23,11 @@ import {
   overallCode,
   resolveLimits,
 } from "../limiter/decision-rules.js";
+import type {
+  DecidedRequest,
+  DecisionObserver,
+  OverrideLookup,
+} from "../limiter/decision-hooks.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
 import {
   RateLimitResponse_Code as Code,
@@ -81,6 +86,16 @@ export interface RateLimitServiceOptions {
    * @defaultValue `defaultRequestBounds` (1000 descriptors, 100 entries, 65536 bytes)
    */
   readonly requestBounds?: Partial<RequestBounds>;
+  /**
+   * Run-time overrides (admin API, docs/operations.md), probed after each descriptor's tree
+   * lookup. @defaultValue none
+   */
+  readonly overrides?: OverrideLookup;
+  /**
+   * Told every decided request after its statuses are known (top offenders, the config
+   * canary). @defaultValue none
+   */
+  readonly observers?: readonly DecisionObserver[];
 }
 
 /** Tracing options of {@link createRateLimitService}. */
@@ -148,6 +163,11 @@ export function createRateLimitService(
   const headerNames = options.responseHeaders;
   const withDynamicMetadata = options.dynamicMetadata ?? false;
   const bounds = resolveRequestBounds(options.requestBounds);
+  const overrides = options.overrides;
+  const observers =
+    options.observers !== undefined && options.observers.length > 0
+      ? options.observers
+      : undefined;
   let config: RateLimitConfig | undefined;
   let loadedAt: string | null = null;
   let lastFailedReload: FailedReload | null = null;
@@ -186,6 +206,7 @@ export function createRateLimitService(
         request.hitsAddend,
         limits,
         hitsAddends,
+        overrides,
       );
 
       const statuses = await (tracedDoLimit === undefined
@@ -207,6 +228,18 @@ export function createRateLimitService(
         globalQuotaMode,
         quota,
       );
+      if (observers !== undefined) {
+        const decided: DecidedRequest = {
+          domain,
+          descriptors,
+          limits,
+          hitsAddends,
+          statuses,
+          overallCode: overall,
+          config: snapshot,
+        };
+        for (const observer of observers) observer.observe(decided);
+      }
       // A complete message literal: `create()` walks the schema on every call.
       const response: RateLimitResponse = {
         $typeName: "envoy.service.ratelimit.v3.RateLimitResponse",

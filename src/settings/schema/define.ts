@@ -12,6 +12,7 @@ export type SettingsGroup =
   | "xds"
   | "rate limiting"
   | "rlqs"
+  | "admin"
   | "kv backend"
   | "mc backend"
   | "statistics"
@@ -26,6 +27,7 @@ export const settingsGroupTitles: Readonly<Record<SettingsGroup, string>> =
     xds: "Configuration from a management server (xDS)",
     "rate limiting": "Rate limiting",
     rlqs: "Rate limit quota service (RLQS)",
+    admin: "Day-2 operations (admin API)",
     "kv backend": "Key-value store backend (Redis protocol)",
     "mc backend": "Memcached-protocol backend",
     statistics: "Statistics",

@@ -1,7 +1,7 @@
 // The settings schema: every environment variable of the service, declared once.
 //
 // Each file of this folder declares the settings of one concern (listeners.ts, logging.ts,
-// configuration.ts, xds.ts, rate-limiting.ts, rlqs.ts, kv.ts, mc.ts, statistics.ts, tracing.ts) as one
+// configuration.ts, xds.ts, rate-limiting.ts, rlqs.ts, admin.ts, kv.ts, mc.ts, statistics.ts, tracing.ts) as one
 // `settingsGroup(...)`. From these declarations alone derive:
 //   - the `Settings` type (field name = declaration key, field type = the codec's value type,
 //     TSDoc = the comment on the declaration)            -> ../settings.ts
@@ -41,6 +41,7 @@ import type {
   SettingsGroup,
   SettingsOf,
 } from "./define.js";
+import { admin } from "./admin.js";
 import { configuration } from "./configuration.js";
 import { kv, kvChecks } from "./kv.js";
 import { listenerChecks, listeners } from "./listeners.js";
@@ -60,6 +61,7 @@ export const settingsGroups = Object.freeze([
   xds,
   rateLimiting,
   rlqs,
+  admin,
   kv,
   mc,
   statistics,
@@ -94,6 +96,7 @@ export type SchemaSettings = SettingsOf<typeof listeners> &
   SettingsOf<typeof xds> &
   SettingsOf<typeof rateLimiting> &
   SettingsOf<typeof rlqs> &
+  SettingsOf<typeof admin> &
   SettingsOf<typeof kv> &
   SettingsOf<typeof mc> &
   SettingsOf<typeof statistics> &
