@@ -20,9 +20,11 @@ import { createFileProvider } from "../provider/file/file-provider.js";
 import { createConsole } from "../server/console.js";
 import { startDebugServer } from "../server/debug-server.js";
 import {
+  createBucketExplainHandlers,
   createExplainHandler,
   createExplainJsonHandler,
 } from "../explain/explain-handler.js";
+import { createBucketExplainService } from "../explain/bucket-explanation.js";
 import { startGrpcServer } from "../server/grpc/grpc-server.js";
 import type { Http2Event } from "../http2/limits.js";
 import { startHttpServer } from "../server/http-server.js";
@@ -342,11 +344,20 @@ export async function createApp(
     globalShadowMode: settings.shadowMode,
     ...(rlqsLedger !== undefined ? { ledger: rlqsLedger } : {}),
   });
+  // Explain's ExplainBucket and ListBuckets read the RLQS service's buckets (docs/rlqs.md).
+  const explainBuckets = createBucketExplainHandlers(
+    createBucketExplainService({
+      rlqs,
+      currentConfig: () => service.currentConfig(),
+    }),
+    logger.child({ component: "explain" }),
+  );
   const routes = createRoutes({
     shouldRateLimit,
     health,
     statsManager,
     rlqs: (requests) => rlqs.stream(requests),
+    explainBuckets,
     ...(publicExplain !== undefined ? { explain: publicExplain } : {}),
     ...(settings.adminEnabled ? { admin } : {}),
   });
@@ -394,6 +405,7 @@ export async function createApp(
           reloadStatus: () => service.reloadStatus(),
           statsStore: statsManager.store,
           explain: explainHandler,
+          explainBuckets,
           admin,
           console: createConsole({
             currentConfig: () => service.currentConfig(),

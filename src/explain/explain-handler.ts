@@ -7,8 +7,10 @@ import { connectErrorOf, RequestError } from "../service/errors.js";
 import { readBoundedBody, sendJson } from "../server/read-body.js";
 import {
   explainDisabledMessage,
+  type BucketExplainHandlers,
   type ExplainHandler,
 } from "../server/routes.js";
+import type { BucketExplainService } from "./bucket-explanation.js";
 import type { ExplainService } from "./explain-service.js";
 
 /**
@@ -24,15 +26,47 @@ export function createExplainHandler(
     try {
       return await service.explain(request);
     } catch (err) {
-      const mapped = connectErrorOf(err, logger);
-      // Explain's INTERNAL answers keep their own prefix (the text clients have seen).
-      if (mapped.code !== Code.Internal || err instanceof ConnectError)
-        throw mapped;
-      throw new ConnectError(
-        `internal error: ${err instanceof Error ? err.message : String(err)}`,
-        Code.Internal,
-      );
+      throw explainError(err, logger);
     }
+  };
+}
+
+/** Maps an Explain failure as {@link createExplainHandler} does. */
+function explainError(err: unknown, logger: Logger): ConnectError {
+  const mapped = connectErrorOf(err, logger);
+  // Explain's INTERNAL answers keep their own prefix (the text clients have seen).
+  if (mapped.code !== Code.Internal || err instanceof ConnectError)
+    return mapped;
+  return new ConnectError(
+    `internal error: ${err instanceof Error ? err.message : String(err)}`,
+    Code.Internal,
+  );
+}
+
+/**
+ * Returns the `ExplainBucket` and `ListBuckets` entry points: the bucket service's calls with
+ * their errors mapped as {@link createExplainHandler} maps Explain's (INVALID_ARGUMENT without
+ * a domain or bucket entry, UNAVAILABLE before the first config), uncounted.
+ */
+export function createBucketExplainHandlers(
+  service: BucketExplainService,
+  logger: Logger,
+): BucketExplainHandlers {
+  return {
+    async explainBucket(request) {
+      try {
+        return await service.explainBucket(request);
+      } catch (err) {
+        throw explainError(err, logger);
+      }
+    },
+    async listBuckets(request) {
+      try {
+        return await service.listBuckets(request);
+      } catch (err) {
+        throw explainError(err, logger);
+      }
+    },
   };
 }
 

@@ -14,6 +14,7 @@ import {
   RateLimitStrategy_BlanketRule,
   type BucketId,
   type RateLimitQuotaResponse_BucketAction,
+  type RateLimitStrategy,
 } from "../proto.js";
 
 /** Longest fill interval tried for a rate of at least one request per second, seconds. */
@@ -84,6 +85,35 @@ export type Assignment =
   | { readonly kind: "token_bucket"; readonly shape: TokenBucketShape };
 
 /**
+ * Encodes an assignment as the `RateLimitStrategy` Envoy is sent: a `token_bucket`, or a
+ * `blanket_rule` for ALLOW_ALL and DENY_ALL.
+ */
+export function assignmentStrategy(assignment: Assignment): RateLimitStrategy {
+  return assignment.kind === "token_bucket"
+    ? create(RateLimitStrategySchema, {
+        strategy: {
+          case: "tokenBucket",
+          value: create(EnvoyTokenBucketSchema, {
+            maxTokens: assignment.shape.maxTokens,
+            tokensPerFill: assignment.shape.tokensPerFill,
+            fillInterval: create(DurationSchema, {
+              seconds: BigInt(assignment.shape.fillIntervalSeconds),
+            }),
+          }),
+        },
+      })
+    : create(RateLimitStrategySchema, {
+        strategy: {
+          case: "blanketRule",
+          value:
+            assignment.kind === "deny_all"
+              ? RateLimitStrategy_BlanketRule.DENY_ALL
+              : RateLimitStrategy_BlanketRule.ALLOW_ALL,
+        },
+      });
+}
+
+/**
  * Encodes a `BucketAction` with a `QuotaAssignmentAction`.
  *
  * @param ttlSeconds - `assignment_time_to_live`, whole seconds ≥ 1
@@ -93,29 +123,7 @@ export function assignmentAction(
   assignment: Assignment,
   ttlSeconds: number,
 ): RateLimitQuotaResponse_BucketAction {
-  const strategy =
-    assignment.kind === "token_bucket"
-      ? create(RateLimitStrategySchema, {
-          strategy: {
-            case: "tokenBucket",
-            value: create(EnvoyTokenBucketSchema, {
-              maxTokens: assignment.shape.maxTokens,
-              tokensPerFill: assignment.shape.tokensPerFill,
-              fillInterval: create(DurationSchema, {
-                seconds: BigInt(assignment.shape.fillIntervalSeconds),
-              }),
-            }),
-          },
-        })
-      : create(RateLimitStrategySchema, {
-          strategy: {
-            case: "blanketRule",
-            value:
-              assignment.kind === "deny_all"
-                ? RateLimitStrategy_BlanketRule.DENY_ALL
-                : RateLimitStrategy_BlanketRule.ALLOW_ALL,
-          },
-        });
+  const strategy = assignmentStrategy(assignment);
   return create(RateLimitQuotaResponse_BucketActionSchema, {
     bucketId,
     bucketAction: {

@@ -19,6 +19,8 @@ import { systemClock, type Clock } from "../util/clock.js";
 import {
   recordUsage,
   type BucketUsage,
+  type LedgerReading,
+  type LedgerStream,
   type QuotaLedger,
   type StreamUsage,
 } from "./quota-ledger.js";
@@ -55,6 +57,8 @@ interface StoredStream {
   readonly demand: number | null;
   /** When the holding replica last wrote the field, its clock, ms. */
   readonly seen: number;
+  /** The stream's last report of the bucket, the holder's clock, ms (absent before Explain). */
+  readonly reported?: number;
 }
 
 interface LocalStream {
@@ -68,6 +72,12 @@ export function kvLedgerKey(prefix: string, bucket: string): string {
   return `${prefix}ratelimit_rlqs_${encodeURIComponent(bucket)}`;
 }
 
+/** The replica of a stream id (`<replica>.<n>`); undefined for an id without one. */
+function replicaOf(stream: string): string | undefined {
+  const dot = stream.indexOf(".");
+  return dot > 0 ? stream.slice(0, dot) : undefined;
+}
+
 /** The channel on which replicas announce changed buckets. */
 export function kvLedgerChannel(prefix: string): string {
   return `${prefix}ratelimit_rlqs_changes`;
@@ -75,7 +85,7 @@ export function kvLedgerChannel(prefix: string): string {
 
 function parseStored(
   text: string,
-): Pick<StoredStream, "demand" | "seen"> | undefined {
+): Pick<StoredStream, "demand" | "seen" | "reported"> | undefined {
   try {
     const value = JSON.parse(text) as Partial<StoredStream> | null;
     if (
@@ -84,10 +94,58 @@ function parseStored(
       (value.demand !== null && typeof value.demand !== "number")
     )
       return undefined;
-    return { demand: value.demand ?? null, seen: value.seen };
+    return {
+      demand: value.demand ?? null,
+      seen: value.seen,
+      ...(typeof value.reported === "number"
+        ? { reported: value.reported }
+        : {}),
+    };
   } catch {
     return undefined;
   }
+}
+
+/** The other replicas' streams of a bucket, read from its hash. */
+interface RemoteFields {
+  /** Live streams with their stored field, in the hash's order. */
+  readonly live: Map<string, Pick<StoredStream, "demand" | "reported">>;
+  /** Fields of another replica nobody has refreshed (or unreadable): to remove. */
+  readonly stale: string[];
+}
+
+/**
+ * Sorts a bucket's hash into the live fields of streams this replica does not hold and the
+ * stale ones: a field not written for `staleAfterMs` belongs to a dead replica. Shared by the
+ * split ({@link KvQuotaLedger.demands}) and Explain ({@link KvQuotaLedger.peek}), so both see
+ * the same streams.
+ */
+function readRemoteFields(
+  fields: Readonly<Record<string, string>>,
+  local: ReadonlyMap<string, unknown> | undefined,
+  ownPrefix: string,
+  nowMs: number,
+  staleAfterMs: number,
+): RemoteFields {
+  const live = new Map<string, Pick<StoredStream, "demand" | "reported">>();
+  const stale: string[] = [];
+  for (const [stream, text] of Object.entries(fields)) {
+    if (local?.has(stream) === true) continue;
+    const stored = parseStored(text);
+    if (stored === undefined || nowMs - stored.seen > staleAfterMs) {
+      // Only the holder writes a field, and a holder that wrote nothing for a few
+      // intervals is gone (or cut off): its share is no longer reserved.
+      if (!stream.startsWith(ownPrefix)) stale.push(stream);
+      continue;
+    }
+    live.set(stream, stored);
+  }
+  return { live, stale };
+}
+
+/** Sorts by stream id: every replica orders the streams alike, so the split is the same. */
+function byStreamId<T>(entries: Iterable<[string, T]>): [string, T][] {
+  return [...entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
 /** The {@link QuotaLedger} of several replicas over the kv store (see the file header). */
@@ -201,7 +259,7 @@ export class KvQuotaLedger implements QuotaLedger {
     if (state === undefined) {
       // The subscribing report covers an unknown span before it: its counts are not a rate.
       state = {
-        usage: { since: nowMs, count: 0, demand: undefined },
+        usage: { since: nowMs, count: 0, demand: undefined, reportedMs: nowMs },
         writtenMs: -Infinity,
       };
       streams.set(stream, state);
@@ -229,19 +287,16 @@ export class KvQuotaLedger implements QuotaLedger {
       const fields = await this.client.hgetall(
         kvLedgerKey(this.prefix, bucket),
       );
+      const { live, stale } = readRemoteFields(
+        fields,
+        streams,
+        this.streamIdPrefix,
+        nowMs,
+        this.staleAfterMs,
+      );
       const read = new Map<string, number | undefined>();
-      const stale: string[] = [];
-      for (const [stream, text] of Object.entries(fields)) {
-        if (streams?.has(stream) === true) continue;
-        const stored = parseStored(text);
-        if (stored === undefined || nowMs - stored.seen > this.staleAfterMs) {
-          // Only the holder writes a field, and a holder that wrote nothing for a few
-          // intervals is gone (or cut off): its share is no longer reserved.
-          if (!stream.startsWith(this.streamIdPrefix)) stale.push(stream);
-          continue;
-        }
+      for (const [stream, stored] of live)
         read.set(stream, stored.demand ?? undefined);
-      }
       if (stale.length > 0)
         await this.client.hdel(kvLedgerKey(this.prefix, bucket), ...stale);
       remote = read;
@@ -254,8 +309,61 @@ export class KvQuotaLedger implements QuotaLedger {
     for (const [stream, demand] of remote ?? []) out.set(stream, demand);
     for (const [stream, state] of streams ?? [])
       out.set(stream, state.usage.demand);
-    // Every replica orders the streams alike, so the split is the same everywhere.
-    return new Map([...out].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    return new Map(byStreamId(out));
+  }
+
+  /**
+   * Reads a bucket as {@link KvQuotaLedger.demands} does (one `HGETALL`; stale fields are
+   * skipped, not removed; this replica's streams from memory), writing nothing and counting
+   * no error: the streams, demands and order the split takes.
+   */
+  async peek(bucket: string): Promise<LedgerReading> {
+    const nowMs = this.clock.nowMs();
+    const local = this.local.get(bucket);
+    const out = new Map<string, LedgerStream>();
+    let error: string | undefined;
+    try {
+      const fields = await this.client.hgetall(
+        kvLedgerKey(this.prefix, bucket),
+      );
+      const { live } = readRemoteFields(
+        fields,
+        local,
+        this.streamIdPrefix,
+        nowMs,
+        this.staleAfterMs,
+      );
+      for (const [stream, stored] of live)
+        out.set(stream, {
+          stream,
+          demand: stored.demand ?? undefined,
+          reportedMs: stored.reported,
+          replica: replicaOf(stream),
+        });
+    } catch (err) {
+      // The split goes on with the demands last read (see demands()): show those.
+      error = err instanceof Error ? err.message : String(err);
+      for (const [stream, demand] of this.lastKnown.get(bucket) ?? [])
+        out.set(stream, {
+          stream,
+          demand,
+          reportedMs: undefined,
+          replica: replicaOf(stream),
+        });
+    }
+    for (const [stream, state] of local ?? [])
+      out.set(stream, {
+        stream,
+        demand: state.usage.demand,
+        reportedMs: state.usage.reportedMs,
+        replica: this.replicaId,
+      });
+    return {
+      ledger: "kv",
+      replica: this.replicaId,
+      streams: byStreamId(out).map(([, s]) => s),
+      ...(error !== undefined ? { error } : {}),
+    };
   }
 
   async leave(bucket: string, stream: string): Promise<void> {
@@ -288,6 +396,7 @@ export class KvQuotaLedger implements QuotaLedger {
       count: state.usage.count,
       demand: state.usage.demand ?? null,
       seen: nowMs,
+      reported: state.usage.reportedMs,
     };
     try {
       await Promise.all([

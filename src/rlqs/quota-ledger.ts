@@ -46,6 +46,38 @@ export interface QuotaLedger {
    * at once. Absent on a ledger of one replica.
    */
   onRemoteChange?(listener: (bucket: string) => void): void;
+  /**
+   * Reads a bucket's streams as {@link QuotaLedger.demands} does (same streams, same order,
+   * same demands), with what Explain shows besides; writes nothing and moves no statistic.
+   * Absent on a ledger that has nothing more than its demands to show.
+   */
+  peek?(bucket: string): Promise<LedgerReading>;
+}
+
+/** One stream of a bucket as {@link QuotaLedger.peek} reads it. */
+export interface LedgerStream {
+  readonly stream: string;
+  /** Smoothed demand, requests per second; undefined until measured. */
+  readonly demand: number | undefined;
+  /** Server time of the stream's last report of the bucket, ms; undefined when unknown. */
+  readonly reportedMs: number | undefined;
+  /** The replica holding the stream; undefined on a ledger of one replica. */
+  readonly replica: string | undefined;
+}
+
+/** A bucket as {@link QuotaLedger.peek} reads it. */
+export interface LedgerReading {
+  /** The ledger's kind: `memory` (one replica) or `kv` (shared through the kv store). */
+  readonly ledger: string;
+  /** This replica's id; "" on a ledger of one replica. */
+  readonly replica: string;
+  /** The streams in the order {@link QuotaLedger.demands} returns them. */
+  readonly streams: readonly LedgerStream[];
+  /**
+   * Why the shared store could not be read (the streams are then this replica's and the
+   * demands last read from the others); undefined when it was.
+   */
+  readonly error?: string;
 }
 
 /** One stream's measurement of one bucket. */
@@ -55,6 +87,8 @@ export interface StreamUsage {
   /** Requests reported since `since`. */
   count: number;
   demand: number | undefined;
+  /** The last report (server ms), for Explain. */
+  reportedMs: number;
 }
 
 /** Shortest span a demand measurement covers; reports closer together are added up. */
@@ -72,6 +106,7 @@ export function recordUsage(
   nowMs: number,
 ): boolean {
   state.count += usage.allowed + usage.denied;
+  state.reportedMs = nowMs;
   const elapsedMs = nowMs - state.since;
   if (elapsedMs < minMeasureMs) return false;
   state.demand = smoothDemand(state.demand, (state.count * 1000) / elapsedMs);
@@ -98,7 +133,12 @@ export class MemoryQuotaLedger implements QuotaLedger {
     const state = streams.get(stream);
     if (state === undefined) {
       // The subscribing report covers an unknown span before it: its counts are not a rate.
-      streams.set(stream, { since: nowMs, count: 0, demand: undefined });
+      streams.set(stream, {
+        since: nowMs,
+        count: 0,
+        demand: undefined,
+        reportedMs: nowMs,
+      });
       return Promise.resolve(true);
     }
     recordUsage(state, usage, nowMs);
@@ -110,6 +150,18 @@ export class MemoryQuotaLedger implements QuotaLedger {
     for (const [stream, state] of this.buckets.get(bucket) ?? [])
       out.set(stream, state.demand);
     return Promise.resolve(out);
+  }
+
+  peek(bucket: string): Promise<LedgerReading> {
+    const streams: LedgerStream[] = [];
+    for (const [stream, state] of this.buckets.get(bucket) ?? [])
+      streams.push({
+        stream,
+        demand: state.demand,
+        reportedMs: state.reportedMs,
+        replica: undefined,
+      });
+    return Promise.resolve({ ledger: "memory", replica: "", streams });
   }
 
   leave(bucket: string, stream: string): Promise<void> {

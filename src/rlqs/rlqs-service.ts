@@ -19,16 +19,19 @@ import {
 import { sanitizeStatName, statNames } from "../stats/names.js";
 import type { Counter, Gauge, StatsStore } from "../stats/stats-store.js";
 import { systemClock, type Clock } from "../util/clock.js";
-import { splitQuota } from "./allocator.js";
+import { abandonAction, assignmentAction } from "./assignment.js";
 import {
-  abandonAction,
-  assignmentAction,
-  shapeRate,
-  tokenBucketFor,
-  type Assignment,
-} from "./assignment.js";
-import { bucketKey, bucketPolicy } from "./bucket-lookup.js";
-import { MemoryQuotaLedger, type QuotaLedger } from "./quota-ledger.js";
+  bucketKey,
+  bucketPolicy,
+  orderBucketEntries,
+} from "./bucket-lookup.js";
+import { snapshotBucket, type BucketSnapshot } from "./bucket-snapshot.js";
+import { splitBucket } from "./bucket-split.js";
+import {
+  MemoryQuotaLedger,
+  type LedgerReading,
+  type QuotaLedger,
+} from "./quota-ledger.js";
 
 /** Options of {@link createRlqsService}. */
 export interface RlqsServiceOptions {
@@ -73,6 +76,38 @@ export interface RlqsService {
   close(): void;
   /** Open streams. */
   readonly streamCount: number;
+  /**
+   * Describes one bucket for Explain: its policy, L and the split of L among its streams as
+   * the ledger holds them now, computed as a push would compute it (with the kv ledger, the
+   * split every replica computes). Read only: nothing is pushed, written or counted, and no
+   * report waits for it.
+   *
+   * @param entries - the `BucketId`'s bucket map
+   * @returns undefined before the first config load (no split is made then)
+   */
+  describeBucket(
+    domain: string,
+    entries: Readonly<Record<string, string>>,
+  ): Promise<BucketSnapshot | undefined>;
+  /**
+   * Describes every bucket this replica's streams are subscribed to, as
+   * {@link RlqsService.describeBucket} does, sorted by domain then canonical entries.
+   *
+   * @param domain - only this domain's buckets; every domain when undefined or ""
+   * @param maxBuckets - at most this many are described (the first in that order)
+   * @returns undefined before the first config load
+   */
+  listBuckets(
+    domain?: string,
+    maxBuckets?: number,
+  ): Promise<BucketList | undefined>;
+}
+
+/** What {@link RlqsService.listBuckets} returns. */
+export interface BucketList {
+  readonly buckets: readonly BucketSnapshot[];
+  /** More buckets were held than `maxBuckets`. */
+  readonly truncated: boolean;
 }
 
 interface StreamBucket {
@@ -203,7 +238,7 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
    * Splits one bucket among its streams and returns each local stream's action. Undefined
    * before the first config load (Envoy applies its `no_assignment_behavior`).
    */
-  async function splitBucket(
+  async function splitStreams(
     domain: string,
     bucket: StreamBucket,
   ): Promise<Map<string, RateLimitQuotaResponse_BucketAction> | undefined> {
@@ -220,28 +255,9 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
     const handles = statsOf(domain, bucket.entries);
     handles.subscribed.set(ids.length);
     const out = new Map<string, RateLimitQuotaResponse_BucketAction>();
-    let assignments: Assignment[];
-    if (policy.kind === "allow_all") {
-      handles.assigned.set(0);
-      assignments = ids.map(() => ({ kind: "allow_all" }));
-    } else {
-      const shares = splitQuota(
-        policy.ratePerSecond,
-        ids.map((id) => ({ demand: demands.get(id) })),
-      );
-      const shapes = shares.map((share) => tokenBucketFor(share));
-      let assigned = 0;
-      if (policy.ratePerSecond > 0)
-        for (const shape of shapes) assigned += shapeRate(shape);
-      handles.assigned.set(Math.round(assigned * 1000) / 1000);
-      assignments = shapes.map((shape) =>
-        policy.shadow
-          ? { kind: "allow_all" }
-          : policy.ratePerSecond <= 0
-            ? { kind: "deny_all" }
-            : { kind: "token_bucket", shape },
-      );
-    }
+    const split = splitBucket(policy, [...demands.values()]);
+    const assignments = split.assignments;
+    handles.assigned.set(Math.round(split.assignedPerSecond * 1000) / 1000);
     ids.forEach((id, i) => {
       const assignment = assignments[i];
       if (assignment === undefined || !streams.has(id)) return;
@@ -258,7 +274,7 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
     const perStream =
       extra ?? new Map<QuotaStream, RateLimitQuotaResponse_BucketAction[]>();
     for (const { domain, bucket } of buckets) {
-      const actions = await splitBucket(domain, bucket);
+      const actions = await splitStreams(domain, bucket);
       if (actions === undefined) continue;
       for (const [id, action] of actions) {
         const stream = streams.get(id);
@@ -466,6 +482,77 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
       }
     }
   }
+  /** The ledger's reading of a bucket; from its demands alone when it cannot peek. */
+  async function peek(ledgerKey: string): Promise<LedgerReading> {
+    if (ledger.peek !== undefined) return ledger.peek(ledgerKey);
+    const demands = await ledger.demands(ledgerKey);
+    return {
+      ledger: "custom",
+      replica: "",
+      streams: [...demands].map(([stream, demand]) => ({
+        stream,
+        demand,
+        reportedMs: undefined,
+        replica: undefined,
+      })),
+    };
+  }
+
+  async function describeBucket(
+    domain: string,
+    entries: Readonly<Record<string, string>>,
+  ): Promise<BucketSnapshot | undefined> {
+    const config = currentConfig();
+    if (config === undefined) return undefined;
+    const policy = bucketPolicy(config, domain, entries, globalShadowMode);
+    const root = config.view?.domainRules(domain);
+    const ordered =
+      (root === undefined ? undefined : orderBucketEntries(root, entries)) ??
+      Object.entries(entries).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return snapshotBucket({
+      domain,
+      entries: ordered,
+      policy,
+      globalShadowMode,
+      reading: await peek(ledgerKeyOf(domain, entries)),
+      isLocal: (id) => streams.has(id),
+    });
+  }
+
+  async function listBuckets(
+    domain?: string,
+    maxBuckets = 1_000,
+  ): Promise<BucketList | undefined> {
+    if (currentConfig() === undefined) return undefined;
+    const held = new Map<
+      string,
+      { domain: string; entries: Readonly<Record<string, string>> }
+    >();
+    for (const stream of streams.values()) {
+      const streamDomain = stream.domain;
+      if (streamDomain === undefined) continue;
+      if (domain !== undefined && domain !== "" && streamDomain !== domain)
+        continue;
+      for (const [ledgerKey, bucket] of stream.buckets)
+        if (!held.has(ledgerKey))
+          held.set(ledgerKey, {
+            domain: streamDomain,
+            entries: bucket.entries,
+          });
+    }
+    // The ledger key is the domain, a NUL, then the canonical entries: sorting by it sorts by
+    // domain, then entries.
+    const keys = [...held.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    const buckets: BucketSnapshot[] = [];
+    for (const key of keys.slice(0, Math.max(0, maxBuckets))) {
+      const bucket = held.get(key);
+      if (bucket === undefined) continue;
+      const snapshot = await describeBucket(bucket.domain, bucket.entries);
+      if (snapshot !== undefined) buckets.push(snapshot);
+    }
+    return { buckets, truncated: keys.length > maxBuckets };
+  }
+
   ledger.onRemoteChange?.((ledgerKey) => {
     serially(() => remoteChange(ledgerKey)).catch((err: unknown) => {
       logger.error({ err }, "RLQS split failed");
@@ -492,11 +579,13 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
     get streamCount() {
       return streams.size;
     },
+    describeBucket,
+    listBuckets,
   };
 }
 
-/** The ledger's key of a bucket: its domain and canonical entries. */
-function ledgerKeyOf(
+/** The ledger's key of a bucket: its domain, a NUL, then its canonical entries ({@link bucketKey}). */
+export function ledgerKeyOf(
   domain: string,
   entries: Readonly<Record<string, string>>,
 ): string {

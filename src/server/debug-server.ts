@@ -14,7 +14,11 @@ import {
 import { createConnectHandler } from "./connect-handler.js";
 import type { Console } from "./console.js";
 import { listen, type Listening } from "./listen.js";
-import { registerExplain, type ExplainHandler } from "./routes.js";
+import {
+  registerExplain,
+  type BucketExplainHandlers,
+  type ExplainHandler,
+} from "./routes.js";
 
 /** Options of {@link startDebugServer}. */
 export interface DebugServerOptions {
@@ -43,6 +47,11 @@ export interface DebugServerOptions {
    * Needs `logger` (handler failures are logged there). @defaultValue not served
    */
   readonly explain?: ExplainHandler;
+  /**
+   * Serves Explain's `ExplainBucket` and `ListBuckets` (RLQS buckets) with `explain`; without
+   * it they answer FAILED_PRECONDITION. @defaultValue not served
+   */
+  readonly explainBuckets?: BucketExplainHandlers;
   /**
    * Serves `ratelimit.admin.v1.AdminService` over Connect and gRPC-web on this port, whatever
    * `ADMIN_ENABLED` says. Needs `logger`. @defaultValue not served
@@ -181,7 +190,8 @@ export function rlconfigJson(
  * Starts the debug server:
  * - `/` answers the web console to an HTML client (with `console`);
  * - `/ratelimit.explain.v1.ExplainService/Explain` serves Explain over Connect and gRPC-web
- *   (with `explain`);
+ *   (with `explain`), and `…/ExplainBucket`, `…/ListBuckets` the RLQS buckets (with
+ *   `explainBuckets`);
  * - `/ratelimit.admin.v1.AdminService/<Method>` serves the admin API over Connect and gRPC-web
  *   (with `admin`);
  * - `/` for other clients (and any unknown path) lists the paths, one `<path>: <help>` line each, sorted;
@@ -256,7 +266,8 @@ export function startDebugServer(
       ? undefined
       : createConnectHandler({
           routes: (router) => {
-            if (explain !== undefined) registerExplain(router, explain);
+            if (explain !== undefined)
+              registerExplain(router, explain, options.explainBuckets);
             if (admin !== undefined) registerAdmin(router, admin);
           },
           logger,

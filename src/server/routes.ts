@@ -10,9 +10,13 @@ import {
   RateLimitService,
   ExplainService,
   RateLimitQuotaService,
+  type ExplainBucketRequest,
+  type ExplainBucketResponse,
   type ExplainRequest,
   type ExplainResponse,
   type HealthCheckResponse,
+  type ListBucketsRequest,
+  type ListBucketsResponse,
   type RateLimitQuotaResponse,
   type RateLimitQuotaUsageReports,
 } from "../proto.js";
@@ -30,6 +34,11 @@ export interface RoutesOptions {
    * answers UNIMPLEMENTED with a message naming the setting. @defaultValue disabled
    */
   readonly explain?: ExplainHandler;
+  /**
+   * Serves `ExplainBucket` and `ListBuckets` of the Explain API (with `explain`); when absent
+   * they answer FAILED_PRECONDITION. @defaultValue not served
+   */
+  readonly explainBuckets?: BucketExplainHandlers;
   /**
    * Serves `envoy.service.rate_limit_quota.v3.RateLimitQuotaService` (RLQS, a bidirectional
    * stream; gRPC only); when absent the method answers UNIMPLEMENTED.
@@ -52,24 +61,50 @@ export type ExplainHandler = (
   request: ExplainRequest,
 ) => Promise<ExplainResponse>;
 
+/**
+ * The RLQS half of the Explain API, `ExplainBucket` and `ListBuckets` (see
+ * `createBucketExplainHandlers`).
+ */
+export interface BucketExplainHandlers {
+  readonly explainBucket: (
+    request: ExplainBucketRequest,
+  ) => Promise<ExplainBucketResponse>;
+  readonly listBuckets: (
+    request: ListBucketsRequest,
+  ) => Promise<ListBucketsResponse>;
+}
+
+/** Message of the FAILED_PRECONDITION answer of `ExplainBucket` and `ListBuckets` without RLQS. */
+export const rlqsNotServedMessage =
+  "this server does not serve the rate limit quota service (RLQS): it has no buckets to explain";
+
 /** Message of the UNIMPLEMENTED answer (and of `/explain`'s 404) while Explain is off. */
 export const explainDisabledMessage =
   "the Explain API is disabled on this port: set EXPLAIN_ENABLED=true to enable it (the debug port's console always serves it)";
 
 /**
- * Registers `ratelimit.explain.v1.ExplainService` on a router: the handler, or an
- * UNIMPLEMENTED answer naming `EXPLAIN_ENABLED` when it is undefined.
+ * Registers `ratelimit.explain.v1.ExplainService` on a router: the handlers, or an
+ * UNIMPLEMENTED answer naming `EXPLAIN_ENABLED` for every method when `explain` is undefined.
+ * With Explain on but no `buckets`, `ExplainBucket` and `ListBuckets` answer
+ * FAILED_PRECONDITION ({@link rlqsNotServedMessage}).
  */
 export function registerExplain(
   router: ConnectRouter,
   explain: ExplainHandler | undefined,
+  buckets?: BucketExplainHandlers,
 ): void {
+  const disabled = (): never => {
+    throw new ConnectError(explainDisabledMessage, Code.Unimplemented);
+  };
+  const noRlqs = (): never => {
+    throw new ConnectError(rlqsNotServedMessage, Code.FailedPrecondition);
+  };
   router.service(ExplainService, {
-    explain:
-      explain ??
-      (() => {
-        throw new ConnectError(explainDisabledMessage, Code.Unimplemented);
-      }),
+    explain: explain ?? disabled,
+    explainBucket:
+      explain === undefined ? disabled : (buckets?.explainBucket ?? noRlqs),
+    listBuckets:
+      explain === undefined ? disabled : (buckets?.listBuckets ?? noRlqs),
   });
 }
 
@@ -112,7 +147,7 @@ export function createRoutes(
         );
       },
     });
-    registerExplain(router, explain);
+    registerExplain(router, explain, options.explainBuckets);
     registerAdmin(router, admin);
     router.service(RateLimitQuotaService, {
       streamRateLimitQuotas(requests) {

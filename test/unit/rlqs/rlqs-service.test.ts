@@ -246,6 +246,49 @@ describe("RLQS service", () => {
     await a.done;
   });
 
+  it("describes each bucket with the split it pushed, and lists the buckets its streams hold", async () => {
+    const { clock, service } = setup();
+    const a = new Client((r) => service.stream(r));
+    const b = new Client((r) => service.stream(r));
+    a.report({ tenant: "gold" });
+    b.report({ tenant: "gold" });
+    b.report({ tenant: "trial" });
+    await settle();
+    clock.seconds += 5;
+    a.report({ tenant: "gold" }, 300, 300); // 120/s
+    b.report({ tenant: "gold" }, 100, 0); // 20/s
+    await settle();
+    const gold = await service.describeBucket("rlqs", { tenant: "gold" });
+    expect(gold!.streams.map((s) => s.local)).toEqual([true, true]);
+    expect(gold!.streams.map((s) => s.demandPerSecond)).toEqual([120, 20]);
+    // Each stream's token bucket is the rate it was pushed last.
+    const rates = gold!.streams.map((s) => s.assignedPerSecond);
+    expect(rates).toEqual([a.last("gold"), b.last("gold")]);
+    expect(rates).toEqual([80, 20]);
+    expect(gold!.streams.map((s) => s.lastReportMs)).toEqual([
+      1_005_000, 1_005_000,
+    ]); // clock at 1005 s
+
+    const list = await service.listBuckets();
+    expect(list!.truncated).toBe(false);
+    expect(list!.buckets.map((x) => [x.domain, x.entries])).toEqual([
+      ["rlqs", [["tenant", "gold"]]],
+      ["rlqs", [["tenant", "trial"]]],
+    ]);
+    expect(list!.buckets[0]).toEqual(gold);
+    expect(list!.buckets[1]!.streams.map((s) => s.streamId)).toEqual(["2"]);
+    expect((await service.listBuckets("other"))!.buckets).toEqual([]);
+    const first = await service.listBuckets("rlqs", 1);
+    expect(first!.buckets).toHaveLength(1);
+    expect(first!.truncated).toBe(true);
+    a.end();
+    b.end();
+    await Promise.all([a.done, b.done]);
+    // Closed streams leave their buckets.
+    expect((await service.listBuckets())!.buckets).toEqual([]);
+    service.close();
+  });
+
   it("ends a stream without a domain with INVALID_ARGUMENT and ignores empty bucket ids", async () => {
     const { service, counter } = setup();
     const a = new Client((r) => service.stream(r));
