@@ -1,0 +1,475 @@
+// The in-process table of run-time overrides that ShouldRateLimit probes after each
+// descriptor's tree lookup (limiter/decision-hooks.ts `OverrideLookup`). Every backend keeps
+// one: the memory and mc backends as the only copy, the kv backend as the replica's mirror of
+// the store (kv-override-store.ts).
+//
+// Cost on the hot path (bench/overrides.ts measures it): a domain without overrides costs one
+// Map miss; a domain with exact overrides one probe key (a concatenation per entry) and one Map
+// probe; wildcard overrides are scanned, most specific first, only in domains that have some.
+// An override's compiled limit is shared by every override with the same resolved limit, and
+// the limit laid over a rule is cached per rule, so a hit allocates nothing. A hit reads the
+// clock only when the override expires.
+
+import { create } from "@bufbuild/protobuf";
+import type { RateLimit } from "../config/rate-limit-config.js";
+import type { OverrideLookup } from "../limiter/decision-hooks.js";
+import {
+  OverrideLimitSchema,
+  type OverrideLimit,
+  type RateLimitDescriptor,
+} from "../proto.js";
+import type { Clock } from "../util/clock.js";
+import {
+  isWildcardValue,
+  probeKey,
+  type OverrideEntry,
+} from "./override-key.js";
+import { ExpiryHeap } from "./expiry-heap.js";
+import {
+  applyOverrideShape,
+  compileOverrideLimit,
+  type OverrideShape,
+} from "./override-limit.js";
+
+/** One override, as set (the limit resolved; see `resolveOverrideLimit`). */
+export interface OverrideRecord {
+  readonly domain: string;
+  /** The descriptor's entries, in order; a value ending in `*` is a prefix wildcard. */
+  readonly entries: readonly OverrideEntry[];
+  /** The resolved limit (every field filled). */
+  readonly limit: OverrideLimit;
+  /** When it stops applying, ms since the epoch; `undefined`: never. */
+  readonly expireMs: number | undefined;
+  /** Free text given with the change. */
+  readonly reason: string;
+  /** Who set it. */
+  readonly actor: string;
+  /** When it was set, ms since the epoch. */
+  readonly updateMs: number;
+}
+
+/** A compiled limit shared by every override with the same resolved limit. */
+interface CompiledLimit {
+  readonly identity: string;
+  readonly limit: OverrideLimit;
+  readonly shape: OverrideShape;
+  /** Overrides using it; dropped from the table at 0. */
+  refs: number;
+  /** Single-entry cache: the last frozen rule limit it was laid over, and the result. */
+  last: { readonly rule: RateLimit; readonly limit: RateLimit } | undefined;
+  /** The limit laid over each frozen rule limit met (weakly: a reload drops old rules). */
+  readonly byRule: WeakMap<RateLimit, RateLimit>;
+}
+
+/** One override in the table (the probe key is the map key). */
+interface TableEntry {
+  readonly compiled: CompiledLimit;
+  /** ms since the epoch; `Infinity`: never. */
+  readonly expireMs: number;
+  readonly reason: string;
+  readonly actor: string;
+  readonly updateMs: number;
+}
+
+/** A wildcard override, pre-split for matching. */
+interface WildcardEntry {
+  readonly probe: string;
+  readonly keys: readonly string[];
+  /** Values without the trailing `*` of wildcard positions. */
+  readonly values: readonly string[];
+  readonly wild: readonly boolean[];
+  /** Literal characters of the values: more is more specific, tried first. */
+  readonly specificity: number;
+  readonly entry: TableEntry;
+}
+
+/** The overrides of one domain. */
+interface DomainOverrides {
+  readonly exact: Map<string, TableEntry>;
+  /** Most specific first (then by probe key, so every replica tries them in one order). */
+  wildcards: WildcardEntry[];
+}
+
+/** An override in the expiry heap; stale when the table no longer holds `entry`. */
+interface Expiry {
+  readonly expireMs: number;
+  readonly domain: string;
+  readonly probe: string;
+  readonly entry: TableEntry;
+}
+
+/** Options of {@link OverrideTable}. */
+export interface OverrideTableOptions {
+  /** Reads the time of an expiring override's hit and of {@link OverrideTable.takeExpired}. */
+  readonly clock: Clock;
+}
+
+/**
+ * The run-time overrides of every domain, in process: the {@link OverrideLookup} the decision
+ * probes, and the table the admin API and the stores change. Not safe to change while a
+ * lookup runs, which JavaScript guarantees (lookups are synchronous).
+ */
+export class OverrideTable implements OverrideLookup {
+  private readonly clock: Clock;
+  private readonly domains = new Map<string, DomainOverrides>();
+  private readonly compiled = new Map<string, CompiledLimit>();
+  private readonly expiries = new ExpiryHeap<Expiry>();
+  private count = 0;
+
+  constructor(options: OverrideTableOptions) {
+    this.clock = options.clock;
+  }
+
+  /** Overrides held (expired ones not yet taken included). */
+  get size(): number {
+    return this.count;
+  }
+
+  /**
+   * The limit to count instead of `limit` when an override in force names this descriptor:
+   * its exact entries first, else the most specific wildcard override. `undefined` when none
+   * applies, when it has expired, or when the request carries its own `limit` (Envoy's
+   * per-descriptor override wins). Never throws.
+   */
+  find(
+    domain: string,
+    descriptor: RateLimitDescriptor,
+    limit: RateLimit,
+  ): RateLimit | undefined {
+    if (descriptor.limit !== undefined) return undefined;
+    const overrides = this.domains.get(domain);
+    if (overrides === undefined) return undefined;
+    const entries = descriptor.entries;
+    if (overrides.exact.size > 0) {
+      const entry = overrides.exact.get(probeKey(entries));
+      if (
+        entry !== undefined &&
+        (entry.expireMs === Infinity || this.clock.nowMs() < entry.expireMs)
+      )
+        return limitOver(entry.compiled, limit);
+    }
+    const wildcards = overrides.wildcards;
+    if (wildcards.length === 0) return undefined;
+    const n = entries.length;
+    for (const wildcard of wildcards) {
+      if (wildcard.keys.length !== n || !matches(wildcard, entries)) continue;
+      const entry = wildcard.entry;
+      if (entry.expireMs !== Infinity && this.clock.nowMs() >= entry.expireMs)
+        continue;
+      return limitOver(entry.compiled, limit);
+    }
+    return undefined;
+  }
+
+  /**
+   * Adds or replaces the override of `record.domain` and `record.entries`.
+   *
+   * @returns the override it replaced (even an expired one not yet taken), or `undefined`
+   * @throws {@link OverrideLimitError} when the limit does not compile (the table is unchanged)
+   */
+  put(record: OverrideRecord): OverrideRecord | undefined {
+    const compiled = this.compile(record.limit);
+    const entry: TableEntry = {
+      compiled,
+      expireMs: record.expireMs ?? Infinity,
+      reason: record.reason,
+      actor: record.actor,
+      updateMs: record.updateMs,
+    };
+    compiled.refs++;
+    const probe = probeKey(record.entries);
+    const before = this.detach(record.domain, probe);
+    let overrides = this.domains.get(record.domain);
+    if (overrides === undefined) {
+      overrides = { exact: new Map(), wildcards: [] };
+      this.domains.set(record.domain, overrides);
+    }
+    if (record.entries.some((e) => isWildcardValue(e.value))) {
+      overrides.wildcards = [
+        ...overrides.wildcards,
+        wildcardEntry(probe, record.entries, entry),
+      ].sort(
+        (a, b) =>
+          b.specificity - a.specificity ||
+          (a.probe < b.probe ? -1 : a.probe > b.probe ? 1 : 0),
+      );
+    } else {
+      overrides.exact.set(probe, entry);
+    }
+    this.count++;
+    if (entry.expireMs !== Infinity)
+      this.expiries.push({
+        expireMs: entry.expireMs,
+        domain: record.domain,
+        probe,
+        entry,
+      });
+    return before;
+  }
+
+  /**
+   * Removes the override of a descriptor (the entries exactly as set, wildcards included).
+   *
+   * @returns the override removed (even an expired one not yet taken), or `undefined`
+   */
+  remove(
+    domain: string,
+    entries: readonly OverrideEntry[],
+  ): OverrideRecord | undefined {
+    return this.detach(domain, probeKey(entries));
+  }
+
+  /** The override of a descriptor as set (expired or not), or `undefined`. */
+  get(
+    domain: string,
+    entries: readonly OverrideEntry[],
+  ): OverrideRecord | undefined {
+    const probe = probeKey(entries);
+    const overrides = this.domains.get(domain);
+    const entry =
+      overrides?.exact.get(probe) ??
+      overrides?.wildcards.find((w) => w.probe === probe)?.entry;
+    return entry === undefined ? undefined : toRecord(domain, probe, entry);
+  }
+
+  /**
+   * The overrides in force (not expired at `nowMs`) of one domain, or of every domain when
+   * `domain` is `undefined`; sorted by domain, then by probe key.
+   */
+  list(domain: string | undefined, nowMs: number): OverrideRecord[] {
+    const out: OverrideRecord[] = [];
+    const names =
+      domain === undefined ? [...this.domains.keys()].sort() : [domain];
+    for (const name of names) {
+      const overrides = this.domains.get(name);
+      if (overrides === undefined) continue;
+      const held: [string, TableEntry][] = [
+        ...overrides.exact,
+        ...overrides.wildcards.map((w): [string, TableEntry] => [
+          w.probe,
+          w.entry,
+        ]),
+      ];
+      held.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      for (const [probe, entry] of held)
+        if (entry.expireMs > nowMs) out.push(toRecord(name, probe, entry));
+    }
+    return out;
+  }
+
+  /** Domains with at least one override held. */
+  domainNames(): string[] {
+    return [...this.domains.keys()];
+  }
+
+  /**
+   * Replaces every override of a domain by `records` (a resync from the store), keeping the
+   * held entries whose record is unchanged.
+   *
+   * @returns the records that did not compile (left out), with their errors
+   */
+  replaceDomain(
+    domain: string,
+    records: readonly OverrideRecord[],
+  ): { record: OverrideRecord; error: unknown }[] {
+    const failed: { record: OverrideRecord; error: unknown }[] = [];
+    const wanted = new Set<string>();
+    for (const record of records) {
+      const probe = probeKey(record.entries);
+      wanted.add(probe);
+      const held = this.get(domain, record.entries);
+      if (held !== undefined && sameRecord(held, record)) continue;
+      try {
+        this.put(record);
+      } catch (error) {
+        failed.push({ record, error });
+        wanted.delete(probe);
+      }
+    }
+    const overrides = this.domains.get(domain);
+    if (overrides !== undefined) {
+      const stale = [
+        ...overrides.exact.keys(),
+        ...overrides.wildcards.map((w) => w.probe),
+      ].filter((probe) => !wanted.has(probe));
+      for (const probe of stale) this.detach(domain, probe);
+    }
+    return failed;
+  }
+
+  /**
+   * Removes and returns the overrides expired at `nowMs`, soonest first. Cost: log n per
+   * override taken.
+   */
+  takeExpired(nowMs: number): OverrideRecord[] {
+    const out: OverrideRecord[] = [];
+    const heap = this.expiries;
+    for (;;) {
+      const top = heap.peek();
+      if (top === undefined || top.expireMs > nowMs) break;
+      heap.pop();
+      const overrides = this.domains.get(top.domain);
+      const held =
+        overrides?.exact.get(top.probe) ??
+        overrides?.wildcards.find((w) => w.probe === top.probe)?.entry;
+      // Replaced or removed since: not this override any more.
+      if (held !== top.entry) continue;
+      this.detach(top.domain, top.probe);
+      out.push(toRecord(top.domain, top.probe, top.entry));
+    }
+    return out;
+  }
+
+  /** The soonest expiry held, ms since the epoch; `undefined` when none expires. */
+  nextExpiryMs(): number | undefined {
+    return this.expiries.peek()?.expireMs;
+  }
+
+  private compile(limit: OverrideLimit): CompiledLimit {
+    const identity = limitIdentity(limit);
+    let compiled = this.compiled.get(identity);
+    if (compiled === undefined) {
+      compiled = {
+        identity,
+        limit: create(OverrideLimitSchema, limit),
+        shape: compileOverrideLimit(limit),
+        refs: 0,
+        last: undefined,
+        byRule: new WeakMap(),
+      };
+      this.compiled.set(identity, compiled);
+    }
+    return compiled;
+  }
+
+  /** Removes the override under `probe`, if any; returns it. */
+  private detach(domain: string, probe: string): OverrideRecord | undefined {
+    const overrides = this.domains.get(domain);
+    if (overrides === undefined) return undefined;
+    let entry = overrides.exact.get(probe);
+    if (entry !== undefined) overrides.exact.delete(probe);
+    else {
+      const at = overrides.wildcards.findIndex((w) => w.probe === probe);
+      entry = overrides.wildcards[at]?.entry;
+      if (entry === undefined) return undefined;
+      overrides.wildcards = overrides.wildcards.filter((_, i) => i !== at);
+    }
+    this.count--;
+    const compiled = entry.compiled;
+    if (--compiled.refs === 0) this.compiled.delete(compiled.identity);
+    if (overrides.exact.size === 0 && overrides.wildcards.length === 0)
+      this.domains.delete(domain);
+    return toRecord(domain, probe, entry);
+  }
+}
+
+/** The limit a compiled override puts over a rule's limit (cached per frozen rule limit). */
+function limitOver(compiled: CompiledLimit, rule: RateLimit): RateLimit {
+  const last = compiled.last;
+  if (last?.rule === rule) return last.limit;
+  let limit = compiled.byRule.get(rule);
+  if (limit === undefined) {
+    limit = applyOverrideShape(rule, compiled.shape);
+    // A rule limit derived for one request (detailed_metric, share_threshold) is a fresh
+    // object each time: caching it would only keep it alive.
+    if (!Object.isFrozen(rule)) return limit;
+    compiled.byRule.set(rule, limit);
+  }
+  compiled.last = { rule, limit };
+  return limit;
+}
+
+function matches(
+  wildcard: WildcardEntry,
+  entries: readonly { readonly key: string; readonly value: string }[],
+): boolean {
+  const { keys, values, wild } = wildcard;
+  for (let i = 0; i < keys.length; i++) {
+    const entry = entries[i];
+    if (entry === undefined || entry.key !== keys[i]) return false;
+    const value = values[i] ?? "";
+    if (
+      wild[i] === true ? !entry.value.startsWith(value) : entry.value !== value
+    )
+      return false;
+  }
+  return true;
+}
+
+function wildcardEntry(
+  probe: string,
+  entries: readonly OverrideEntry[],
+  entry: TableEntry,
+): WildcardEntry {
+  const wild = entries.map((e) => isWildcardValue(e.value));
+  const values = entries.map((e, i) =>
+    wild[i] === true ? e.value.slice(0, -1) : e.value,
+  );
+  return {
+    probe,
+    keys: entries.map((e) => e.key),
+    values,
+    wild,
+    specificity: values.reduce((sum, v) => sum + v.length, 0),
+    entry,
+  };
+}
+
+/** The identity of a resolved limit: overrides with equal identities share one compile. */
+function limitIdentity(limit: OverrideLimit): string {
+  return [
+    limit.requestsPerUnit,
+    limit.unit,
+    limit.unlimited ? 1 : 0,
+    limit.unitMultiplier,
+    limit.algorithm,
+    limit.burst,
+    limit.shadowMode ? 1 : 0,
+    limit.timeZone,
+    limit.weekStart,
+  ].join("|");
+}
+
+/** The entries of a probe key ({@link probeKey} reversed). */
+function entriesOf(probe: string): OverrideEntry[] {
+  const entries: OverrideEntry[] = [];
+  let at = 0;
+  const part = (): string => {
+    const colon = probe.indexOf(":", at);
+    const length = Number(probe.slice(at, colon));
+    const text = probe.slice(colon + 1, colon + 1 + length);
+    at = colon + 1 + length;
+    return text;
+  };
+  while (at < probe.length) {
+    const key = part();
+    entries.push({ key, value: part() });
+  }
+  return entries;
+}
+
+function toRecord(
+  domain: string,
+  probe: string,
+  entry: TableEntry,
+): OverrideRecord {
+  return {
+    domain,
+    entries: entriesOf(probe),
+    limit: entry.compiled.limit,
+    expireMs: entry.expireMs === Infinity ? undefined : entry.expireMs,
+    reason: entry.reason,
+    actor: entry.actor,
+    updateMs: entry.updateMs,
+  };
+}
+
+function sameRecord(a: OverrideRecord, b: OverrideRecord): boolean {
+  return (
+    limitIdentity(a.limit) === limitIdentity(b.limit) &&
+    a.expireMs === b.expireMs &&
+    a.reason === b.reason &&
+    a.actor === b.actor &&
+    a.updateMs === b.updateMs
+  );
+}
