@@ -3,6 +3,7 @@ import { create, toJsonString } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import {
+  ExplainBucketResponseSchema,
   ExplainResponseSchema,
   ExplainService,
   RateLimitRequestSchema,
@@ -17,7 +18,10 @@ import {
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
 import { versionLine } from "../util/version.js";
-import { formatExplanation } from "./explain-format.js";
+import {
+  formatBucketExplanation,
+  formatExplanation,
+} from "./explain-format.js";
 import {
   FlagError,
   flagUsage,
@@ -60,6 +64,11 @@ const flags = {
     kind: "bool",
     help: "with -explain: also decide and count the request, as ShouldRateLimit does",
   },
+  "explain-bucket": {
+    kind: "string",
+    default: "",
+    help: "explain the RLQS bucket of -domain whose BucketId has these entries, in <key>=<value>,<key>=<value>,... form: its rule, policy, rate L and the current split per stream (the server needs EXPLAIN_ENABLED=true)",
+  },
   "grpc-use-tls": { kind: "bool", help: "use TLS to connect to the server" },
   "grpc-server-ca-file": {
     kind: "string",
@@ -92,6 +101,34 @@ export function parseDescriptorFlag(text: string): RateLimitDescriptor_Entry[] {
     }
     return create(RateLimitDescriptor_EntrySchema, { key, value });
   });
+}
+
+/**
+ * Parses the `-explain-bucket` value: comma-separated `key=value` pairs, as a `BucketId`'s
+ * bucket map.
+ *
+ * @throws {@link FlagError} `invalid -explain-bucket` for a malformed pair or a repeated key
+ */
+export function parseBucketFlag(text: string): Record<string, string> {
+  const bucket: Record<string, string> = {};
+  for (const pair of text.split(",")) {
+    const [key, value, extra] = pair.split("=");
+    if (
+      key === undefined ||
+      key === "" ||
+      value === undefined ||
+      extra !== undefined
+    )
+      throw new FlagError(
+        `invalid -explain-bucket: "${text}" (expected <key>=<value>,...)`,
+      );
+    if (Object.hasOwn(bucket, key))
+      throw new FlagError(
+        `invalid -explain-bucket: "${text}" names the key "${key}" twice`,
+      );
+    bucket[key] = value;
+  }
+  return bucket;
 }
 
 /**
@@ -236,7 +273,8 @@ export function windowOf(
 /**
  * Runs the client: sends one `ShouldRateLimit` over gRPC and prints the response; with
  * `-explain`, calls `ratelimit.explain.v1.ExplainService/Explain` instead and prints the
- * explanation as a tree (`-json`: proto3 JSON).
+ * explanation as a tree (`-json`: proto3 JSON); with `-explain-bucket`, calls `ExplainBucket`
+ * for that RLQS bucket of `-domain` and prints its rule, policy, L and split.
  *
  * Without `-dial_string` it calls `GRPC_HOST:GRPC_PORT` of `env` ({@link defaultDialString}).
  * After a ShouldRateLimit answer it asks the Explain API (charging nothing) for each rule's
@@ -277,7 +315,10 @@ export async function runClient(
   }
   const texts = parsed.lists.get("descriptors") ?? [];
   let request;
+  let bucket: Record<string, string> | undefined;
   try {
+    const bucketText = parsed.values.get("explain-bucket") ?? "";
+    if (bucketText !== "") bucket = parseBucketFlag(bucketText);
     const hits = Number(parsed.values.get("hits_addend"));
     if (!Number.isInteger(hits) || hits < 0 || hits > 4294967295) {
       throw new FlagError(
@@ -315,6 +356,26 @@ export async function runClient(
     },
   });
   const json = parsed.values.get("json") === "true";
+  if (bucket !== undefined) {
+    try {
+      const response = await createClient(
+        ExplainService,
+        transport,
+      ).explainBucket(
+        { domain: request.domain, bucket },
+        { timeoutMs: 10_000 },
+      );
+      out(
+        json
+          ? toJsonString(ExplainBucketResponseSchema, response)
+          : formatBucketExplanation(response),
+      );
+      return 0;
+    } catch (e) {
+      err(`request error: ${e instanceof Error ? e.message : String(e)}`);
+      return 1;
+    }
+  }
   if (parsed.values.get("explain") === "true") {
     try {
       const response = await createClient(ExplainService, transport).explain(

@@ -1,11 +1,16 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import {
+  BucketPolicy,
+  BucketPolicyReason,
   DescriptorExplanation_Verdict as Verdict,
   MatchStep_Outcome as Outcome,
   RateLimitResponse_Code,
   RateLimitResponse_RateLimit_Unit,
+  RateLimitStrategy_BlanketRule,
+  type BucketStream,
   type CalendarPeriod,
+  type ExplainBucketResponse,
   type Counter,
   type DescriptorExplanation,
   type ExplainResponse,
@@ -13,6 +18,7 @@ import {
   type MatchStep,
   type RateLimitRequest,
   type RateLimitResponse_DescriptorStatus,
+  type RateLimitStrategy,
   type Rule,
   type Source,
   type TokenBucketState,
@@ -343,6 +349,99 @@ export function formatExplanation(
           : "charge: all_or_nothing: every counter is charged",
       );
   }
+  if (response.summary !== "") lines.push(response.summary);
+  return lines.join("\n");
+}
+
+/** A rate for people: at most three decimals, `81.818/s`. */
+function perSecondText(perSecond: number): string {
+  return `${Math.round(perSecond * 1000) / 1000}/s`;
+}
+
+/** `token bucket 81 per 1s, max_tokens 9`, or the blanket rule's name. */
+function strategyText(strategy: RateLimitStrategy | undefined): string {
+  const s = strategy?.strategy;
+  if (s?.case === "tokenBucket")
+    return `token bucket ${s.value.tokensPerFill ?? 0} per ${durationText(s.value.fillInterval)}, max_tokens ${s.value.maxTokens}`;
+  if (s?.case === "blanketRule") return RateLimitStrategy_BlanketRule[s.value];
+  return "nothing";
+}
+
+/** `BUCKET_POLICY_REASON_SHADOW_MODE` → `shadow mode`. */
+function reasonText(reason: BucketPolicyReason): string {
+  return BucketPolicyReason[reason].toLowerCase().replace(/_/g, " ");
+}
+
+/** One stream's line: its demand, share and the token bucket for it. */
+function bucketStreamText(s: BucketStream, responder: string): string {
+  const where = s.local
+    ? responder === ""
+      ? ""
+      : " (this replica)"
+    : s.replica !== ""
+      ? ` (replica ${s.replica})`
+      : " (another replica)";
+  const demand =
+    s.demandPerSecond === undefined
+      ? "not measured yet"
+      : perSecondText(s.demandPerSecond);
+  let text = `stream ${s.streamId}${where}: demand ${demand}, share ${perSecondText(s.sharePerSecond)} → ${strategyText(s.assignment)}`;
+  if (s.shadowAssignment !== undefined)
+    text += ` (shadow mode; enforced: ${strategyText(s.shadowAssignment)})`;
+  if (s.lastReportTime !== undefined)
+    text += `; last report ${isoText(s.lastReportTime)}`;
+  return text;
+}
+
+/**
+ * Renders an `ExplainBucket` answer as a tree: the ordered entries' match path, the rule, the
+ * policy with its reason, L, each stream's demand, share and token bucket, and the sums.
+ */
+export function formatBucketExplanation(
+  response: ExplainBucketResponse,
+): string {
+  const entries = response.entries.map((e) => `${e.key}=${e.value}`).join(",");
+  const where =
+    response.replica === ""
+      ? `ledger ${response.ledger}`
+      : `ledger ${response.ledger}, replica ${response.replica}`;
+  const lines = [
+    `domain ${response.domain}${entries === "" ? "" : ` bucket ${entries}`} (${where})${response.domainFound ? "" : ": domain not loaded"}`,
+  ];
+  const items: Item[] = [];
+  for (const step of response.path)
+    if (step.outcome !== Outcome.UNKNOWN_DOMAIN)
+      items.push(item(`path[${step.entryIndex}]: ${stepText(step)}`));
+  if (response.rule !== undefined)
+    items.push(item(`rule: ${ruleText(response.rule, 0)}`));
+  items.push(
+    item(
+      `policy: ${BucketPolicy[response.policy]} (${reasonText(response.reason)}${response.globalShadowMode ? ", SHADOW_MODE" : ""})`,
+    ),
+  );
+  if (response.limitPerSecond > 0)
+    items.push(item(`L: ${perSecondText(response.limitPerSecond)}`));
+  items.push(
+    item(
+      response.streams.length === 0
+        ? "streams: none subscribed"
+        : `streams: ${response.streams.length}`,
+      response.streams.map((s) => item(bucketStreamText(s, response.replica))),
+    ),
+  );
+  if (response.streams.length > 0 && response.limitPerSecond > 0)
+    items.push(
+      item(
+        `shares sum to ${perSecondText(response.shareSumPerSecond)}; the token buckets admit ${perSecondText(response.assignedSumPerSecond)}`,
+      ),
+    );
+  if (response.ledgerError !== "")
+    items.push(
+      item(
+        `note: the kv store could not be read (${response.ledgerError}): this replica's streams and the demands last read from the others`,
+      ),
+    );
+  renderItems(items, "", lines);
   if (response.summary !== "") lines.push(response.summary);
   return lines.join("\n");
 }

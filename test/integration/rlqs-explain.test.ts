@@ -12,6 +12,7 @@ import {
 import { Redis } from "ioredis";
 import pino from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { runClient } from "../../src/cli/client.js";
 import {
   BucketPolicy,
   BucketPolicyReason,
@@ -177,6 +178,31 @@ describe("ExplainBucket on one replica (memory ledger)", () => {
       ["gold"],
     ]);
     expect(list.buckets[0]!.streams.map(split)).toEqual(r.streams.map(split));
+
+    // ratelimit-client -explain-bucket prints the same split.
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runClient(
+      [
+        "-dial_string",
+        t.addresses.grpc,
+        "-domain",
+        "rlqs",
+        "-explain-bucket",
+        "tenant=gold",
+      ],
+      (line) => out.push(line),
+      (line) => err.push(line),
+    );
+    expect(err).toEqual([]);
+    expect(code).toBe(0);
+    const printed = out.join("\n");
+    expect(printed).toContain("policy: SHARED_LIMIT (limit)");
+    expect(printed).toContain("L: 100/s");
+    for (const s of streams)
+      expect(printed).toContain(
+        `stream ${s.streamId}: demand ${Math.round(s.demandPerSecond! * 1000) / 1000}/s, share ${Math.round(s.sharePerSecond * 1000) / 1000}/s → token bucket`,
+      );
 
     a.end();
     b.end();
