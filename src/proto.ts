@@ -139,6 +139,7 @@ export {
   SetOverrideResponseSchema,
   StartCanaryResponseSchema,
   StopCanaryResponseSchema,
+  TopOffendersRequestSchema,
   TopOffendersResponseSchema,
   type AuditRecord,
   type CanaryRuleReport,

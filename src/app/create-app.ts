@@ -12,6 +12,9 @@ import { HealthChecker, type HealthComponent } from "../health/health.js";
 import type { AdminParts } from "../admin/admin-routes.js";
 import type { BackendGuard } from "../limiter/backend-guard.js";
 import type { DecisionObserver } from "../limiter/decision-hooks.js";
+import { createOffendersAdmin } from "../offenders/offenders-admin.js";
+import { createOffenderGauges } from "../offenders/offenders-metrics.js";
+import { OffendersTracker } from "../offenders/offenders-tracker.js";
 import { createDecider } from "../limiter/decide.js";
 import { createLocalCache } from "../limiter/local-cache.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
@@ -226,6 +229,20 @@ export async function createApp(
     -readonly [K in keyof AdminParts]: AdminParts[K];
   } = {};
   const decisionObservers: DecisionObserver[] = [];
+  // Top offenders per rule (docs/operations.md#top-offenders): nothing at all with
+  // TOP_OFFENDERS_K=0 (no observer, TopOffenders answers UNIMPLEMENTED).
+  const offenders =
+    settings.topOffendersK > 0
+      ? new OffendersTracker({ k: settings.topOffendersK, clock })
+      : undefined;
+  if (offenders !== undefined) {
+    decisionObservers.push(offenders);
+    admin.offenders = createOffendersAdmin(offenders);
+    if (settings.topOffendersMetrics && settings.statsSink !== "pullstats")
+      logger.warn(
+        "TOP_OFFENDERS_METRICS exports to the pull-stats endpoint only: set USE_PULLSTATS=true",
+      );
+  }
   const service = createRateLimitService({
     cache,
     statsManager,
@@ -381,7 +398,13 @@ export async function createApp(
     service,
 
     async start() {
-      sinks = await startStatsSinks(settings, context);
+      sinks = await startStatsSinks(
+        settings,
+        context,
+        offenders !== undefined && settings.topOffendersMetrics
+          ? createOffenderGauges(offenders)
+          : [],
+      );
       if (settings.runtimeStatsEnabled)
         runtimeStats = startRuntimeStats({
           store: statsManager.store,

@@ -4,6 +4,7 @@ import { SettingsError } from "../settings/settings-error.js";
 import type { Settings } from "../settings/settings.js";
 import type { StatTag } from "../stats/names.js";
 import type { PullMapping } from "../stats/prometheus-mapping.js";
+import type { ScrapedGauge } from "../stats/scraped-gauge.js";
 import {
   startStatsFlusher,
   type StatsFlusher,
@@ -78,11 +79,14 @@ async function loadPullMapping(settings: Settings): Promise<PullMapping> {
  *
  * @throws {@link SettingsError} for an unreadable or invalid `PULLSTATS_MAPPER_YAML` or a
  * malformed `PULLSTATS_ADDR`
+ * @param scrapedGauges - gauges the pull exporter computes at each scrape (the top offenders
+ *   with `TOP_OFFENDERS_METRICS`); other sinks ignore them
  * @throws the listen error when the pull exporter's address cannot be bound
  */
 export async function startStatsSinks(
   settings: Settings,
   context: AppContext,
+  scrapedGauges: readonly ScrapedGauge[] = [],
 ): Promise<StatsSinks> {
   const logger = context.logger.child({ component: "stats" });
   const store = context.statsManager.store;
@@ -143,6 +147,7 @@ export async function startStatsSinks(
         path: settings.pullStatsPath,
         logger,
         beforeScrape: () => flushRef.current?.flush(),
+        scrapedGauges,
       });
       pullAddress = pull.address;
       logger.warn(

@@ -15,6 +15,7 @@ import type {
   PullMapping,
   StatKind,
 } from "./prometheus-mapping.js";
+import type { ScrapedGauge } from "./scraped-gauge.js";
 import type { StatsSink } from "./stats-sink.js";
 import type { TimerListener } from "./stats-store.js";
 
@@ -37,6 +38,11 @@ export interface PrometheusSinkOptions {
   readonly processMetrics?: boolean;
   /** Called before each scrape, e.g. to flush pending counters so a scrape is current. */
   readonly beforeScrape?: () => void;
+  /**
+   * Gauges computed at each scrape (the top offenders with `TOP_OFFENDERS_METRICS`), their
+   * series replaced every time. @defaultValue none
+   */
+  readonly scrapedGauges?: readonly ScrapedGauge[];
 }
 
 /** The pull sink: a {@link StatsSink} that also serves the metrics over HTTP. */
@@ -98,6 +104,20 @@ export async function startPrometheusSink(
   const ruleLabels = labelNamesByMetric(options.mapping);
   const metrics = new Map<string, Registered>();
   const reported = new Set<string>();
+  for (const source of options.scrapedGauges ?? []) {
+    new Gauge({
+      name: source.name,
+      help: source.help,
+      labelNames: [...source.labelNames],
+      registers: [registry],
+      collect() {
+        // Replaced, never accumulated: a series not produced now is gone from this scrape.
+        this.reset();
+        for (const sample of source.samples())
+          this.set(sample.labels, sample.value);
+      },
+    });
+  }
 
   const reportOnce = (key: string, fields: object, msg: string): void => {
     if (reported.has(key)) return;
