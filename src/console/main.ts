@@ -4,7 +4,7 @@
 // state are polled every few seconds (`?refresh=<seconds>`, 3 by default) while the tab is
 // visible; the tree is rebuilt only when the config changes, and keeps which nodes are open.
 // Bundled by scripts/build-console.mjs (esbuild) into dist/console/app.js; nothing is fetched
-// from elsewhere at run time.
+// from elsewhere at run time. The RLQS view (buckets and their splits) is rlqs-view.ts.
 import { createClient } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
@@ -23,6 +23,7 @@ import {
   type Rule,
   type TokenBucketState,
 } from "../proto.js";
+import { mountRlqsView } from "./rlqs-view.js";
 
 /** One limit of a rule, as `/console/state.json` gives it (server/console.ts `ConsoleLimit`). */
 interface LimitNode {
@@ -677,6 +678,12 @@ function refreshIntervalMs(): number {
 }
 
 const refreshMs = refreshIntervalMs();
+// The RLQS buckets and their splits (rlqs-view.ts), after Explain; it polls on its own.
+mountRlqsView(byId("explain-section").parentElement ?? document.body, {
+  client,
+  refreshMs,
+  before: document.getElementById("config-section"),
+});
 let timer: ReturnType<typeof setTimeout> | undefined;
 let running: Promise<void> | undefined;
 

@@ -2,11 +2,16 @@ import { mkdirSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import { build } from "esbuild";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ExplainService } from "../../src/proto.js";
 import { repoRoot } from "../helpers/spawn-service.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
+import { FakeEnvoy } from "../helpers/rlqs-stream.js";
+import { waitFor } from "../helpers/wait-for.js";
 
 // The debug console in a real browser (headless Chromium from the Debian package `chromium`,
 // installed by scripts/ensure-system-deps.sh), and CORS for a page on another origin.
@@ -592,6 +597,201 @@ async function startOtherOrigin(): Promise<{ server: Server; origin: string }> {
   const port = (server.address() as AddressInfo).port;
   return { server, origin: `http://127.0.0.1:${port}` };
 }
+
+describe("the debug console's RLQS view in Chromium", () => {
+  const rlqsConfig = `domain: rlqs
+descriptors:
+  - key: tenant
+    value: gold
+    rate_limit: { unit: second, requests_per_unit: 100 }
+  - key: tenant
+    value: trial
+    shadow_mode: true
+    rate_limit: { unit: second, requests_per_unit: 30 }
+`;
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp(
+      { "rlqs.yaml": rlqsConfig },
+      { DISABLE_STATS: "true", RLQS_REPORT_INTERVAL: "1s" },
+    );
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  /** The bucket table as the page shows it. */
+  function bucketRows(page: Page) {
+    return inPage<
+      {
+        domain: string;
+        bucket: string;
+        policy: string;
+        limit: number;
+        shareSum: number;
+        streams: {
+          id: string;
+          demand: string;
+          share: number;
+          assigned: number;
+        }[];
+      }[]
+    >(
+      page,
+      `[...document.querySelectorAll("#rlqs-buckets tr[data-bucket]")].map((tr) => ({
+        domain: tr.getAttribute("data-domain"),
+        bucket: tr.getAttribute("data-bucket"),
+        policy: tr.getAttribute("data-policy"),
+        limit: Number(tr.getAttribute("data-limit")),
+        shareSum: Number(tr.getAttribute("data-share-sum")),
+        streams: [...tr.querySelectorAll("li[data-stream-id]")].map((li) => ({
+          id: li.getAttribute("data-stream-id"),
+          demand: li.getAttribute("data-demand"),
+          share: Number(li.getAttribute("data-share")),
+          assigned: Number(li.getAttribute("data-assigned")),
+        })),
+      }))`,
+    );
+  }
+
+  it("lists the buckets with each stream's demand and share, as pushed, and explains one from the form or a row", async () => {
+    const page = await browser.newPage();
+    await page.setViewport({ width: 1200, height: 1000 });
+    const a = new FakeEnvoy(t);
+    const b = new FakeEnvoy(t);
+    try {
+      await page.goto(`http://${t.addresses.debug}/?refresh=1`);
+      await page.waitForSelector("#rlqs-section");
+      await page.waitForFunction(
+        `document.querySelector("#rlqs-buckets tbody")?.textContent === "no bucket is subscribed"`,
+        { timeout: 10_000 },
+      );
+      // a first, so that its stream id is the smaller.
+      a.report("gold");
+      await waitFor(() => a.rate("gold") === 100, "a alone");
+      b.report("gold");
+      b.report("trial");
+      await waitFor(
+        () => a.rate("gold") === 50 && b.rate("gold") === 50,
+        "50/50",
+      );
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      a.report("gold", 120, 120); // about 120/s
+      b.report("gold", 40, 0); // about 20/s
+      // Only the final split (about 81/19) passes.
+      await waitFor(() => {
+        const ra = a.rate("gold") ?? 0;
+        const rb = b.rate("gold") ?? 0;
+        return rb < 25 && ra > 75;
+      }, "the split by measured demand");
+      // The next refresh shows both demands measured.
+      await page.waitForFunction(
+        `[...document.querySelectorAll('#rlqs-buckets tr[data-bucket="tenant=gold"] li')].filter((li) => li.getAttribute("data-demand") !== "").length === 2`,
+        { timeout: 10_000 },
+      );
+      const rows = await bucketRows(page);
+      expect(rows.map((r) => [r.domain, r.bucket, r.policy, r.limit])).toEqual([
+        ["rlqs", "tenant=gold", "SHARED_LIMIT", 100],
+        ["rlqs", "tenant=trial", "ALLOW_ALL", 30],
+      ]);
+      const gold = rows[0]!;
+      const streams = [...gold.streams].sort(
+        (x, y) => Number(x.id) - Number(y.id),
+      );
+      // Each stream's token bucket is what it was pushed.
+      expect(streams.map((s) => s.assigned)).toEqual([
+        a.rate("gold"),
+        b.rate("gold"),
+      ]);
+      expect(gold.shareSum).toBeCloseTo(100, 6);
+      // The same figures as ExplainBucket.
+      const explained = await createClient(
+        ExplainService,
+        createConnectTransport({
+          baseUrl: `http://${t.addresses.debug}`,
+          httpVersion: "1.1",
+        }),
+      ).explainBucket({ domain: "rlqs", bucket: { tenant: "gold" } });
+      expect(
+        gold.streams.map((s) => [s.id, Number(s.demand), s.share]),
+      ).toEqual(
+        explained.streams.map((s) => [
+          s.streamId,
+          s.demandPerSecond,
+          s.sharePerSecond,
+        ]),
+      );
+      await page.screenshot({
+        path: join(results, "console-rlqs.png"),
+        fullPage: true,
+      });
+
+      // The form explains one bucket in full.
+      await page.type("#rlqs-domain", "rlqs");
+      await page.type("#rlqs-bucket", "tenant=gold");
+      await page.click("#rlqs-explain-form button[type=submit]");
+      await page.waitForSelector("#rlqs-explain-summary");
+      const summary = await inPage<{ policy: string; text: string }>(
+        page,
+        `({
+          policy: document.getElementById("rlqs-explain-summary").getAttribute("data-policy"),
+          text: document.getElementById("rlqs-explain-summary").textContent,
+        })`,
+      );
+      expect(summary.policy).toBe("SHARED_LIMIT");
+      expect(summary.text).toMatch(
+        /^SHARED_LIMIT: L = 100\/s \(rlqs\.tenant_gold\) shared by 2 streams/,
+      );
+      expect(
+        await inPage(
+          page,
+          `document.querySelector("#rlqs-explain-result .rlqs-rule").textContent`,
+        ),
+      ).toBe(
+        "rule rlqs.tenant_gold: 100 per SECOND (rlqs.yaml:3); entries in tree order: tenant=gold",
+      );
+      expect(
+        await inPage(
+          page,
+          `document.querySelectorAll("#rlqs-explain-result .rlqs-split tr[data-stream-id]").length`,
+        ),
+      ).toBe(2);
+
+      // A click on a row explains its bucket: the shadow-mode one.
+      await page.click('#rlqs-buckets tr[data-bucket="tenant=trial"]');
+      await page.waitForFunction(
+        `document.getElementById("rlqs-explain-summary")?.getAttribute("data-reason") === "SHADOW_MODE"`,
+        { timeout: 10_000 },
+      );
+      expect(
+        await inPage(page, `document.getElementById("rlqs-bucket").value`),
+      ).toBe("tenant=trial");
+      expect(
+        await inPage(
+          page,
+          `document.querySelector("#rlqs-explain-result .rlqs-split tbody td:nth-child(5)").textContent`,
+        ),
+      ).toBe("ALLOW_ALL (30 per 1s, max 3)");
+      await page.screenshot({
+        path: join(results, "console-rlqs-explain.png"),
+        fullPage: true,
+      });
+
+      // Streams that end leave their buckets; the table follows.
+      a.end();
+      b.end();
+      await Promise.all([a.done, b.done]);
+      await page.waitForFunction(
+        `document.querySelector("#rlqs-buckets tbody")?.textContent === "no bucket is subscribed"`,
+        { timeout: 10_000 },
+      );
+    } finally {
+      a.end();
+      b.end();
+      await page.close();
+    }
+  });
+});
 
 describe("CORS for a page on another origin (gRPC-web)", () => {
   let other: { server: Server; origin: string };
