@@ -12,6 +12,12 @@ import { HealthChecker, type HealthComponent } from "../health/health.js";
 import type { AdminParts } from "../admin/admin-routes.js";
 import type { BackendGuard } from "../limiter/backend-guard.js";
 import type { DecisionObserver } from "../limiter/decision-hooks.js";
+import {
+  MemoryOverrideStore,
+  type OverrideStore,
+} from "../overrides/override-store.js";
+import { OverrideTable } from "../overrides/override-table.js";
+import { createOverridesAdmin } from "../overrides/overrides-admin.js";
 import { createOffendersAdmin } from "../offenders/offenders-admin.js";
 import { createOffenderGauges } from "../offenders/offenders-metrics.js";
 import { OffendersTracker } from "../offenders/offenders-tracker.js";
@@ -229,6 +235,22 @@ export async function createApp(
     -readonly [K in keyof AdminParts]: AdminParts[K];
   } = {};
   const decisionObservers: DecisionObserver[] = [];
+  // Run-time overrides (docs/operations.md#overrides): the table the decision probes, kept by
+  // the kv store on every replica (BACKEND_TYPE=kv), else in this process only.
+  const overrideTable = new OverrideTable({ clock });
+  const overrideStore: OverrideStore =
+    settings.backendType === "kv"
+      ? (await import("./kv-override-store.js")).createKvOverrideStore(
+          settings,
+          context,
+          overrideTable,
+        )
+      : new MemoryOverrideStore({
+          table: overrideTable,
+          clock,
+          logger: logger.child({ component: "overrides" }),
+          auditLogMax: settings.adminAuditLogMax,
+        });
   // Top offenders per rule (docs/operations.md#top-offenders): nothing at all with
   // TOP_OFFENDERS_K=0 (no observer, TopOffenders answers UNIMPLEMENTED).
   const offenders =
@@ -254,6 +276,7 @@ export async function createApp(
     dynamicMetadata: settings.responseDynamicMetadata,
     requestBounds,
     observers: decisionObservers,
+    overrides: overrideTable,
     ...(settings.tracingEnabled
       ? { tracing: { backend: settings.backendType } }
       : {}),
@@ -324,6 +347,13 @@ export async function createApp(
     statsManager,
     logger: logger.child({ component: "grpc" }),
     tracing: settings.tracingEnabled,
+  });
+  admin.overrides = createOverridesAdmin({
+    store: overrideStore,
+    currentConfig: () => service.currentConfig(),
+    clock,
+    auditLogMax: settings.adminAuditLogMax,
+    logger: logger.child({ component: "overrides" }),
   });
   const explainService = createExplainService({
     service,
@@ -474,6 +504,9 @@ export async function createApp(
         await Promise.all(open.map((l) => l.close(0)));
         throw err;
       }
+      // The overrides are in the table before the first request is decided (kv: loaded, or
+      // after 5 s without the store, loaded when it answers).
+      await overrideStore.start();
       health.setReason("startup", "loading the rate limit config");
       if (!settings.forceStartWithoutInitialConfig)
         logger.info("waiting for the initial rate limit config");
@@ -567,6 +600,7 @@ export async function createApp(
         await provider.close();
         await cache.close();
         await rlqsLedger?.close();
+        await overrideStore.close();
         runtimeStats?.close();
         await sinks?.close();
       })();

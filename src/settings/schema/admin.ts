@@ -1,7 +1,7 @@
 // Day-2 operations (docs/operations.md): the admin API (`ratelimit.admin.v1.AdminService`) with
 // run-time overrides, top offenders per rule and a config canary.
 
-import { flag, integer, text } from "./codecs.js";
+import { durationMs, flag, integer, text } from "./codecs.js";
 import { setting, settingsGroup } from "./define.js";
 
 export const admin = settingsGroup("admin", {
@@ -23,6 +23,18 @@ export const admin = settingsGroup("admin", {
     default: 1000,
     meaning:
       "Audit records of override changes kept in the backend; older ones are dropped.",
+  }),
+  /**
+   * Milliseconds between two checks of the kv store's override versions (BACKEND_TYPE=kv):
+   * the longest a change takes to reach a replica that missed its announcement (a reconnect,
+   * a lost message); expired overrides are deleted at the same pace. Go duration, > 0, at most 1m.
+   */
+  adminOverridesSyncIntervalMs: setting({
+    env: "ADMIN_OVERRIDES_SYNC_INTERVAL",
+    codec: durationMs("positive", 60_000),
+    default: 500,
+    meaning:
+      "kv backend: how often each replica checks the store for override changes it missed (and deletes expired ones); at most 1m.",
   }),
   /**
    * Descriptor values tracked per rule for top offenders (the sketch's size is a multiple of

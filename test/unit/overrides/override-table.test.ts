@@ -1,4 +1,4 @@
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../../src/config/load-config.js";
 import type {
@@ -25,6 +25,8 @@ import {
 } from "../../../src/overrides/override-table.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
+
+type LimitInit = MessageInitShape<typeof OverrideLimitSchema>;
 
 const yaml = `
 domain: api
@@ -60,7 +62,7 @@ function descriptor(...pairs: [string, string][]): RateLimitDescriptor {
   });
 }
 
-function limit(init: Partial<OverrideLimit>): OverrideLimit {
+function limit(init: LimitInit): OverrideLimit {
   return create(OverrideLimitSchema, {
     unitMultiplier: 1,
     algorithm: "fixed_window",
@@ -70,7 +72,7 @@ function limit(init: Partial<OverrideLimit>): OverrideLimit {
 
 function record(
   entries: [string, string][],
-  init: Partial<OverrideLimit>,
+  init: LimitInit,
   extra: Partial<OverrideRecord> = {},
 ): OverrideRecord {
   return {

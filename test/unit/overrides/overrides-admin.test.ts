@@ -1,4 +1,4 @@
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -13,9 +13,9 @@ import { loadConfig } from "../../../src/config/load-config.js";
 import type { RateLimitConfig } from "../../../src/config/rate-limit-config.js";
 import {
   OverrideLimitSchema,
+  RateLimitDescriptorSchema,
   RateLimitResponse_RateLimit_Unit as Unit,
   AdminService,
-  type OverrideLimit,
 } from "../../../src/proto.js";
 import {
   compileOverrideLimit,
@@ -27,6 +27,8 @@ import { OverrideTable } from "../../../src/overrides/override-table.js";
 import { createOverridesAdmin } from "../../../src/overrides/overrides-admin.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
+
+type LimitInit = MessageInitShape<typeof OverrideLimitSchema>;
 
 const yaml = `
 domain: api
@@ -335,19 +337,11 @@ describe("DeleteOverride, ListOverrides and GetAuditLog", () => {
 describe("resolveOverrideLimit", () => {
   const config = loaded();
   const rule = (key: string, value = "x") =>
-    config.getLimit("api", {
-      $typeName: "envoy.extensions.common.ratelimit.v3.RateLimitDescriptor",
-      entries: [
-        {
-          $typeName:
-            "envoy.extensions.common.ratelimit.v3.RateLimitDescriptor.Entry",
-          key,
-          value,
-        },
-      ],
-      hitsAddend: undefined,
-    })!;
-  const resolve = (key: string, init: Partial<OverrideLimit>) =>
+    config.getLimit(
+      "api",
+      create(RateLimitDescriptorSchema, { entries: [{ key, value }] }),
+    )!;
+  const resolve = (key: string, init: LimitInit) =>
     resolveOverrideLimit(create(OverrideLimitSchema, init), rule(key));
 
   it("keeps the rule's whole window when unit is unset", () => {

@@ -1,0 +1,63 @@
+// The run-time overrides shared through the kv store (BACKEND_TYPE=kv): two ioredis
+// connections to the main kv instance (`KV_*`: single, sentinel or cluster, with its auth and
+// TLS), one for commands and one for the change channel, under `CACHE_KEY_PREFIX`. Imported
+// only with the kv backend.
+
+import { Cluster, Redis } from "ioredis";
+import { toKvConnectionOptions } from "../backends/kv/kv-client-options.js";
+import { resolveKvInstanceOptions } from "../backends/kv/kv-options.js";
+import { KvOverrideStore } from "../overrides/kv-override-store.js";
+import type { OverrideTable } from "../overrides/override-table.js";
+import type { Settings } from "../settings/settings.js";
+import type { AppContext } from "./app-context.js";
+import { kvMainInstanceOptions, kvTlsOptions } from "./kv-cache.js";
+
+function connect(settings: Settings): Redis | Cluster {
+  const connection = toKvConnectionOptions(
+    resolveKvInstanceOptions(kvMainInstanceOptions(settings)),
+    kvTlsOptions(settings),
+  );
+  // replyMapping is spelled out, as in kv-client.ts: the constructors' typing rejects an
+  // optional one.
+  return connection.kind === "cluster"
+    ? new Cluster(
+        connection.nodes.map(({ host, port }) => ({ host, port })),
+        {
+          ...connection.options,
+          redisOptions: {
+            ...connection.options.redisOptions,
+            replyMapping: "legacy",
+          },
+        },
+      )
+    : new Redis({ ...connection.options, replyMapping: "legacy" });
+}
+
+/**
+ * Builds the kv store of the run-time overrides over `table`; {@link KvOverrideStore.start}
+ * connects it and loads the overrides.
+ *
+ * @throws the errors of `createKvCache` for the same settings (built first, so never here)
+ */
+export function createKvOverrideStore(
+  settings: Settings,
+  context: AppContext,
+  table: OverrideTable,
+): KvOverrideStore {
+  const client = connect(settings);
+  const subscriber = connect(settings);
+  // Connection errors surface when a command fails (logged once by the store; a change
+  // answers UNAVAILABLE); the event itself would only repeat them.
+  client.on("error", () => undefined);
+  subscriber.on("error", () => undefined);
+  return new KvOverrideStore({
+    table,
+    client,
+    subscriber,
+    keyPrefix: settings.cacheKeyPrefix,
+    auditLogMax: settings.adminAuditLogMax,
+    syncIntervalMs: settings.adminOverridesSyncIntervalMs,
+    clock: context.clock,
+    logger: context.logger.child({ component: "overrides" }),
+  });
+}
