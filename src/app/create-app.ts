@@ -365,6 +365,7 @@ export async function createApp(
     globalQuotaMode: settings.quotaMode,
     sameKeyAccumulates: settings.backendType !== "mc",
     requestBounds,
+    overrides: overrideTable,
   });
   const explainHandler = createExplainHandler(
     explainService,

@@ -10,6 +10,7 @@ import type {
   RateLimitDescriptor,
   RateLimitDescriptor_Entry,
 } from "../proto.js";
+import type { AppliedOverride, ExplainOverrides } from "./run-time-override.js";
 
 // The recording variant of `findRateLimit` (config/descriptor-lookup.ts) for the Explain API,
 // walking the config's read-only view. ShouldRateLimit never calls it, so the lookup on the hot
@@ -67,18 +68,27 @@ export interface LimitExplanation {
   readonly source: RuleSource | undefined;
   /** The limit is the request's own override. */
   readonly fromOverride: boolean;
+  /**
+   * The run-time override (admin API) that replaced the rule's limit; `limit` is then the
+   * override's. Absent when none applies.
+   */
+  readonly runTimeOverride?: AppliedOverride | undefined;
 }
 
 /**
  * Explains how one request descriptor meets the config: the match path entry by entry and the
  * limit that applies, with the same order of checks as `RateLimitConfig.getLimit` (unknown
- * domain, then override, then the walk). Reads only: counts no statistic (not even
- * `domain_not_found`).
+ * domain, then override, then the walk), then the run-time override probed where
+ * ShouldRateLimit probes it (after a walk that found a limit). Reads only: counts no
+ * statistic (not even `domain_not_found`).
+ *
+ * @param overrides - the process's run-time overrides; none when undefined
  */
 export function explainLimit(
   view: ConfigView,
   domain: string,
   descriptor: RateLimitDescriptor,
+  overrides?: ExplainOverrides,
 ): LimitExplanation {
   const root = view.domainRules(domain);
   if (root === undefined) {
@@ -118,7 +128,14 @@ export function explainLimit(
       fromOverride: true,
     };
   }
-  return explainRateLimit(root, descriptor.entries);
+  const walked = explainRateLimit(root, descriptor.entries);
+  const applied =
+    walked.limit === undefined
+      ? undefined
+      : overrides?.applied(domain, descriptor, walked.limit);
+  return applied === undefined
+    ? walked
+    : { ...walked, limit: applied.limit, runTimeOverride: applied };
 }
 
 /**

@@ -21,6 +21,10 @@ import type {
   MatchOutcome,
 } from "./descriptor-explanation.js";
 import { durationFromUs } from "./explain-time.js";
+import {
+  runtimeOverrideMessage,
+  runtimeOverrideNote,
+} from "./run-time-override.js";
 
 const outcomes: Record<MatchOutcome, Outcome> = {
   exact: Outcome.EXACT,
@@ -108,6 +112,9 @@ export function ruleMessage(
     timeZone: calendar?.timeZone ?? "",
     weekStart: calendar?.unit === "week" ? calendar.weekStart : "",
     statsKeySuffix: limit.statsKeySuffix,
+    ...(explanation.runTimeOverride !== undefined
+      ? { runtimeOverride: runtimeOverrideMessage(explanation.runTimeOverride) }
+      : {}),
   });
 }
 
@@ -169,6 +176,8 @@ export function explainConfig(
     });
     if (limit !== undefined) {
       message.rule = ruleMessage(limit, explanation, descriptor.entries);
+      if (explanation.runTimeOverride !== undefined)
+        message.notes.push(runtimeOverrideNote(explanation.runTimeOverride));
       // A rate_limits: list: every limit of it, each checked on its own (the Explain service
       // fills in counters and verdicts; offline they stay unspecified).
       if (limit.extraLimits !== undefined)

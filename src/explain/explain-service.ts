@@ -32,6 +32,7 @@ import {
 } from "../service/request-checks.js";
 import type { Clock } from "../util/clock.js";
 import { explainLimit } from "./descriptor-explanation.js";
+import type { ExplainOverrides } from "./run-time-override.js";
 import { explainConfig, limitsOfRule } from "./explain-message.js";
 import {
   decidingLimit,
@@ -71,6 +72,11 @@ export interface ExplainServiceOptions {
   readonly sameKeyAccumulates?: boolean;
   /** Bounds on one request, as ShouldRateLimit's (docs/limits.md). @defaultValue the defaults of `request-bounds.ts` */
   readonly requestBounds?: Partial<RequestBounds>;
+  /**
+   * The run-time overrides ShouldRateLimit probes (admin API, docs/operations.md#overrides):
+   * an explained descriptor shows the override that decided its limit. @defaultValue none
+   */
+  readonly overrides?: ExplainOverrides;
 }
 
 /** The Explain API (`ratelimit.explain.v1.ExplainService`). */
@@ -116,7 +122,8 @@ export function createExplainService(
     if (view === undefined)
       throw new NotReadyError("the loaded configuration cannot be explained");
     const explained = explainConfig(
-      (domain, descriptor) => explainLimit(view, domain, descriptor),
+      (domain, descriptor) =>
+        explainLimit(view, domain, descriptor, options.overrides),
       request,
     );
     const { limits, unlimited, descriptors } = explained;

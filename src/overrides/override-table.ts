@@ -20,6 +20,7 @@ import {
 } from "../proto.js";
 import type { Clock } from "../util/clock.js";
 import {
+  descriptorText,
   isWildcardValue,
   probeKey,
   type OverrideEntry,
@@ -48,6 +49,20 @@ export interface OverrideRecord {
   readonly updateMs: number;
 }
 
+/** The override that decided a descriptor's limit, as Explain shows it. */
+export interface AppliedOverride {
+  /** The limit counted (the override's over the rule's). */
+  readonly limit: RateLimit;
+  /** The override's descriptor text as set (`tenant=acme*`). */
+  readonly descriptor: string;
+  readonly reason: string;
+  readonly actor: string;
+  /** ms since the epoch; `undefined`: never. */
+  readonly expireMs: number | undefined;
+  /** ms since the epoch. */
+  readonly updateMs: number;
+}
+
 /** A compiled limit shared by every override with the same resolved limit. */
 interface CompiledLimit {
   readonly identity: string;
@@ -61,8 +76,10 @@ interface CompiledLimit {
   readonly byRule: WeakMap<RateLimit, RateLimit>;
 }
 
-/** One override in the table (the probe key is the map key). */
+/** One override in the table. */
 interface TableEntry {
+  /** Its probe key (the map key of an exact override; the same string, not a copy). */
+  readonly probe: string;
   readonly compiled: CompiledLimit;
   /** ms since the epoch; `Infinity`: never. */
   readonly expireMs: number;
@@ -136,6 +153,36 @@ export class OverrideTable implements OverrideLookup {
     descriptor: RateLimitDescriptor,
     limit: RateLimit,
   ): RateLimit | undefined {
+    const entry = this.entryFor(domain, descriptor);
+    return entry === undefined ? undefined : limitOver(entry.compiled, limit);
+  }
+
+  /**
+   * What {@link OverrideTable.find} decides, with the override that decided it (for Explain):
+   * `undefined` when no override applies.
+   */
+  applied(
+    domain: string,
+    descriptor: RateLimitDescriptor,
+    limit: RateLimit,
+  ): AppliedOverride | undefined {
+    const entry = this.entryFor(domain, descriptor);
+    if (entry === undefined) return undefined;
+    return {
+      limit: limitOver(entry.compiled, limit),
+      descriptor: descriptorText(entriesOf(entry.probe)),
+      reason: entry.reason,
+      actor: entry.actor,
+      expireMs: entry.expireMs === Infinity ? undefined : entry.expireMs,
+      updateMs: entry.updateMs,
+    };
+  }
+
+  /** The override in force for a request descriptor (see {@link OverrideTable.find}). */
+  private entryFor(
+    domain: string,
+    descriptor: RateLimitDescriptor,
+  ): TableEntry | undefined {
     if (descriptor.limit !== undefined) return undefined;
     const overrides = this.domains.get(domain);
     if (overrides === undefined) return undefined;
@@ -146,7 +193,7 @@ export class OverrideTable implements OverrideLookup {
         entry !== undefined &&
         (entry.expireMs === Infinity || this.clock.nowMs() < entry.expireMs)
       )
-        return limitOver(entry.compiled, limit);
+        return entry;
     }
     const wildcards = overrides.wildcards;
     if (wildcards.length === 0) return undefined;
@@ -156,7 +203,7 @@ export class OverrideTable implements OverrideLookup {
       const entry = wildcard.entry;
       if (entry.expireMs !== Infinity && this.clock.nowMs() >= entry.expireMs)
         continue;
-      return limitOver(entry.compiled, limit);
+      return entry;
     }
     return undefined;
   }
@@ -169,7 +216,9 @@ export class OverrideTable implements OverrideLookup {
    */
   put(record: OverrideRecord): OverrideRecord | undefined {
     const compiled = this.compile(record.limit);
+    const probe = probeKey(record.entries);
     const entry: TableEntry = {
+      probe,
       compiled,
       expireMs: record.expireMs ?? Infinity,
       reason: record.reason,
@@ -177,7 +226,6 @@ export class OverrideTable implements OverrideLookup {
       updateMs: record.updateMs,
     };
     compiled.refs++;
-    const probe = probeKey(record.entries);
     const before = this.detach(record.domain, probe);
     let overrides = this.domains.get(record.domain);
     if (overrides === undefined) {
