@@ -22,6 +22,7 @@ import { assignmentStrategy } from "../rlqs/assignment.js";
 import type { BucketSnapshot } from "../rlqs/bucket-snapshot.js";
 import type { RlqsService } from "../rlqs/rlqs-service.js";
 import { NotReadyError, RequestError } from "../service/errors.js";
+import { defaultRequestBounds } from "../service/request-bounds.js";
 import { explainLimit } from "./descriptor-explanation.js";
 import { matchPathMessages, ruleMessage } from "./explain-message.js";
 import { timestampFromUs } from "./explain-time.js";
@@ -40,6 +41,12 @@ export interface BucketExplainServiceOptions {
   readonly currentConfig: () => RateLimitConfig | undefined;
   /** Most buckets one `ListBuckets` answer describes. @defaultValue 1000 */
   readonly maxListedBuckets?: number;
+  /**
+   * Most entries an `ExplainBucket` bucket may have (more are refused, as ShouldRateLimit
+   * refuses a descriptor with more than `REQUEST_MAX_ENTRIES`).
+   * @defaultValue 100, `REQUEST_MAX_ENTRIES`' default
+   */
+  readonly maxEntries?: number;
 }
 
 /** `ExplainBucket` and `ListBuckets` of `ratelimit.explain.v1.ExplainService`. */
@@ -48,7 +55,8 @@ export interface BucketExplainService {
    * Explains one bucket: its entries in tree order, match path, rule, policy with its reason,
    * L and the current split per stream. Reads only.
    *
-   * @throws {@link RequestError} without a domain or a bucket entry
+   * @throws {@link RequestError} without a domain or a bucket entry, or with more than
+   *   `maxEntries` entries
    * @throws {@link NotReadyError} before any config has loaded
    */
   explainBucket(request: ExplainBucketRequest): Promise<ExplainBucketResponse>;
@@ -194,6 +202,7 @@ export function createBucketExplainService(
 ): BucketExplainService {
   const { rlqs, currentConfig } = options;
   const maxListed = options.maxListedBuckets ?? 1_000;
+  const maxEntries = options.maxEntries ?? defaultRequestBounds.maxEntries;
   const notReady = (): NotReadyError =>
     new NotReadyError("no rate limit configuration loaded");
 
@@ -201,9 +210,14 @@ export function createBucketExplainService(
     async explainBucket(request) {
       if (request.domain === "")
         throw new RequestError("domain must not be empty");
-      if (Object.keys(request.bucket).length === 0)
+      const entries = Object.keys(request.bucket).length;
+      if (entries === 0)
         throw new RequestError(
           "bucket must have at least one entry (the BucketId's bucket map)",
+        );
+      if (entries > maxEntries)
+        throw new RequestError(
+          `bucket has ${entries} entries; at most ${maxEntries} are explained`,
         );
       const snapshot = await rlqs.describeBucket(
         request.domain,

@@ -252,6 +252,12 @@ describe("createBucketExplainService", () => {
     await expect(service.explainBucket(request("rlqs", {}))).rejects.toThrow(
       RequestError,
     );
+    const wide = Object.fromEntries(
+      Array.from({ length: 101 }, (_, i) => [`k${i}`, "v"]),
+    );
+    await expect(service.explainBucket(request("rlqs", wide))).rejects.toThrow(
+      new RequestError("bucket has 101 entries; at most 100 are explained"),
+    );
     unload();
     await expect(
       service.explainBucket(request("rlqs", { tenant: "gold" })),
