@@ -23,6 +23,23 @@ import type {
 } from "./rate-limit-cache.js";
 import type { PlannedDescriptor, RequestPlan } from "./request-plan.js";
 
+/**
+ * Told the plan of each request a {@link RateLimitPipeline} decided, right after its statuses
+ * are built and before `doLimit` resolves (the config canary, src/canary/, reads the counters the
+ * decision saw this way). The plan's entries hold what the backend read: `current` and
+ * `previous` (after the entry's `increment` when `charged`, before it otherwise; not read for a
+ * local-cache hit), and each token bucket's `decision`. Read-only; must not throw.
+ *
+ * @param statuses - the array `doLimit` resolves with (the service's `statuses`)
+ * @param charged - false only when all-or-nothing charging refused the request (no window
+ *   counter was charged)
+ */
+export type CountObserver = (
+  statuses: readonly RateLimitResponse_DescriptorStatus[],
+  plan: RequestPlan,
+  charged: boolean,
+) => void;
+
 /** Options of {@link RateLimitPipeline}. */
 export interface RateLimitPipelineOptions<B extends CounterBackend> {
   /** The counter store. */
@@ -63,6 +80,12 @@ export class RateLimitPipeline<
   /** Whether the backend needs each counter's expiration (not for in-process counters). */
   private readonly expirations: boolean;
   private readonly compensated: Pick<Counter, "add"> | undefined;
+  /**
+   * Told every decided request's plan ({@link CountObserver}); set only while a config canary
+   * runs. Undefined (the default) costs one property read per request (measured with
+   * bench/canary.ts, docs/operations.md#config-canary).
+   */
+  countObserver: CountObserver | undefined = undefined;
 
   constructor(options: RateLimitPipelineOptions<B>) {
     this.backend = options.backend;
@@ -411,11 +434,15 @@ export class RateLimitPipeline<
   /**
    * Completes the statuses of a request whose window counters are decided: adds those of its
    * token buckets (from their `decision`) and refunds, merges the limits of a descriptor
-   * into the tightest ({@link put}), and answers OK for descriptors without a limit.
+   * into the tightest ({@link put}), and answers OK for descriptors without a limit; then
+   * tells the {@link RateLimitPipeline.countObserver}, if any.
+   *
+   * @param charged - false when all-or-nothing charging refused the request
    */
   private finish(
     statuses: RateLimitResponse_DescriptorStatus[],
     plan: RequestPlan,
+    charged = true,
   ): RateLimitResponse_DescriptorStatus[] {
     const base = this.base;
     for (const d of plan.buckets)
@@ -433,6 +460,8 @@ export class RateLimitPipeline<
           : base.refundStatus(d.limit, d.current, d.previous, plan.nowSeconds),
       );
     for (let i = 0; i < plan.size; i++) statuses[i] ??= base.okWithoutLimit();
+    const observer = this.countObserver;
+    if (observer !== undefined) observer(statuses, plan, charged);
     return statuses;
   }
 
@@ -589,7 +618,7 @@ export class RateLimitPipeline<
         ),
       );
     }
-    return this.finish(statuses, plan);
+    return this.finish(statuses, plan, charged);
   }
 }
 
