@@ -1,0 +1,601 @@
+// The config canary (docs/operations.md#config-canary): a candidate config loaded beside the
+// live one, every ShouldRateLimit request evaluated against it too, and a report of what it would
+// have answered differently. It never changes an answer, a live counter or a live statistic:
+// it observes decided requests (`DecisionObserver`), reads the counters the live decision saw
+// (`RateLimitPipeline.countObserver`), and decides again after the answer has left, with the
+// live decision code over a `CanaryCounterBackend`: shared keys from the live reading plus the
+// canary's `CanaryLedger`, candidate-only keys in the ledger (or, for kv, the store).
+
+import type { Logger } from "pino";
+import { ConfigError } from "../config/config-error.js";
+import { loadConfig, type ConfigFile } from "../config/load-config.js";
+import type {
+  RateLimit,
+  RateLimitConfig,
+} from "../config/rate-limit-config.js";
+import type { ChargeMode } from "../config/yaml-types.js";
+import type { CounterBackend } from "../limiter/counter-backend.js";
+import type {
+  DecidedRequest,
+  DecisionObserver,
+  OverrideLookup,
+} from "../limiter/decision-hooks.js";
+import {
+  decidingDescriptor,
+  unlimitedRemaining,
+} from "../limiter/decision-rules.js";
+import type { CountObserver } from "../limiter/pipeline.js";
+import type { RequestPlan } from "../limiter/request-plan.js";
+import {
+  RateLimitResponse_Code as Code,
+  type GetCanaryReportResponse,
+  type RateLimitDescriptor,
+  type RateLimitResponse_DescriptorStatus,
+} from "../proto.js";
+import { sanitizeStatName } from "../stats/names.js";
+import { createStatsManager } from "../stats/stats-manager.js";
+import type { Clock } from "../util/clock.js";
+import { CanaryCounterBackend } from "./canary-backend.js";
+import { CanaryReport, type CanaryReportOptions } from "./canary-report.js";
+import {
+  createCandidateEvaluator,
+  type CandidateEvaluator,
+} from "./candidate-evaluator.js";
+import { CanaryLedger } from "./canary-ledger.js";
+import { liveCounters, type LiveCounters } from "./live-counters.js";
+import { unchangedDomains } from "./rule-equivalence.js";
+
+/** Options of {@link createCanary}; the decision settings are the live ones. */
+export interface CanaryOptions {
+  /**
+   * The live backend's pipeline: its `countObserver` is set while a canary runs, so the canary
+   * reads the counters each live decision saw (with the kv and mc backends, the pipeline inside
+   * the backend guard).
+   */
+  readonly livePipeline: { countObserver: CountObserver | undefined };
+  /**
+   * Where candidate-only counters live when not in this process: for kv, the live store under
+   * keys of their own (replicas running the same canary then add up, as live counters do).
+   * Undefined (memory and mc backends): the canary's ledger, in process, per replica.
+   */
+  readonly remoteStore?: CounterBackend;
+  /**
+   * Most keys the canary's ledger keeps (`MEMORY_MAX_KEYS`): the candidate-only counters, and
+   * the extra and last live count of each shared key. @defaultValue 1000000
+   */
+  readonly maxKeys?: number;
+  /**
+   * Reads a config directory as the file provider does (runtime keys as names); used by
+   * `StartCanary {config_dir}` and `CANARY_CONFIG_DIR`.
+   */
+  readonly readConfigDir: (dir: string) => Promise<readonly ConfigFile[]>;
+  /** `MERGE_DOMAIN_CONFIG`. @defaultValue false */
+  readonly mergeDomainConfig?: boolean;
+  /** `CHARGE_MODE`. @defaultValue "each" */
+  readonly chargeMode?: ChargeMode;
+  /** `NEAR_LIMIT_RATIO`. @defaultValue 0.8 */
+  readonly nearLimitRatio?: number;
+  /** `CACHE_KEY_PREFIX`. @defaultValue "" */
+  readonly cacheKeyPrefix?: string;
+  /** `EXPIRATION_JITTER_MAX_SECONDS` (candidate-only counters in kv). @defaultValue 0 */
+  readonly expirationJitterMaxSeconds?: number;
+  /** `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`. @defaultValue false */
+  readonly stopCacheKeyIncrementWhenOverlimit?: boolean;
+  /** `QUOTA_MODE`. @defaultValue false */
+  readonly globalQuotaMode?: boolean;
+  /**
+   * `LOCAL_CACHE_SIZE_IN_BYTES`: the candidate gets its own local over-limit cache, as large.
+   * @defaultValue 0
+   */
+  readonly localCacheSizeBytes?: number;
+  /** The live run-time overrides, applied to the candidate's rules too. @defaultValue none */
+  readonly overrides?: OverrideLookup;
+  /**
+   * Requests waiting for their evaluation at most; beyond, a request is counted unevaluated.
+   * @defaultValue 10000
+   */
+  readonly maxPending?: number;
+  /** Bounds of the report. */
+  readonly report?: CanaryReportOptions;
+  /** Time source (the start time; the token buckets' milliseconds). */
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /**
+   * Runs a task after the current answer has left (the evaluations).
+   * @defaultValue `setImmediate`
+   */
+  readonly defer?: (task: () => void) => void;
+}
+
+/** Where a candidate config comes from. */
+export type CanarySource =
+  { readonly dir: string } | { readonly files: readonly ConfigFile[] };
+
+/** A canary that has started. */
+export interface CanaryStarted {
+  /** When it started, ms since the Unix epoch. */
+  readonly startMs: number;
+  /** The candidate's domains, sorted. */
+  readonly domains: readonly string[];
+}
+
+/** The config canary of one process (see the file comment). */
+export interface Canary {
+  /** Told every decided request; does nothing while no canary runs. */
+  readonly observer: DecisionObserver;
+  /**
+   * Loads a candidate config and starts a canary with it, replacing a running one (whose
+   * report is dropped). A bad candidate leaves everything as it was.
+   *
+   * @throws {@link ConfigError} when the candidate does not load (the loader's error, with
+   *   file, line and field), or a directory holds no file
+   */
+  start(source: CanarySource): Promise<CanaryStarted>;
+  /**
+   * The report since the running canary started, once every request answered before the call
+   * is evaluated; with none running, the last stopped canary's report (`active` false), or an
+   * empty one.
+   */
+  report(): Promise<GetCanaryReportResponse>;
+  /**
+   * Stops the running canary and returns its last report (every request answered before the
+   * call evaluated); undefined when none runs.
+   */
+  stop(): Promise<GetCanaryReportResponse | undefined>;
+  /** Stops the running canary, if any; idempotent. */
+  close(): Promise<void>;
+  /** The running canary's in-process counters (tests and diagnostics); undefined when none runs. */
+  ledger(): CanaryLedger | undefined;
+}
+
+/** The live side of one request of a changed domain, kept for its evaluation. */
+interface PendingRequest {
+  readonly domain: string;
+  readonly descriptors: readonly RateLimitDescriptor[];
+  readonly hitsAddends: readonly number[];
+  readonly liveOverall: Code;
+  /** The live deciding descriptor (OVER_LIMIT requests only). */
+  readonly liveDeciding: number | undefined;
+  /** The stats key of the live deciding rule; "" when OK. */
+  readonly liveRule: string;
+  readonly plan: RequestPlan;
+  readonly charged: boolean;
+  /** The request time in ms (within `plan.nowSeconds`). */
+  readonly nowMs: number;
+}
+
+/** What the live pipeline saw for one request. */
+interface LiveReading {
+  readonly plan: RequestPlan;
+  readonly charged: boolean;
+}
+
+/** Builds the config canary of one process; none runs until {@link Canary.start}. */
+export function createCanary(options: CanaryOptions): Canary {
+  const { clock, logger, livePipeline } = options;
+  const maxPending = options.maxPending ?? 10_000;
+  const globalQuotaMode = options.globalQuotaMode ?? false;
+  const defer =
+    options.defer ??
+    ((task: () => void) => {
+      setImmediate(task);
+    });
+  let running: CanaryRun | undefined;
+  let last: GetCanaryReportResponse | undefined;
+
+  /** One running canary. */
+  class CanaryRun {
+    readonly report: CanaryReport;
+    readonly evaluator: CandidateEvaluator;
+    readonly ledger: CanaryLedger;
+    readonly startMs: number;
+    readonly source: string;
+    /** What each live decision saw, by the statuses array it answered with. */
+    readonly readings = new WeakMap<object, LiveReading>();
+    /**
+     * Domains with the same rules in both configs (for {@link liveSeen}); computed when the
+     * first request decided with a live config arrives, again after each live reload.
+     */
+    unchanged = new Set<string>();
+    liveSeen: RateLimitConfig | undefined;
+    private queue: PendingRequest[] = [];
+    private scheduled = false;
+    private idle: (() => void)[] = [];
+    /** Evaluations run one after the other, in request order (the ledger is in process). */
+    private readonly sequential: boolean;
+    private failures = 0;
+    private sweptAt = 0;
+
+    constructor(candidate: RateLimitConfig, source: string) {
+      this.report = new CanaryReport(options.report);
+      this.ledger = new CanaryLedger(
+        options.maxKeys !== undefined ? { maxKeys: options.maxKeys } : {},
+      );
+      const remote = options.remoteStore;
+      // In process, evaluations run one after the other, as the requests came. With a remote
+      // store (kv) they are awaited and overlap, as live requests do.
+      this.sequential = remote === undefined;
+      this.evaluator = createCandidateEvaluator({
+        config: candidate,
+        backend: new CanaryCounterBackend({
+          ledger: this.ledger,
+          ...(remote !== undefined ? { remote } : {}),
+        }),
+        ...(options.nearLimitRatio !== undefined
+          ? { nearLimitRatio: options.nearLimitRatio }
+          : {}),
+        ...(options.cacheKeyPrefix !== undefined
+          ? { cacheKeyPrefix: options.cacheKeyPrefix }
+          : {}),
+        ...(options.expirationJitterMaxSeconds !== undefined
+          ? { expirationJitterMaxSeconds: options.expirationJitterMaxSeconds }
+          : {}),
+        ...(options.stopCacheKeyIncrementWhenOverlimit !== undefined
+          ? {
+              stopCacheKeyIncrementWhenOverlimit:
+                options.stopCacheKeyIncrementWhenOverlimit,
+            }
+          : {}),
+        globalQuotaMode,
+        ...(options.overrides !== undefined
+          ? { overrides: options.overrides }
+          : {}),
+        ...(options.localCacheSizeBytes !== undefined
+          ? { localCacheSizeBytes: options.localCacheSizeBytes }
+          : {}),
+      });
+      this.startMs = clock.nowMs();
+      this.source = source;
+    }
+
+    /** Recomputes the unchanged domains against a live config. */
+    compare(live: RateLimitConfig | undefined): void {
+      this.liveSeen = live;
+      this.unchanged =
+        live === undefined
+          ? new Set()
+          : unchangedDomains(live, this.evaluator.config);
+    }
+
+    /** The live pipeline's hook: keeps what it read for requests of changed domains. */
+    readonly hook: CountObserver = (statuses, plan, charged) => {
+      if (!this.unchanged.has(plan.domain))
+        this.readings.set(statuses, { plan, charged });
+    };
+
+    observe(r: DecidedRequest): void {
+      const report = this.report;
+      report.requests++;
+      if (r.config !== this.liveSeen) this.compare(r.config);
+      if (this.unchanged.has(r.domain)) return;
+      const reading = this.readings.get(r.statuses);
+      if (reading === undefined || this.queue.length >= maxPending) {
+        report.unevaluated++;
+        return;
+      }
+      const liveDeciding =
+        r.overallCode === Code.OVER_LIMIT
+          ? liveDecidingDescriptor(r, globalQuotaMode)
+          : undefined;
+      const liveLimit =
+        liveDeciding === undefined ? undefined : r.limits[liveDeciding];
+      const plan = reading.plan;
+      // Milliseconds for token buckets: the live plan's when it had a bucket, else now, kept
+      // within the live request's second.
+      let nowMs = plan.nowUs > 0 ? plan.nowUs / 1000 : clock.nowMs();
+      if (Math.floor(nowMs / 1000) !== plan.nowSeconds)
+        nowMs = plan.nowSeconds * 1000;
+      this.queue.push({
+        domain: r.domain,
+        descriptors: r.descriptors.slice(),
+        hitsAddends: r.hitsAddends.slice(),
+        liveOverall: r.overallCode,
+        liveDeciding,
+        liveRule:
+          liveLimit === undefined || liveDeciding === undefined
+            ? ""
+            : ruleKey(liveLimit, r.statuses[liveDeciding]),
+        plan,
+        charged: reading.charged,
+        nowMs,
+      });
+      if (!this.scheduled) {
+        this.scheduled = true;
+        defer(() => void this.drain());
+      }
+    }
+
+    /** Resolves once every request observed so far has been evaluated. */
+    settled(): Promise<void> {
+      if (!this.scheduled) return Promise.resolve();
+      return new Promise((resolve) => {
+        this.idle.push(resolve);
+      });
+    }
+
+    private async drain(): Promise<void> {
+      while (this.queue.length > 0) {
+        const batch = this.queue;
+        this.queue = [];
+        if (this.sequential) {
+          for (const item of batch) await this.evaluate(item);
+        } else {
+          await Promise.all(batch.map((item) => this.evaluate(item)));
+        }
+      }
+      this.scheduled = false;
+      const idle = this.idle;
+      this.idle = [];
+      for (const resolve of idle) resolve();
+    }
+
+    private async evaluate(item: PendingRequest): Promise<void> {
+      const now = item.plan.nowSeconds;
+      if (now > this.sweptAt) {
+        this.ledger.sweep(now);
+        this.sweptAt = now;
+      }
+      const live = liveCounters(item.plan, item.charged);
+      this.startCounts(live);
+      let decision;
+      try {
+        decision = await this.evaluator.evaluate(
+          item.domain,
+          item.descriptors,
+          item.hitsAddends,
+          live,
+          now,
+          item.nowMs,
+        );
+        this.keepCounts(live, decision.replacedKeys, item.plan.nowUs);
+      } catch (err) {
+        this.report.unevaluated++;
+        // The first failure of a canary is a warning; the count is in the report.
+        if (this.failures++ === 0)
+          logger.warn(
+            { err },
+            "config canary: a request could not be evaluated against the candidate",
+          );
+        return;
+      }
+      if (decision.overallCode === item.liveOverall) return;
+      if (decision.overallCode === Code.OVER_LIMIT) {
+        const i = decision.deciding ?? 0;
+        const limit = decision.limits[i];
+        this.report.record(
+          "refuse",
+          limit === undefined ? "" : ruleKey(limit, decision.statuses[i]),
+          item.domain,
+          item.descriptors[i],
+        );
+        return;
+      }
+      const i = item.liveDeciding ?? 0;
+      const counted = decision.limits[i];
+      const matched = decision.matched[i];
+      this.report.record(
+        "admit",
+        counted !== undefined
+          ? ruleKey(counted, decision.statuses[i])
+          : matched !== undefined
+            ? ruleKey(matched, undefined)
+            : item.liveRule,
+        item.domain,
+        item.descriptors[i],
+      );
+    }
+
+    /**
+     * Sets the candidate's count of each shared window counter before the request: the live
+     * count (or, where the live decision did not read it, the last one seen) plus the ledger's
+     * extra; the previous window's likewise.
+     */
+    private startCounts(live: LiveCounters): void {
+      const ledger = this.ledger;
+      for (const [key, c] of live) {
+        const entry = ledger.get(key);
+        if (c.bucket) {
+          // The candidate's own TAT where it left the live one.
+          if (entry !== undefined && entry.tatUs > 0) c.tatUs = entry.tatUs;
+          continue;
+        }
+        const before = c.before ?? entry?.seen ?? c.floor;
+        c.value = Math.max(0, before + (entry?.extra ?? 0));
+        c.start = c.value;
+        const previousKey = c.previousKey;
+        if (previousKey !== undefined) {
+          const held = ledger.get(previousKey);
+          c.previous = Math.max(
+            0,
+            (c.livePrevious ?? held?.seen ?? 0) + (held?.extra ?? 0),
+          );
+        }
+      }
+    }
+
+    /**
+     * Keeps, for each shared key the candidate used (or would use in other requests: a key
+     * `replaces` dropped): for a window counter what the candidate charged minus what the live
+     * decision charged, and the live count after the request; for a token bucket the
+     * candidate's TAT where it differs from the live one, and the live TAT. In process every
+     * used key is kept (its live count may be needed by a request whose live decision does not
+     * read it); with a remote store only keys where the candidate differs.
+     *
+     * @param nowUs - the live request's time, µs (token buckets)
+     */
+    private keepCounts(
+      live: LiveCounters,
+      replacedKeys: readonly string[],
+      nowUs: number,
+    ): void {
+      for (const key of replacedKeys) {
+        const c = live.get(key);
+        if (c !== undefined) c.used = true;
+      }
+      const ledger = this.ledger;
+      for (const [key, c] of live) {
+        if (!c.used) continue;
+        let entry = ledger.get(key);
+        if (c.bucket) {
+          // A TAT at or before now is a full bucket, whatever its value.
+          const candidate = Math.max(c.tatUs, nowUs);
+          const liveAfter = Math.max(c.afterTatUs, nowUs);
+          if (entry === undefined) {
+            if (candidate === liveAfter && !this.sequential) continue;
+            entry = ledger.entry(key, 0);
+          }
+          entry.seen = liveAfter;
+          entry.tatUs = candidate === liveAfter ? 0 : candidate;
+          ledger.keep(key, Math.ceil(Math.max(candidate, liveAfter) / 1e6));
+          continue;
+        }
+        // The live count before the request as the candidate took it (startCounts), and after.
+        const liveBefore = c.before ?? entry?.seen ?? c.floor;
+        const liveAfter = c.after ?? liveBefore;
+        const extra = c.value - c.start - (liveAfter - liveBefore);
+        if (entry === undefined) {
+          if (extra === 0 && !this.sequential) continue;
+          entry = ledger.entry(key, c.expiresAtSeconds);
+        }
+        entry.extra += extra;
+        entry.seen = liveAfter;
+      }
+    }
+
+    message(active: boolean): GetCanaryReportResponse {
+      return this.report.toMessage(active, this.startMs, this.source);
+    }
+  }
+
+  async function stopRunning(): Promise<GetCanaryReportResponse | undefined> {
+    const run = running;
+    if (run === undefined) return undefined;
+    running = undefined;
+    if (livePipeline.countObserver === run.hook)
+      livePipeline.countObserver = undefined;
+    await run.settled();
+    return run.message(false);
+  }
+
+  return {
+    observer: {
+      observe(request) {
+        running?.observe(request);
+      },
+    },
+
+    async start(source) {
+      const isDir = "dir" in source;
+      const files = isDir
+        ? await options.readConfigDir(source.dir)
+        : source.files;
+      const where = isDir ? source.dir : "inline";
+      if (files.length === 0)
+        throw new ConfigError(`${where}: no config file to load`, {
+          file: where,
+          hint: isDir
+            ? "give the directory holding the YAML files (as RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY)"
+            : "give at least one file",
+        });
+      // Its own statistics: the candidate's counts never reach the live ones.
+      const candidate = loadConfig(files, {
+        statsManager: createStatsManager(),
+        mergeDomainConfig: options.mergeDomainConfig ?? false,
+        chargeMode: options.chargeMode ?? "each",
+      });
+      await stopRunning();
+      const run = new CanaryRun(candidate, where);
+      running = run;
+      livePipeline.countObserver = run.hook;
+      logger.info(
+        { source: where, domains: candidate.domains },
+        "config canary started",
+      );
+      return { startMs: run.startMs, domains: candidate.domains };
+    },
+
+    async report() {
+      const run = running;
+      if (run !== undefined) {
+        await run.settled();
+        return run.message(true);
+      }
+      return last ?? new CanaryReport().toMessage(false, 0, "");
+    },
+
+    async stop() {
+      const report = await stopRunning();
+      if (report !== undefined) {
+        last = report;
+        logger.info(
+          {
+            requests: report.requests,
+            changedRequests: report.changedRequests,
+          },
+          "config canary stopped",
+        );
+      }
+      return report;
+    },
+
+    async close() {
+      await stopRunning();
+    },
+
+    ledger: () => running?.ledger,
+  };
+}
+
+/**
+ * The stats key of the limit that decided a descriptor: for a `rate_limits:` list the one whose
+ * limit the status reports (the tightest), else the rule's own. Built from the config path, not
+ * from request values (`detailed_metric` keys would be unbounded).
+ */
+function ruleKey(
+  limit: RateLimit,
+  status: RateLimitResponse_DescriptorStatus | undefined,
+): string {
+  let chosen = limit;
+  const extra = limit.extraLimits;
+  const reported = status?.currentLimit;
+  if (extra !== undefined && reported !== undefined) {
+    for (const candidate of [limit, ...extra]) {
+      if (
+        candidate.requestsPerUnit === reported.requestsPerUnit &&
+        candidate.unit === reported.unit &&
+        candidate.name === reported.name
+      ) {
+        chosen = candidate;
+        break;
+      }
+    }
+  }
+  return sanitizeStatName(chosen.fullKey + chosen.statsKeySuffix);
+}
+
+/**
+ * The descriptor that made a live request over limit, by the live rule (`decidingDescriptor`).
+ * The live unlimited flags are not passed to observers: an unlimited descriptor is one without
+ * a counted limit answered with `limit_remaining` 4294967295.
+ */
+function liveDecidingDescriptor(
+  r: DecidedRequest,
+  globalQuotaMode: boolean,
+): number | undefined {
+  const n = r.statuses.length;
+  let unlimited: boolean[] | undefined;
+  for (let i = 0; i < n; i++) {
+    if (
+      r.limits[i] === undefined &&
+      r.statuses[i]?.limitRemaining === unlimitedRemaining
+    )
+      (unlimited ??= new Array<boolean>(n).fill(false))[i] = true;
+  }
+  return decidingDescriptor(
+    r.statuses,
+    r.limits,
+    unlimited,
+    globalQuotaMode,
+    new Array<boolean>(n),
+  );
+}
