@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import type { AppContext } from "./app-context.js";
 import { guardBackend, type BackendFailureOptions } from "./backend-guard.js";
+import { createConfigCanary } from "./config-canary.js";
 import { startStatsSinks, type StatsSinks } from "./stats-sinks.js";
 import { MemoryCounterBackend } from "../backends/memory/memory-rate-limit-cache.js";
 import { RateLimitPipeline } from "../limiter/pipeline.js";
@@ -183,10 +184,16 @@ export async function createApp(
         ? Math.max(settings.kvTimeoutMs, settings.kvPerSecondTimeoutMs)
         : 0,
   };
+  // The pipeline over the store (inside the guard for kv and mc): the config canary reads the
+  // counters its decisions saw.
+  let storePipeline: RateLimitPipeline | undefined;
   const guardOf = (
     backend: RateLimitPipeline,
     name: "kv" | "mc",
-  ): BackendGuard => guardBackend(backend, name, failure, context, settings);
+  ): BackendGuard => {
+    storePipeline = backend;
+    return guardBackend(backend, name, failure, context, settings);
+  };
   // The kv and mc backends are guarded (circuit breaker, failure modes); with the default
   // `error` mode mc keeps failing open on node errors, as the reference does. Their modules
   // are imported only when the settings use them (their libraries cost memory and startup
@@ -264,6 +271,23 @@ export async function createApp(
       logger.warn(
         "TOP_OFFENDERS_METRICS exports to the pull-stats endpoint only: set USE_PULLSTATS=true",
       );
+  }
+  if (cache instanceof RateLimitPipeline) storePipeline = cache;
+  // The config canary (docs/operations.md#config-canary): told every decided request, it
+  // evaluates a candidate config beside the live one (CANARY_CONFIG_DIR or StartCanary), with
+  // the same run-time overrides.
+  const configCanary =
+    storePipeline === undefined
+      ? undefined
+      : await createConfigCanary(
+          settings,
+          context,
+          storePipeline,
+          overrideTable,
+        );
+  if (configCanary !== undefined) {
+    decisionObservers.push(configCanary.canary.observer);
+    admin.canary = configCanary.admin;
   }
   const service = createRateLimitService({
     cache,
@@ -599,6 +623,7 @@ export async function createApp(
         rlqs.close();
         await Promise.all(open.map((l) => l.close(graceMs)));
         await provider.close();
+        await configCanary?.canary.close();
         await cache.close();
         await rlqsLedger?.close();
         await overrideStore.close();
