@@ -342,7 +342,7 @@ export class KvOverrideStore implements OverrideStore {
           this.table.replaceDomain(domain, []);
           this.versions.delete(domain);
         }
-      await this.expire();
+      await this.sweepExpired();
       this.recovered();
     } catch (err) {
       this.failed(err);
@@ -380,8 +380,12 @@ export class KvOverrideStore implements OverrideStore {
     this.versions.set(domain, Number(fields[versionField] ?? "0"));
   }
 
-  /** Takes the expired overrides from the table and deletes each from the store once. */
-  private async expire(): Promise<void> {
+  /**
+   * Takes the overrides expired now from the table and deletes each from the store, if it
+   * still holds it: of replicas sweeping at once, the one whose delete succeeded writes the
+   * `expire` record. {@link KvOverrideStore.sync} calls it; never throws.
+   */
+  async sweepExpired(): Promise<void> {
     const expired = this.table.takeExpired(this.clock.nowMs());
     for (const record of expired) {
       const message = toOverrideMessage(record);
