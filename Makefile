@@ -33,7 +33,7 @@ docs: build ## regenerate docs/settings.md and docs/migration.md's name table fr
 	node dist/src/main.js --help-markdown > docs/settings.md
 	node scripts/update-migration-doc.mjs
 
-.PHONY: bench bench-memory docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration h2spec bench clean image
+.PHONY: bench bench-memory bench-offenders docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration h2spec bench clean image
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -91,6 +91,9 @@ test: deps system-deps envoy h2spec check-proto typecheck lint format-check buil
 
 bench-memory: deps build ## memory backend: heap bytes per live key, heapUsed/RSS after expiry
 	node --expose-gc dist/bench/memory-store.js
+
+bench-offenders: deps build ## top offenders: CPU per decision with TOP_OFFENDERS_K on and off, bytes per rule
+	node --expose-gc dist/bench/offenders.js
 
 bench: deps system-deps envoy build ## reference vs ours under ghz, and through Envoy (vegeta); see bench/README.md
 	scripts/ensure-system-deps.sh h2load

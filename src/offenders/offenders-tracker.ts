@@ -16,7 +16,12 @@ import {
 } from "../proto.js";
 import { sanitizeStatName } from "../stats/names.js";
 import type { Clock } from "../util/clock.js";
-import { RuleTracker, type OffenderEstimate } from "./rule-tracker.js";
+import {
+  RuleTracker,
+  descriptorText,
+  otherKeyMark,
+  type OffenderEstimate,
+} from "./rule-tracker.js";
 
 /** Options of {@link OffendersTracker}. */
 export interface OffendersTrackerOptions {
@@ -75,8 +80,9 @@ export interface RuleTop {
  * descriptor's hits addend (0 and refunds are not counted); refused hits are those of a
  * descriptor answered OVER_LIMIT (a shadow-mode rule answers OK, so its hits are not refused).
  *
- * Cost per decision: one clock read, then per descriptor with a limit the descriptor's text,
- * two Map probes and a heap sift (bench/offenders.ts measures it).
+ * Cost per decision: one clock read, then per descriptor with a limit two Map probes, a heap
+ * sift and, for a descriptor of two entries or more, its text (a one-entry descriptor is
+ * counted under its value, which the request already holds); bench/offenders.ts measures it.
  */
 export class OffendersTracker implements DecisionObserver {
   /** Offenders kept per rule. */
@@ -149,7 +155,13 @@ export class OffendersTracker implements DecisionObserver {
           : limit.fullKey + limit.statsKeySuffix;
       let tracker = rules?.get(id);
       if (tracker === undefined) {
-        tracker = this.admit(request.domain, id, limit, nowSeconds);
+        tracker = this.admit(
+          request.domain,
+          id,
+          limit,
+          descriptors[i]!.entries,
+          nowSeconds,
+        );
         if (tracker === undefined) {
           this.dropped += hits;
           continue;
@@ -163,8 +175,20 @@ export class OffendersTracker implements DecisionObserver {
           tracker.reset(limit);
         }
       }
+      // A one-entry descriptor (most rules) is counted under its value: no string is built.
+      const entries = descriptors[i]!.entries;
+      let item: string;
+      if (entries.length === 1) {
+        const entry = entries[0]!;
+        item =
+          entry.key === tracker.entryKey
+            ? entry.value
+            : otherKeyMark + entry.key + "=" + entry.value;
+      } else {
+        item = descriptorText(entries);
+      }
       tracker.add(
-        descriptorText(descriptors[i]!.entries),
+        item,
         hits,
         statuses[i]!.code === Code.OVER_LIMIT ? hits : 0,
         nowSeconds,
@@ -219,6 +243,7 @@ export class OffendersTracker implements DecisionObserver {
     domain: string,
     id: string,
     limit: RateLimit,
+    entries: readonly RateLimitDescriptor_Entry[],
     nowSeconds: number,
   ): RuleTracker | undefined {
     if (!(limit.windowSeconds >= 1)) return undefined;
@@ -236,6 +261,7 @@ export class OffendersTracker implements DecisionObserver {
     const tracker = new RuleTracker(
       domain,
       sanitizeStatName(id),
+      entries.length === 1 ? entries[0]!.key : undefined,
       limit,
       this.countersPerWindow,
       this.generation,
@@ -263,27 +289,6 @@ export class OffendersTracker implements DecisionObserver {
     this.ruleCount--;
     if (rules.size === 0) this.domains.delete(domain);
   }
-}
-
-/**
- * A descriptor's entries as `k=v,k2=v2` (keys and values as sent; a `,` or `=` inside one is
- * not escaped).
- */
-export function descriptorText(
-  entries: readonly RateLimitDescriptor_Entry[],
-): string {
-  const n = entries.length;
-  if (n === 1) {
-    const entry = entries[0]!;
-    return entry.key + "=" + entry.value;
-  }
-  let text = "";
-  for (let i = 0; i < n; i++) {
-    const entry = entries[i]!;
-    if (i > 0) text += ",";
-    text += entry.key + "=" + entry.value;
-  }
-  return text;
 }
 
 function checkInteger(

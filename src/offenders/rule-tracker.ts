@@ -5,6 +5,7 @@
 // for a rule with `time_zone` (docs/configuration.md).
 
 import type { CalendarWindow } from "../config/calendar-window.js";
+import type { RateLimitDescriptor_Entry } from "../proto.js";
 import { SpaceSaving, type SketchEntry } from "./space-saving.js";
 
 /** The window a rule counts in, as its limit says it. */
@@ -41,6 +42,13 @@ export class RuleTracker {
   readonly domain: string;
   /** The rule's stats key as `/rlconfig` names it, e.g. `rl.foo_bar`. */
   readonly rule: string;
+  /**
+   * The entry key of the rule's descriptors when they have one entry (a rule's descriptors
+   * all have as many entries as the rule is deep), else `undefined`. Such a descriptor is
+   * counted under its value alone when its key is this one (no string is built per decision),
+   * and under {@link otherKeyMark} + `key=value` otherwise; see {@link RuleTracker.add}.
+   */
+  readonly entryKey: string | undefined;
   /** Config generation this tracker last checked its window against (the tracker's owner sets it). */
   generation: number;
   private window: TrackedWindow;
@@ -52,6 +60,7 @@ export class RuleTracker {
   private previousStartSeconds = 0;
 
   /**
+   * @param entryKey - see {@link RuleTracker.entryKey}
    * @param countersPerWindow - Space-Saving counters per window (`m`), an integer ≥ 1
    * @throws RangeError when `countersPerWindow` is not an integer ≥ 1 or the window is shorter
    *   than a second
@@ -59,6 +68,7 @@ export class RuleTracker {
   constructor(
     domain: string,
     rule: string,
+    entryKey: string | undefined,
     window: TrackedWindow,
     countersPerWindow: number,
     generation: number,
@@ -66,6 +76,7 @@ export class RuleTracker {
     checkWindow(window);
     this.domain = domain;
     this.rule = rule;
+    this.entryKey = entryKey;
     this.window = window;
     this.generation = generation;
     this.current = new SpaceSaving(countersPerWindow);
@@ -114,18 +125,16 @@ export class RuleTracker {
   /**
    * Counts `hits` for a descriptor at `nowSeconds`, `overLimit` of them refused.
    *
+   * @param item - the descriptor as counted: for a one-entry rule its value when the key is
+   *   {@link RuleTracker.entryKey}, else {@link otherKeyMark} + `key=value`; for a deeper rule
+   *   `k=v,k2=v2` ({@link descriptorText})
    * @param hits - > 0
    * @param overLimit - 0 or `hits`
    * @param nowSeconds - Unix seconds from the service clock
    */
-  add(
-    descriptor: string,
-    hits: number,
-    overLimit: number,
-    nowSeconds: number,
-  ): void {
+  add(item: string, hits: number, overLimit: number, nowSeconds: number): void {
     if (nowSeconds >= this.endSeconds) this.advance(nowSeconds);
-    this.current.add(descriptor, hits, overLimit);
+    this.current.add(item, hits, overLimit);
   }
 
   /**
@@ -169,7 +178,7 @@ export class RuleTracker {
       p: SketchEntry | undefined,
     ): void => {
       merged.push({
-        descriptor: item,
+        descriptor: this.textOf(item),
         hits: (c?.count ?? currentMin) + (p?.count ?? previousMin),
         overLimit: (c?.overLimit ?? currentMin) + (p?.overLimit ?? previousMin),
         error: (c?.error ?? currentMin) + (p?.error ?? previousMin),
@@ -192,6 +201,12 @@ export class RuleTracker {
     );
     if (merged.length > k) merged.length = k;
     return merged;
+  }
+
+  /** The descriptor text (`k=v,k2=v2`) of a counted item. */
+  private textOf(item: string): string {
+    if (item.charCodeAt(0) === 0) return item.slice(1);
+    return this.entryKey === undefined ? item : this.entryKey + "=" + item;
   }
 
   /** Moves the windows on to the one containing `nowSeconds` (≥ the current end). */
@@ -234,4 +249,29 @@ function checkWindow(window: TrackedWindow): void {
     throw new RangeError(
       `invalid window of ${window.windowSeconds} s: expected ≥ 1 s`,
     );
+}
+
+/**
+ * Starts the counted item of a one-entry descriptor whose key is not its rule's
+ * {@link RuleTracker.entryKey} (possible only through a wildcard rule matching several keys):
+ * the item is then the mark and `key=value`. A NUL, which HTTP header values cannot hold.
+ */
+export const otherKeyMark = "\u0000";
+
+/**
+ * A descriptor's entries as `k=v,k2=v2` (keys and values as sent; a `,` or `=` inside one is
+ * not escaped).
+ */
+export function descriptorText(
+  entries: readonly RateLimitDescriptor_Entry[],
+): string {
+  let text = "";
+  const n = entries.length;
+  for (let i = 0; i < n; i++) {
+    const entry = entries[i];
+    if (entry === undefined) break;
+    if (i > 0) text += ",";
+    text += entry.key + "=" + entry.value;
+  }
+  return text;
 }

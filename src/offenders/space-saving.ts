@@ -10,6 +10,9 @@
 // per-item error bound, no second counter and eight runtime dependencies; this runs on every
 // decision, so it is a few typed arrays, one Map and a binary min-heap.
 
+/** Slots allocated by a new sketch before it grows. */
+const initialSlots = 16;
+
 /** One monitored item of a {@link SpaceSaving} sketch, as {@link SpaceSaving.forEach} reports it. */
 export interface SketchEntry {
   /** The item (a descriptor as `k=v,k2=v2`). */
@@ -46,16 +49,18 @@ export class SpaceSaving {
   private readonly slots = new Map<string, number>();
   /** By slot: the item. */
   private readonly items: string[] = [];
+  // The arrays start small and double up to `capacity` as items arrive: a rule that sees few
+  // values (a request-supplied limit's rule sees one) costs little.
   /** By slot: the estimated weight. */
-  private readonly counts: Float64Array;
+  private counts: Float64Array;
   /** By slot: the estimated refused weight. */
-  private readonly overs: Float64Array;
+  private overs: Float64Array;
   /** By slot: the overestimate bound (the count inherited when the item took the slot). */
-  private readonly errors: Float64Array;
+  private errors: Float64Array;
   /** Min-heap of slots by count: `heap[0]` is the lightest slot. */
-  private readonly heap: Int32Array;
+  private heap: Int32Array;
   /** By slot: its index in `heap`. */
-  private readonly heapIndex: Int32Array;
+  private heapIndex: Int32Array;
   private used = 0;
   private weight = 0;
 
@@ -70,11 +75,12 @@ export class SpaceSaving {
         `invalid Space-Saving capacity ${capacity}: expected an integer ≥ 1`,
       );
     this.capacity = capacity;
-    this.counts = new Float64Array(capacity);
-    this.overs = new Float64Array(capacity);
-    this.errors = new Float64Array(capacity);
-    this.heap = new Int32Array(capacity);
-    this.heapIndex = new Int32Array(capacity);
+    const initial = Math.min(capacity, initialSlots);
+    this.counts = new Float64Array(initial);
+    this.overs = new Float64Array(initial);
+    this.errors = new Float64Array(initial);
+    this.heap = new Int32Array(initial);
+    this.heapIndex = new Int32Array(initial);
   }
 
   /** Sum of the weights added since the last {@link SpaceSaving.clear} (`N`). */
@@ -112,6 +118,7 @@ export class SpaceSaving {
       return;
     }
     if (this.used < this.capacity) {
+      if (this.used === this.counts.length) this.grow();
       slot = this.used++;
       this.slots.set(item, slot);
       this.items[slot] = item;
@@ -154,6 +161,20 @@ export class SpaceSaving {
     this.items.length = 0;
     this.used = 0;
     this.weight = 0;
+  }
+
+  /** Doubles the arrays, up to `capacity`. */
+  private grow(): void {
+    const size = Math.min(this.capacity, 2 * this.counts.length);
+    const widen = <T extends Float64Array | Int32Array>(from: T, to: T): T => {
+      to.set(from);
+      return to;
+    };
+    this.counts = widen(this.counts, new Float64Array(size));
+    this.overs = widen(this.overs, new Float64Array(size));
+    this.errors = widen(this.errors, new Float64Array(size));
+    this.heap = widen(this.heap, new Int32Array(size));
+    this.heapIndex = widen(this.heapIndex, new Int32Array(size));
   }
 
   private entry(slot: number): SketchEntry {

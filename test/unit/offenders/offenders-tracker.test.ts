@@ -6,10 +6,7 @@ import type {
   RateLimitConfig,
 } from "../../../src/config/rate-limit-config.js";
 import type { DecidedRequest } from "../../../src/limiter/decision-hooks.js";
-import {
-  OffendersTracker,
-  descriptorText,
-} from "../../../src/offenders/offenders-tracker.js";
+import { OffendersTracker } from "../../../src/offenders/offenders-tracker.js";
 import {
   RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
@@ -32,6 +29,9 @@ descriptors:
     rate_limits:
       - { unit: second, requests_per_unit: 10 }
       - { unit: day, requests_per_unit: 1000 }
+  - key: a
+    value: "b*"
+    rate_limit: { unit: minute, requests_per_unit: 5 }
   - key: path
     descriptors:
       - key: method
@@ -175,6 +175,22 @@ describe("OffendersTracker", () => {
     ]);
   });
 
+  it("reports a descriptor whose key differs from its rule's first one as sent", () => {
+    const { tracker, config } = setup();
+    // The wildcard rule a_b* matches key a (value b…) and key a_b (any value).
+    const first = descriptor(["a", "bee"]);
+    const other = descriptor(["a_b", "c"]);
+    expect(config.getLimit("rl", other)?.fullKey).toBe(
+      config.getLimit("rl", first)?.fullKey,
+    );
+    tracker.observe(decided(config, [first]));
+    tracker.observe(decided(config, [other]));
+    tracker.observe(decided(config, [other]));
+    expect(tracker.top("rl", 0)[0]!.offenders.map((o) => o.descriptor)).toEqual(
+      ["a_b=c", "a=bee"],
+    );
+  });
+
   it("names a rate_limits list's rule by its first limit's stats key and window", () => {
     const { tracker, config } = setup();
     tracker.observe(decided(config, [descriptor(["tenant", "t1"])]));
@@ -313,16 +329,6 @@ describe("OffendersTracker", () => {
     expect(() => new OffendersTracker({ k: 1, clock, maxRules: 0 })).toThrow(
       /^invalid maxRules 0/,
     );
-  });
-});
-
-describe("descriptorText", () => {
-  it("joins entries as k=v,k2=v2", () => {
-    expect(descriptorText(descriptor(["a", "1"]).entries)).toBe("a=1");
-    expect(
-      descriptorText(descriptor(["a", "1"], ["b", ""], ["c", "x=y"]).entries),
-    ).toBe("a=1,b=,c=x=y");
-    expect(descriptorText([])).toBe("");
   });
 });
 

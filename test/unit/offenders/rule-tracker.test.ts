@@ -2,8 +2,12 @@ import { describe, expect, it } from "vitest";
 import { CalendarWindow } from "../../../src/config/calendar-window.js";
 import {
   RuleTracker,
+  descriptorText,
+  otherKeyMark,
   type TrackedWindow,
 } from "../../../src/offenders/rule-tracker.js";
+import { create } from "@bufbuild/protobuf";
+import { RateLimitDescriptorSchema } from "../../../src/proto.js";
 import { ExactCounts, zipfSampler } from "../../helpers/zipf.js";
 
 const minute: TrackedWindow = { windowSeconds: 60, calendar: undefined };
@@ -11,7 +15,7 @@ const minute: TrackedWindow = { windowSeconds: 60, calendar: undefined };
 const t0 = 1_795_824_000;
 
 function tracker(counters = 4, window: TrackedWindow = minute): RuleTracker {
-  return new RuleTracker("rl", "rl.user", window, counters, 0);
+  return new RuleTracker("rl", "rl.user", undefined, window, counters, 0);
 }
 
 describe("RuleTracker", () => {
@@ -153,6 +157,7 @@ describe("RuleTracker", () => {
     const c = new RuleTracker(
       "rl",
       "rl.user",
+      undefined,
       { windowSeconds: 86_400, calendar: day("UTC") },
       4,
       0,
@@ -174,16 +179,41 @@ describe("RuleTracker", () => {
     expect(t.sinceSeconds(t0 + 3599)).toBe(t0 - 3600);
   });
 
+  it("reports a one-entry rule's values, counted bare, as key=value", () => {
+    const t = new RuleTracker("rl", "rl.user", "user", minute, 4, 0);
+    t.add("alice", 2, 0, t0);
+    t.add(otherKeyMark + "user_x=bob", 1, 0, t0);
+    expect(t.top(10, t0).map((o) => o.descriptor)).toEqual([
+      "user=alice",
+      "user_x=bob",
+    ]);
+  });
+
   it("refuses a window shorter than a second", () => {
     expect(
       () =>
         new RuleTracker(
           "rl",
           "rl.user",
+          undefined,
           { windowSeconds: 0, calendar: undefined },
           4,
           0,
         ),
     ).toThrow("invalid window of 0 s: expected ≥ 1 s");
+  });
+});
+
+describe("descriptorText", () => {
+  it("joins entries as k=v,k2=v2", () => {
+    const entries = (...pairs: [string, string][]) =>
+      create(RateLimitDescriptorSchema, {
+        entries: pairs.map(([key, value]) => ({ key, value })),
+      }).entries;
+    expect(descriptorText(entries(["a", "1"]))).toBe("a=1");
+    expect(descriptorText(entries(["a", "1"], ["b", ""], ["c", "x=y"]))).toBe(
+      "a=1,b=,c=x=y",
+    );
+    expect(descriptorText([])).toBe("");
   });
 });
