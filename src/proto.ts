@@ -138,6 +138,7 @@ export {
   OverrideLimitSchema,
   OverrideSchema,
   RuleOffendersSchema,
+  SetOverrideRequestSchema,
   SetOverrideResponseSchema,
   StartCanaryResponseSchema,
   StopCanaryResponseSchema,

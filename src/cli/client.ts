@@ -23,6 +23,11 @@ import {
   formatExplanation,
 } from "./explain-format.js";
 import {
+  overrideCommandOf,
+  runOverrideCommand,
+  type OverrideCommand,
+} from "./overrides-client.js";
+import {
   FlagError,
   flagUsage,
   isMain,
@@ -68,6 +73,57 @@ const flags = {
     kind: "string",
     default: "",
     help: "explain the RLQS bucket of -domain whose BucketId has these entries, in <key>=<value>,<key>=<value>,... form: its rule, policy, rate L and the current split per stream (the server needs EXPLAIN_ENABLED=true)",
+  },
+  "set-override": {
+    kind: "bool",
+    help: "set a run-time override of -domain's one -descriptors (a value ending in * is a prefix wildcard) with -limit, optional -ttl, -reason, -algorithm, -burst; through the admin API on the debug port (-admin_url)",
+  },
+  "delete-override": {
+    kind: "bool",
+    help: "delete the run-time override of -domain's one -descriptors (as set), with an optional -reason",
+  },
+  "list-overrides": {
+    kind: "bool",
+    help: "list the run-time overrides in force, of -domain or (without it) of every domain",
+  },
+  "audit-log": {
+    kind: "bool",
+    help: "print the audit log of override changes, newest first, of -domain or of every domain",
+  },
+  limit: {
+    kind: "string",
+    default: "",
+    help: "with -set-override: unlimited, <n> (the rule's window), <n>/<unit> (100/minute) or <n>/<k><unit> (300/5minute)",
+  },
+  algorithm: {
+    kind: "string",
+    default: "",
+    help: "with -set-override: fixed_window, sliding_window or token_bucket (empty: the rule's)",
+  },
+  burst: {
+    kind: "string",
+    default: "",
+    help: "with -set-override and a token bucket: hits a full bucket admits at once (empty: the limit's requests)",
+  },
+  ttl: {
+    kind: "string",
+    default: "",
+    help: "with -set-override: how long it applies, a Go duration (90s, 2h); empty: until deleted",
+  },
+  reason: {
+    kind: "string",
+    default: "",
+    help: "with -set-override or -delete-override: why, recorded in the audit log",
+  },
+  actor: {
+    kind: "string",
+    default: "",
+    help: "who makes an override change, sent as x-ratelimit-actor (empty: $USER)",
+  },
+  admin_url: {
+    kind: "string",
+    default: "",
+    help: "the debug port serving the admin API, http://<host>:<port>; without it, DEBUG_HOST:DEBUG_PORT from the environment (http://localhost:6070 when unset)",
   },
   "grpc-use-tls": { kind: "bool", help: "use TLS to connect to the server" },
   "grpc-server-ca-file": {
@@ -274,7 +330,9 @@ export function windowOf(
  * Runs the client: sends one `ShouldRateLimit` over gRPC and prints the response; with
  * `-explain`, calls `ratelimit.explain.v1.ExplainService/Explain` instead and prints the
  * explanation as a tree (`-json`: proto3 JSON); with `-explain-bucket`, calls `ExplainBucket`
- * for that RLQS bucket of `-domain` and prints its rule, policy, L and split.
+ * for that RLQS bucket of `-domain` and prints its rule, policy, L and split. With
+ * `-set-override`, `-delete-override`, `-list-overrides` or `-audit-log` it calls the admin API
+ * on the debug port instead (`-admin_url`; see `overrides-client.ts`).
  *
  * Without `-dial_string` it calls `GRPC_HOST:GRPC_PORT` of `env` ({@link defaultDialString}).
  * After a ShouldRateLimit answer it asks the Explain API (charging nothing) for each rule's
@@ -314,6 +372,42 @@ export async function runClient(
     return 0;
   }
   const texts = parsed.lists.get("descriptors") ?? [];
+  let overrideCommand: OverrideCommand | undefined;
+  let overrideEntries: RateLimitDescriptor_Entry[] | undefined;
+  try {
+    overrideCommand = overrideCommandOf(parsed.values);
+    if (overrideCommand !== undefined && texts.length > 1)
+      throw new FlagError(
+        "an override names one descriptor: give one -descriptors",
+      );
+    if (overrideCommand !== undefined && texts[0] !== undefined)
+      overrideEntries = parseDescriptorFlag(texts[0]);
+  } catch (e) {
+    err(e instanceof Error ? e.message : String(e));
+    return 2;
+  }
+  if (overrideCommand !== undefined) {
+    const value = (flag: string): string => parsed.values.get(flag) ?? "";
+    const actor = value("actor");
+    return runOverrideCommand(
+      {
+        command: overrideCommand,
+        adminUrl: value("admin_url"),
+        domain: value("domain"),
+        entries: overrideEntries,
+        limit: value("limit"),
+        algorithm: value("algorithm"),
+        burst: value("burst"),
+        ttl: value("ttl"),
+        reason: value("reason"),
+        actor: actor !== "" ? actor : (env["USER"] ?? ""),
+        json: value("json") === "true",
+      },
+      out,
+      err,
+      env,
+    );
+  }
   let request;
   let bucket: Record<string, string> | undefined;
   try {

@@ -282,7 +282,7 @@ export class OverrideTable implements OverrideLookup {
 
   /**
    * The overrides in force (not expired at `nowMs`) of one domain, or of every domain when
-   * `domain` is `undefined`; sorted by domain, then by probe key.
+   * `domain` is `undefined`; sorted by domain, then by descriptor text.
    */
   list(domain: string | undefined, nowMs: number): OverrideRecord[] {
     const out: OverrideRecord[] = [];
@@ -298,9 +298,12 @@ export class OverrideTable implements OverrideLookup {
           w.entry,
         ]),
       ];
-      held.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-      for (const [probe, entry] of held)
-        if (entry.expireMs > nowMs) out.push(toRecord(name, probe, entry));
+      const records = held
+        .filter(([, entry]) => entry.expireMs > nowMs)
+        .map(([probe, entry]) => toRecord(name, probe, entry))
+        .map((record) => ({ record, text: descriptorText(record.entries) }));
+      records.sort((a, b) => (a.text < b.text ? -1 : a.text > b.text ? 1 : 0));
+      for (const { record } of records) out.push(record);
     }
     return out;
   }

@@ -17,6 +17,7 @@ import {
   RateLimitResponse_Code as RlCode,
   RateLimitService,
 } from "../../src/proto.js";
+import { runClient } from "../../src/cli/client.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -266,5 +267,90 @@ describe("run-time overrides (memory backend)", () => {
       ["set", "bob", "vip-*"],
       ["set", "alice", "acme"],
     ]);
+  });
+
+  it("is driven by ratelimit-client -set-override, -list-overrides, -delete-override and -audit-log", async () => {
+    const run = async (...args: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await runClient(
+        [...args, "-admin_url", `http://${t.addresses.debug}`],
+        (line) => out.push(line),
+        (line) => err.push(line),
+        { USER: "dave" },
+      );
+      return { code, out: out.join("\n"), err: err.join("\n") };
+    };
+    const set = await run(
+      "-set-override",
+      "-domain",
+      "api",
+      "-descriptors",
+      "tenant=cli",
+      "-limit",
+      "30/5minute",
+      "-algorithm",
+      "sliding_window",
+      "-ttl",
+      "1h",
+      "-reason",
+      "from the CLI",
+    );
+    expect(set.err).toBe("");
+    expect(set.code).toBe(0);
+    expect(set.out).toMatch(
+      /^override set: api tenant=cli: 30 per 5 MINUTE \(sliding_window\), expires \S+ \(in 1h\), set by dave, reason "from the CLI"; rule api\.tenant$/,
+    );
+    const listed = await run("-list-overrides", "-domain", "api");
+    expect(listed.out.split("\n").map((l) => l.split(":")[0])).toEqual([
+      "api tenant=acme",
+      "api tenant=cli",
+    ]);
+    const deleted = await run(
+      "-delete-override",
+      "-domain",
+      "api",
+      "-descriptors",
+      "tenant=cli",
+      "-actor",
+      "erin",
+    );
+    expect(deleted.out).toMatch(
+      /^override deleted: api tenant=cli: 30 per 5 MINUTE/,
+    );
+    const log = await run("-audit-log", "-domain", "api");
+    expect(
+      log.out
+        .split("\n")
+        .slice(0, 2)
+        .map((l) => l.split(/\s+/).slice(1, 3)),
+    ).toEqual([
+      ["delete", "erin"],
+      ["set", "dave"],
+    ]);
+    const refused = await run(
+      "-set-override",
+      "-domain",
+      "api",
+      "-descriptors",
+      "nothing=here",
+      "-limit",
+      "1/second",
+    );
+    expect(refused.code).toBe(1);
+    expect(refused.err).toMatch(
+      /^request error: \[failed_precondition\] entries: /,
+    );
+    const badFlag = await run(
+      "-set-override",
+      "-domain",
+      "api",
+      "-descriptors",
+      "tenant=x",
+      "-limit",
+      "7/fortnight",
+    );
+    expect(badFlag.code).toBe(2);
+    expect(badFlag.err).toMatch(/^invalid -limit: "7\/fortnight"/);
   });
 });
