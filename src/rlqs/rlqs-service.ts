@@ -4,6 +4,8 @@
 // (allocator.ts) and every stream is pushed a token bucket for its share (assignment.ts).
 // A new subscription is answered at once, and the bucket's other streams get their shrunk
 // shares in the same turn, so the shares never add up to more than the limit.
+// `describeBucket` and `listBuckets` give Explain a read-only snapshot of a bucket's split
+// (bucket-snapshot.ts), computed as a push computes it.
 
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -482,6 +484,7 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
       }
     }
   }
+
   /** The ledger's reading of a bucket; from its demands alone when it cannot peek. */
   async function peek(ledgerKey: string): Promise<LedgerReading> {
     if (ledger.peek !== undefined) return ledger.peek(ledgerKey);
