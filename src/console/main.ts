@@ -4,7 +4,8 @@
 // state are polled every few seconds (`?refresh=<seconds>`, 3 by default) while the tab is
 // visible; the tree is rebuilt only when the config changes, and keeps which nodes are open.
 // Bundled by scripts/build-console.mjs (esbuild) into dist/console/app.js; nothing is fetched
-// from elsewhere at run time. The RLQS view (buckets and their splits) is rlqs-view.ts.
+// from elsewhere at run time. The RLQS view (buckets and their splits) is rlqs-view.ts; the
+// day-2 view (rule charts, top offenders, overrides, canary) is operations.ts.
 import { createClient } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
@@ -23,6 +24,7 @@ import {
   type Rule,
   type TokenBucketState,
 } from "../proto.js";
+import { mountOperations } from "./operations.js";
 import { mountRlqsView } from "./rlqs-view.js";
 
 /** One limit of a rule, as `/console/state.json` gives it (server/console.ts `ConsoleLimit`). */
@@ -656,6 +658,9 @@ async function refresh(): Promise<void> {
   if (!res.ok) throw new Error(`state: HTTP ${res.status}`);
   const state = (await res.json()) as State;
   renderState(state);
+  operations.update(state.statistics, Date.now());
+  // Admin calls that fail (a part not served) show their message in place.
+  await operations.refresh();
   // Without the JSON form, the tree's domains are the loaded ones (the plain dump lists only
   // rules with a limit, and cannot tell a dotted domain name from a rule path).
   renderDomains(report?.domains ?? state.domains.map((d) => d.domain));
@@ -684,6 +689,12 @@ mountRlqsView(byId("explain-section").parentElement ?? document.body, {
   refreshMs,
   before: document.getElementById("config-section"),
 });
+// Day-2 operations (operations.ts): rule charts with top offenders, overrides, the canary;
+// driven by this poll.
+const operations = mountOperations(
+  byId("explain-section").parentElement ?? document.body,
+  document.getElementById("config-section"),
+);
 let timer: ReturnType<typeof setTimeout> | undefined;
 let running: Promise<void> | undefined;
 

@@ -7,6 +7,7 @@
 import { createClient, type Client } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { el } from "./dom.js";
 import {
   AdminService,
   RateLimitResponse_RateLimit_Unit as Unit,
@@ -44,6 +45,8 @@ interface Sample {
 }
 
 interface RuleHistory {
+  /** The rule's first poll, ms (the first sample's interval starts here). */
+  readonly startMs: number;
   last: Record<SeriesStat, number> | undefined;
   lastAtMs: number;
   readonly samples: Sample[];
@@ -79,18 +82,6 @@ export function ruleCounters(
   return rules;
 }
 
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  attrs: Record<string, string> = {},
-  ...children: (Node | string)[]
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs))
-    node.setAttribute(name, value);
-  node.append(...children);
-  return node;
-}
-
 const svgNs = "http://www.w3.org/2000/svg";
 
 function svg<K extends keyof SVGElementTagNameMap>(
@@ -108,12 +99,19 @@ function rateText(perSecond: number): string {
   return perSecond >= 10 ? perSecond.toFixed(0) : perSecond.toFixed(1);
 }
 
+/** Shortest time a chart spans, in milliseconds (a new rule's chart widens up to 5 minutes). */
+const minChartSpanMs = 30 * 1000;
+
 /**
- * Draws one rule's chart: a line per series over the last {@link chartSpanMs}, the y axis
- * from 0 to the highest rate shown.
+ * Draws one rule's chart: a step line per series (each sample's rate held over the interval it
+ * measured) over the time since the console started watching the rule, at least 30 s and at
+ * most {@link chartSpanMs}; the y axis from 0 to the highest rate shown.
+ *
+ * @param startMs - when the first sample's interval began (the rule's first poll), ms
  */
 export function chartElement(
   samples: readonly Sample[],
+  startMs: number,
   nowMs: number,
 ): SVGSVGElement {
   const chart = svg("svg", {
@@ -147,28 +145,46 @@ export function chartElement(
       y2: String(chartHeight - 0.5),
     }),
   );
+  const spanMs = Math.min(
+    chartSpanMs,
+    Math.max(minChartSpanMs, nowMs - startMs),
+  );
   const x = (atMs: number): number =>
-    ((atMs - (nowMs - chartSpanMs)) / chartSpanMs) * chartWidth;
+    Math.max(0, ((atMs - (nowMs - spanMs)) / spanMs) * chartWidth);
   const y = (rate: number): number =>
     top === 0
       ? chartHeight - 1
       : chartHeight - 1 - (rate / top) * (chartHeight - 12);
   for (const { stat, className } of series) {
     if (!shown.some((s) => s.rates[stat] > 0)) continue;
-    const points = shown
-      .map((s) => `${x(s.atMs).toFixed(1)},${y(s.rates[stat]).toFixed(1)}`)
-      .join(" ");
+    const points: string[] = [];
+    let from = startMs;
+    for (const s of shown) {
+      const height = y(s.rates[stat]).toFixed(1);
+      points.push(
+        `${x(from).toFixed(1)},${height}`,
+        `${x(s.atMs).toFixed(1)},${height}`,
+      );
+      from = s.atMs;
+    }
     chart.append(
       svg("polyline", {
         class: `series ${className}`,
-        points,
+        points: points.join(" "),
         "data-series": stat,
       }),
     );
   }
   const scale = svg("text", { x: "2", y: "10", class: "scale" });
   scale.textContent = `${rateText(top)}/s`;
-  chart.append(scale);
+  const span = svg("text", {
+    x: String(chartWidth - 2),
+    y: "10",
+    class: "scale",
+    "text-anchor": "end",
+  });
+  span.textContent = `last ${Math.round(spanMs / 1000)} s`;
+  chart.append(scale, span);
   return chart;
 }
 
@@ -266,10 +282,13 @@ const unitChoices = [
 ];
 
 /**
- * Builds the day-2 sections (rule charts with top offenders, overrides, canary) at the end of
- * `root` and returns the view the console's poll drives.
+ * Builds the day-2 sections (rule charts with top offenders, overrides, canary) in `root`,
+ * before `before` (at the end when null) and returns the view the console's poll drives.
  */
-export function mountOperations(root: HTMLElement): OperationsView {
+export function mountOperations(
+  root: HTMLElement,
+  before: Element | null = null,
+): OperationsView {
   const admin: Client<typeof AdminService> = createClient(
     AdminService,
     createGrpcWebTransport({ baseUrl: window.location.origin }),
@@ -371,7 +390,8 @@ export function mountOperations(root: HTMLElement): OperationsView {
     canaryStatus,
     canaryBody,
   );
-  root.append(rulesSection, overridesSection, canarySection);
+  for (const section of [rulesSection, overridesSection, canarySection])
+    root.insertBefore(section, before);
 
   function renderRules(): void {
     const rules = [...histories.keys()].sort();
@@ -430,7 +450,11 @@ export function mountOperations(root: HTMLElement): OperationsView {
           el(
             "div",
             { class: "rule-card-body" },
-            chartElement(history.samples, lastNowMs),
+            chartElement(
+              history.samples,
+              Math.max(history.startMs, lastNowMs - chartSpanMs),
+              lastNowMs,
+            ),
             top === undefined || top.offenders.length === 0
               ? el("p", { class: "muted" }, "no offenders tracked")
               : table,
@@ -642,7 +666,12 @@ export function mountOperations(root: HTMLElement): OperationsView {
       for (const [rule, counters] of ruleCounters(statistics)) {
         let history = histories.get(rule);
         if (history === undefined) {
-          history = { last: undefined, lastAtMs: nowMs, samples: [] };
+          history = {
+            startMs: nowMs,
+            last: undefined,
+            lastAtMs: nowMs,
+            samples: [],
+          };
           histories.set(rule, history);
         }
         const last = history.last;
