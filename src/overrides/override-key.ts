@@ -1,9 +1,11 @@
 // The two spellings of an override's descriptor. The descriptor text (`tenant=acme,plan=gold`,
 // with `\`, `,` and `=` escaped by a backslash) names an override to people and is the field
-// of the kv store's hash; the probe key (each key and value prefixed by its length) is what
-// the hot path builds from a request's entries, without scanning them for characters to
-// escape. Both keep the entries in the request's order: a descriptor's order is part of its
-// identity, as in the config tree (`a=1,b=2` and `b=2,a=1` reach different rules).
+// of the kv store's hash; the probe key is what the hot path builds from a request's entries
+// to probe the table: the keys and values joined by U+0001, which costs one concatenation per
+// part and no escaping (measured: a length-prefixed form, `${key.length}:…`, took four times
+// as long as the lookup itself, for the number-to-string conversions). Both keep the entries
+// in the request's order: a descriptor's order is part of its identity, as in the config tree
+// (`a=1,b=2` and `b=2,a=1` reach different rules).
 
 /** One descriptor entry: a key and a value (a value ending in `*` is a prefix wildcard). */
 export interface OverrideEntry {
@@ -11,16 +13,71 @@ export interface OverrideEntry {
   readonly value: string;
 }
 
+const separator = "\u0001";
+/** Starts every length-prefixed probe key, and no joined one. */
+const lengthPrefixed = "\u0000";
+
 /**
- * Returns the probe key of a descriptor's entries: `<key length>:<key><value length>:<value>`
- * per entry, concatenated. Unambiguous for any key and value (lengths delimit them), and
- * cheap: one concatenation per part, no scan.
+ * Returns the probe key of a descriptor's entries: keys and values joined by U+0001. Where a
+ * key or value holds U+0001 itself, or the first key starts with U+0000, it is instead U+0000
+ * followed by `<length>:<text>` per part, so no two descriptors share a probe key.
  */
 export function probeKey(entries: readonly OverrideEntry[]): string {
+  const n = entries.length;
   let key = "";
-  for (const entry of entries)
-    key += `${entry.key.length}:${entry.key}${entry.value.length}:${entry.value}`;
+  for (let i = 0; i < n; i++) {
+    const entry = entries[i];
+    if (entry === undefined) break;
+    if (
+      entry.key.includes(separator) ||
+      entry.value.includes(separator) ||
+      (i === 0 && entry.key.startsWith(lengthPrefixed))
+    )
+      return lengthPrefixedKey(entries);
+    key += i === 0 ? entry.key : separator + entry.key;
+    key += separator + entry.value;
+  }
   return key;
+}
+
+function lengthPrefixedKey(entries: readonly OverrideEntry[]): string {
+  let key = lengthPrefixed;
+  for (const entry of entries)
+    key += `${String(entry.key.length)}:${entry.key}${String(entry.value.length)}:${entry.value}`;
+  return key;
+}
+
+/**
+ * The entries of a probe key ({@link probeKey} reversed; the key of no entries is "").
+ *
+ * @throws {@link RangeError} for a string no {@link probeKey} returns
+ */
+export function parseProbeKey(probe: string): OverrideEntry[] {
+  const entries: OverrideEntry[] = [];
+  if (probe === "") return entries;
+  if (!probe.startsWith(lengthPrefixed)) {
+    const parts = probe.split(separator);
+    if (parts.length % 2 !== 0)
+      throw new RangeError("probe key with an odd number of parts");
+    for (let i = 0; i < parts.length; i += 2)
+      entries.push({ key: parts[i] ?? "", value: parts[i + 1] ?? "" });
+    return entries;
+  }
+  let at = lengthPrefixed.length;
+  const part = (): string => {
+    const colon = probe.indexOf(":", at);
+    const length = Number(probe.slice(at, colon));
+    if (colon < 0 || !Number.isInteger(length))
+      throw new RangeError("malformed length-prefixed probe key");
+    const text = probe.slice(colon + 1, colon + 1 + length);
+    at = colon + 1 + length;
+    return text;
+  };
+  while (at < probe.length) {
+    const key = part();
+    entries.push({ key, value: part() });
+  }
+  return entries;
 }
 
 const special = /[\\,=]/g;

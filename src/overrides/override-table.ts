@@ -22,6 +22,7 @@ import type { Clock } from "../util/clock.js";
 import {
   descriptorText,
   isWildcardValue,
+  parseProbeKey,
   probeKey,
   type OverrideEntry,
 } from "./override-key.js";
@@ -170,7 +171,7 @@ export class OverrideTable implements OverrideLookup {
     if (entry === undefined) return undefined;
     return {
       limit: limitOver(entry.compiled, limit),
-      descriptor: descriptorText(entriesOf(entry.probe)),
+      descriptor: descriptorText(parseProbeKey(entry.probe)),
       reason: entry.reason,
       actor: entry.actor,
       expireMs: entry.expireMs === Infinity ? undefined : entry.expireMs,
@@ -481,24 +482,6 @@ function limitIdentity(limit: OverrideLimit): string {
   ].join("|");
 }
 
-/** The entries of a probe key ({@link probeKey} reversed). */
-function entriesOf(probe: string): OverrideEntry[] {
-  const entries: OverrideEntry[] = [];
-  let at = 0;
-  const part = (): string => {
-    const colon = probe.indexOf(":", at);
-    const length = Number(probe.slice(at, colon));
-    const text = probe.slice(colon + 1, colon + 1 + length);
-    at = colon + 1 + length;
-    return text;
-  };
-  while (at < probe.length) {
-    const key = part();
-    entries.push({ key, value: part() });
-  }
-  return entries;
-}
-
 function toRecord(
   domain: string,
   probe: string,
@@ -506,7 +489,7 @@ function toRecord(
 ): OverrideRecord {
   return {
     domain,
-    entries: entriesOf(probe),
+    entries: parseProbeKey(probe),
     limit: entry.compiled.limit,
     expireMs: entry.expireMs === Infinity ? undefined : entry.expireMs,
     reason: entry.reason,

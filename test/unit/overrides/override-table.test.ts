@@ -17,6 +17,7 @@ import {
 import {
   descriptorText,
   parseDescriptorText,
+  parseProbeKey,
   probeKey,
 } from "../../../src/overrides/override-key.js";
 import {
@@ -404,15 +405,26 @@ describe("override keys", () => {
     expect(() => parseDescriptorText("a=b\\")).toThrow(RangeError);
   });
 
-  it("builds probe keys that no choice of keys and values can make collide", () => {
-    expect(probeKey([{ key: "a", value: "b1:c" }])).not.toBe(
-      probeKey([
+  it("builds probe keys that no choice of keys and values can make collide, and reads them back", () => {
+    const cases: { key: string; value: string }[][] = [
+      [{ key: "a", value: "b" }],
+      [{ key: "ab", value: "" }],
+      [
         { key: "a", value: "b" },
         { key: "c", value: "" },
-      ]),
-    );
-    expect(probeKey([{ key: "ab", value: "" }])).not.toBe(
-      probeKey([{ key: "a", value: "b" }]),
-    );
+      ],
+      [{ key: "a", value: "b\u0001c\u0001" }],
+      [
+        { key: "a", value: "b" },
+        { key: "c", value: "\u0001" },
+      ],
+      [{ key: "\u0000x", value: "" }],
+      [{ key: "\u00001:x", value: "" }],
+      [],
+    ];
+    const keys = cases.map((entries) => probeKey(entries));
+    expect(new Set(keys).size).toBe(cases.length);
+    for (const [i, entries] of cases.entries())
+      expect(parseProbeKey(keys[i]!)).toEqual(entries);
   });
 });

@@ -1,0 +1,290 @@
+// `make bench-overrides` (`node --expose-gc dist/bench/overrides.js`): what run-time overrides
+// (docs/operations.md#overrides) cost on the hot path and in memory.
+//
+// 1. `resolveLimits` (the tree walk plus the override probe, limiter/decision-rules.ts), ns per
+//    call for a request of one descriptor: without an override table; with a table holding no
+//    override of the domain; with 1,000,000 exact overrides, for a descriptor that has one (a
+//    hit) and one that has none (a miss); and with 100 prefix-wildcard overrides more (the
+//    scan a miss then pays).
+// 2. ShouldRateLimit through the in-process service over the memory backend, CPU µs per
+//    decision (user + system), with 0 and with 1,000,000 overrides loaded, on a stream of
+//    uniformly drawn tenants of which the overridden ones are the hits. Modes alternate in
+//    rounds and the median round is printed (the machine is shared). No network.
+// 3. Heap bytes per override: 1,000,000 exact overrides (`tenant=t<i>`, one shared limit, a
+//    reason and an actor each), heapUsed after a full GC, before and after.
+//
+// Environment: BENCH_OVERRIDES (default 1000000), BENCH_OVERRIDES_CALLS (resolveLimits calls
+// per measure, default 500000), BENCH_OVERRIDES_DECISIONS (per round and mode, default
+// 200000), BENCH_OVERRIDES_ROUNDS (default 5).
+
+import { create } from "@bufbuild/protobuf";
+import { pino } from "pino";
+import { MemoryCounterBackend } from "../src/backends/memory/memory-rate-limit-cache.js";
+import { loadConfig } from "../src/config/load-config.js";
+import type {
+  RateLimit,
+  RateLimitConfig,
+} from "../src/config/rate-limit-config.js";
+import { createDecider } from "../src/limiter/decide.js";
+import type { OverrideLookup } from "../src/limiter/decision-hooks.js";
+import { resolveLimits } from "../src/limiter/decision-rules.js";
+import { RateLimitPipeline } from "../src/limiter/pipeline.js";
+import { OverrideTable } from "../src/overrides/override-table.js";
+import {
+  OverrideLimitSchema,
+  RateLimitDescriptorSchema,
+  RateLimitRequestSchema,
+  RateLimitResponse_RateLimit_Unit as Unit,
+  type RateLimitDescriptor,
+  type RateLimitRequest,
+} from "../src/proto.js";
+import {
+  createRateLimitService,
+  type RateLimitService,
+} from "../src/service/rate-limit-service.js";
+import { createStatsManager } from "../src/stats/stats-manager.js";
+import { systemClock } from "../src/util/clock.js";
+
+const overrideCount = Number(process.env["BENCH_OVERRIDES"] ?? "1000000");
+const calls = Number(process.env["BENCH_OVERRIDES_CALLS"] ?? "500000");
+const decisions = Number(process.env["BENCH_OVERRIDES_DECISIONS"] ?? "200000");
+const rounds = Number(process.env["BENCH_OVERRIDES_ROUNDS"] ?? "5");
+const gc = (globalThis as { gc?: () => void }).gc;
+if (gc === undefined) {
+  process.stderr.write("run with node --expose-gc\n");
+  process.exit(2);
+}
+const collect = gc;
+
+const yaml = `
+domain: bench
+descriptors:
+  - key: tenant
+    rate_limit: { unit: minute, requests_per_unit: 1000000 }
+  - key: path
+    descriptors:
+      - key: method
+        rate_limit: { unit: hour, requests_per_unit: 100000 }
+`;
+
+const limit = create(OverrideLimitSchema, {
+  requestsPerUnit: 2000000,
+  unit: Unit.MINUTE,
+  unitMultiplier: 1,
+  algorithm: "fixed_window",
+});
+
+/** Fills a table with `count` exact overrides `tenant=t<i>` (and `wildcards` prefix ones). */
+function fill(table: OverrideTable, count: number, wildcards = 0): void {
+  const updateMs = systemClock.nowMs();
+  for (let i = 0; i < count; i++)
+    table.put({
+      domain: "bench",
+      entries: [{ key: "tenant", value: `t${String(i)}` }],
+      limit,
+      expireMs: undefined,
+      reason: "bulk import",
+      actor: "bench",
+      updateMs,
+    });
+  for (let i = 0; i < wildcards; i++)
+    table.put({
+      domain: "bench",
+      entries: [{ key: "tenant", value: `w${String(i)}-*` }],
+      limit,
+      expireMs: undefined,
+      reason: "bulk import",
+      actor: "bench",
+      updateMs,
+    });
+}
+
+function descriptor(value: string): RateLimitDescriptor {
+  return create(RateLimitDescriptorSchema, {
+    entries: [{ key: "tenant", value }],
+  });
+}
+
+const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? NaN;
+};
+
+/** ns per resolveLimits call over `descriptors` (cycled), one measure of `calls` calls. */
+function resolveNs(
+  config: RateLimitConfig,
+  descriptors: readonly RateLimitDescriptor[],
+  overrides: OverrideLookup | undefined,
+): number {
+  const limits: (RateLimit | undefined)[] = [undefined];
+  const hits = [0];
+  const one: RateLimitDescriptor[] = [descriptors[0]!];
+  const mask = descriptors.length - 1;
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) {
+    one[0] = descriptors[i & mask]!;
+    resolveLimits(config, "bench", one, 1, limits, hits, overrides);
+  }
+  return Number(process.hrtime.bigint() - start) / calls;
+}
+
+// 1. resolveLimits.
+const statsManager = createStatsManager();
+const config = loadConfig([{ name: "bench.yaml", text: yaml }], {
+  statsManager,
+});
+const empty = new OverrideTable({ clock: systemClock });
+empty.put({
+  domain: "other",
+  entries: [{ key: "tenant", value: "x" }],
+  limit,
+  expireMs: undefined,
+  reason: "",
+  actor: "",
+  updateMs: 0,
+});
+const loaded = new OverrideTable({ clock: systemClock });
+fill(loaded, overrideCount);
+const withWildcards = new OverrideTable({ clock: systemClock });
+fill(withWildcards, overrideCount, 100);
+// A power of two, so the loop indexes with a mask.
+const sample = 1024;
+const hitDescriptors = Array.from({ length: sample }, (_, i) =>
+  descriptor(`t${String((i * 7919) % overrideCount)}`),
+);
+const missDescriptors = Array.from({ length: sample }, (_, i) =>
+  descriptor(`u${String(i)}`),
+);
+const cases: [
+  string,
+  readonly RateLimitDescriptor[],
+  OverrideLookup | undefined,
+][] = [
+  ["no override table", hitDescriptors, undefined],
+  ["table, no override in the domain", hitDescriptors, empty],
+  [`${String(overrideCount)} exact overrides, hit`, hitDescriptors, loaded],
+  [`${String(overrideCount)} exact overrides, miss`, missDescriptors, loaded],
+  [
+    `${String(overrideCount)} exact + 100 wildcard, miss`,
+    missDescriptors,
+    withWildcards,
+  ],
+];
+const resolveSamples = cases.map((): number[] => []);
+for (let round = 0; round < rounds; round++)
+  cases.forEach(([, descriptors, overrides], i) => {
+    resolveSamples[i]!.push(resolveNs(config, descriptors, overrides));
+  });
+console.log(
+  `resolveLimits, one descriptor (${String(calls)} calls per measure, median of ${String(rounds)} rounds)`,
+);
+cases.forEach(([name], i) => {
+  console.log(
+    `  ${name.padEnd(44)} ${median(resolveSamples[i]!).toFixed(1).padStart(7)} ns/call`,
+  );
+});
+
+// 2. ShouldRateLimit through the in-process service.
+function service(overrides: OverrideTable | undefined): {
+  rls: RateLimitService;
+  close: () => Promise<void>;
+} {
+  const stats = createStatsManager();
+  const cache = new RateLimitPipeline({
+    backend: new MemoryCounterBackend({
+      clock: systemClock,
+      statsStore: stats.store,
+    }),
+    decider: createDecider({ clock: systemClock }),
+    statsStore: stats.store,
+  });
+  const rls = createRateLimitService({
+    cache,
+    statsManager: stats,
+    clock: systemClock,
+    logger: pino({ level: "silent" }),
+    ...(overrides !== undefined ? { overrides } : {}),
+  });
+  rls.applyConfigUpdate({
+    ok: true,
+    config: loadConfig([{ name: "bench.yaml", text: yaml }], {
+      statsManager: stats,
+    }),
+  });
+  return { rls, close: () => cache.close() };
+}
+
+function stream(): RateLimitRequest[] {
+  let state = 12345;
+  const out: RateLimitRequest[] = [];
+  for (let i = 0; i < decisions; i++) {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0;
+    out.push(
+      create(RateLimitRequestSchema, {
+        domain: "bench",
+        descriptors: [
+          {
+            entries: [
+              { key: "tenant", value: `t${String(state % overrideCount)}` },
+            ],
+          },
+        ],
+      }),
+    );
+  }
+  return out;
+}
+
+async function cpuPerDecision(
+  rls: RateLimitService,
+  requests: readonly RateLimitRequest[],
+): Promise<number> {
+  const start = process.cpuUsage();
+  for (const request of requests) await rls.shouldRateLimit(request);
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / requests.length;
+}
+
+const requests = stream();
+const modes = [
+  { name: "0 overrides (no table)", table: undefined },
+  { name: "0 overrides (empty table)", table: empty },
+  {
+    name: `${String(overrideCount)} overrides (every request a hit)`,
+    table: loaded,
+  },
+] as const;
+const perMode = new Map<string, number[]>();
+for (let round = 0; round < rounds; round++) {
+  for (const mode of modes) {
+    const { rls, close } = service(mode.table);
+    // Warm-up on a slice, then the measured stream.
+    await cpuPerDecision(rls, requests.slice(0, 20_000));
+    const us = await cpuPerDecision(rls, requests);
+    await close();
+    perMode.set(mode.name, [...(perMode.get(mode.name) ?? []), us]);
+  }
+}
+console.log(
+  `ShouldRateLimit, in-process service, memory backend (${String(decisions)} decisions per round, median of ${String(rounds)})`,
+);
+for (const mode of modes)
+  console.log(
+    `  ${mode.name.padEnd(44)} ${median(perMode.get(mode.name) ?? [])
+      .toFixed(2)
+      .padStart(7)} µs CPU/decision`,
+  );
+
+// 3. Heap per override.
+perMode.clear();
+collect();
+const heapBefore = process.memoryUsage().heapUsed;
+const measured = new OverrideTable({ clock: systemClock });
+fill(measured, overrideCount);
+collect();
+const heapAfter = process.memoryUsage().heapUsed;
+console.log(
+  `heap per override: ${((heapAfter - heapBefore) / measured.size).toFixed(0)} bytes (${String(measured.size)} exact overrides, one shared limit; heapUsed ${(heapBefore / 1048576).toFixed(1)} -> ${(heapAfter / 1048576).toFixed(1)} MiB)`,
+);
+// Keep the tables alive until here, so the measure above sees only `measured` grow.
+if (loaded.size + withWildcards.size + empty.size === 0) console.log("");
