@@ -96,6 +96,7 @@ export class OffendersTracker implements DecisionObserver {
   private readonly domains = new Map<string, Map<string, RuleTracker>>();
   private ruleCount = 0;
   private dropped = 0;
+  private failed = 0;
   /** No sweep for idle rules before this time (one sweep per second at most). */
   private nextSweepSeconds = 0;
   private lastConfig: DecidedRequest["config"] | undefined;
@@ -129,8 +130,23 @@ export class OffendersTracker implements DecisionObserver {
     return this.dropped;
   }
 
+  /** Requests whose counting failed (a bug: nothing here is expected to throw). */
+  get failures(): number {
+    return this.failed;
+  }
+
   /** Counts one decided request (a {@link DecisionObserver}; never throws). */
   observe(request: DecidedRequest): void {
+    try {
+      this.count(request);
+    } catch {
+      // Top offenders are diagnostics: a bug in them must not fail the decision, which the
+      // service would otherwise answer with an error. Counted, so tests and the bench see it.
+      this.failed++;
+    }
+  }
+
+  private count(request: DecidedRequest): void {
     const { descriptors, limits, hitsAddends, statuses } = request;
     const n = descriptors.length;
     let nowSeconds = -1;

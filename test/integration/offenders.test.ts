@@ -3,15 +3,17 @@
 // JSON on the debug port checked against them within the stated bound; on the memory backend
 // and on a real redis-server; and the opt-in series on the pull-stats endpoint.
 
-import { create } from "@bufbuild/protobuf";
+import { create, toJson } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import {
+  AdminService,
   RateLimitRequestSchema,
   RateLimitResponse_Code as Code,
   RateLimitService,
+  TopOffendersResponseSchema,
 } from "../../src/proto.js";
 import { FakeClock } from "../helpers/fake-clock.js";
 import {
@@ -264,6 +266,23 @@ describe("TopOffenders on a running service", () => {
     const { status, json } = await topOffenders(t, { domain: "rl" });
     expect(status).toBe(200);
     expectWithinBound(json, exact, 4, 40);
+  });
+
+  it("answers the same over gRPC on the gRPC port with ADMIN_ENABLED", async () => {
+    const { t, client } = await start({
+      TOP_OFFENDERS_K: "3",
+      ADMIN_ENABLED: "true",
+    });
+    await drive(client, new Map(), 11, 300);
+    const admin = createClient(
+      AdminService,
+      createGrpcTransport({ baseUrl: `http://${t.addresses.grpc}` }),
+    );
+    const overGrpc = await admin.topOffenders({ domain: "rl", k: 3 });
+    expect(overGrpc.rules.map((r) => r.offenders.length)).toEqual([3, 3]);
+    expect(toJson(TopOffendersResponseSchema, overGrpc)).toEqual(
+      (await topOffenders(t, { domain: "rl", k: 3 })).json,
+    );
   });
 
   it("answers UNIMPLEMENTED naming TOP_OFFENDERS_K when it is 0", async () => {

@@ -312,6 +312,23 @@ describe("OffendersTracker", () => {
     expect(reads).toBe(1);
   });
 
+  it("never throws into the decision: a failure is counted", () => {
+    const { config } = setup();
+    const tracker = new OffendersTracker({
+      k: 2,
+      clock: {
+        nowSeconds: () => {
+          throw new Error("clock broke");
+        },
+        nowMs: () => 0,
+      },
+    });
+    expect(() => {
+      tracker.observe(decided(config, [descriptor(["user", "a"])]));
+    }).not.toThrow();
+    expect(tracker.failures).toBe(1);
+  });
+
   it("uses countersPerOffender × k counters per window", () => {
     const { tracker } = setup({ k: 4, countersPerOffender: 5 });
     expect(tracker.countersPerWindow).toBe(20);
