@@ -175,19 +175,28 @@ export class KvOverrideStore implements OverrideStore {
         connection.connect().catch(() => undefined);
     }
     if (this.subscriber.status === "ready") this.subscribe();
+    let timeout: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<void>((resolve) => {
+      timeout = setTimeout(resolve, timeoutMs);
+      timeout.unref();
+    });
+    // The first load waits for the connection (commands fail fast while it is not ready).
+    const client = this.client;
+    await Promise.race([
+      client.status === "ready"
+        ? this.sync()
+        : new Promise<void>((resolve) => {
+            client.once("ready", () => {
+              resolve(this.sync());
+            });
+          }),
+      timedOut,
+    ]);
+    clearTimeout(timeout);
     this.timer ??= setInterval(() => {
       void this.sync();
     }, this.syncIntervalMs);
     this.timer.unref();
-    let timeout: NodeJS.Timeout | undefined;
-    await Promise.race([
-      this.sync(),
-      new Promise<void>((resolve) => {
-        timeout = setTimeout(resolve, timeoutMs);
-        timeout.unref();
-      }),
-    ]);
-    clearTimeout(timeout);
   }
 
   async close(): Promise<void> {
