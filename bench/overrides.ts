@@ -4,8 +4,8 @@
 // 1. `resolveLimits` (the tree walk plus the override probe, limiter/decision-rules.ts), ns per
 //    call for a request of one descriptor: without an override table; with a table holding no
 //    override of the domain; with 1,000,000 exact overrides, for a descriptor that has one (a
-//    hit) and one that has none (a miss); and with 100 prefix-wildcard overrides more (the
-//    scan a miss then pays).
+//    hit) and one that has none (a miss); and with 100 prefix-wildcard overrides more
+//    (`tenant=w<i>-*`: two prefix lengths, so two more probes for a miss).
 // 2. ShouldRateLimit through the in-process service over the memory backend, CPU µs per
 //    decision (user + system), with 0 and with 1,000,000 overrides loaded, on a stream of
 //    uniformly drawn tenants of which the overridden ones are the hits. Modes alternate in
@@ -165,7 +165,7 @@ const cases: [
   [`${String(overrideCount)} exact overrides, hit`, hitDescriptors, loaded],
   [`${String(overrideCount)} exact overrides, miss`, missDescriptors, loaded],
   [
-    `${String(overrideCount)} exact + 100 wildcard, miss`,
+    `${String(overrideCount)} exact + 100 wildcard (2 shapes), miss`,
     missDescriptors,
     withWildcards,
   ],
@@ -180,7 +180,7 @@ console.log(
 );
 cases.forEach(([name], i) => {
   console.log(
-    `  ${name.padEnd(44)} ${median(resolveSamples[i]!).toFixed(1).padStart(7)} ns/call`,
+    `  ${name.padEnd(52)} ${median(resolveSamples[i]!).toFixed(1).padStart(7)} ns/call`,
   );
 });
 
@@ -270,7 +270,7 @@ console.log(
 );
 for (const mode of modes)
   console.log(
-    `  ${mode.name.padEnd(44)} ${median(perMode.get(mode.name) ?? [])
+    `  ${mode.name.padEnd(52)} ${median(perMode.get(mode.name) ?? [])
       .toFixed(2)
       .padStart(7)} µs CPU/decision`,
   );

@@ -23,27 +23,55 @@ const lengthPrefixed = "\u0000";
  * followed by `<length>:<text>` per part, so no two descriptors share a probe key.
  */
 export function probeKey(entries: readonly OverrideEntry[]): string {
+  // Without prefix lengths every descriptor has a probe key.
+  return prefixProbeKey(entries, undefined) ?? "";
+}
+
+/**
+ * Returns the probe key of a descriptor's entries with the values at some positions cut to a
+ * prefix: what a prefix-wildcard override of that shape is stored under ({@link probeKey} of
+ * the cut entries). `undefined` when a value is shorter than its prefix (it cannot match).
+ *
+ * @param prefixLengths - per position, the prefix length to cut the value to; -1 (or
+ *   `undefined` for all) keeps the whole value
+ */
+export function prefixProbeKey(
+  entries: readonly OverrideEntry[],
+  prefixLengths: readonly number[] | undefined,
+): string | undefined {
   const n = entries.length;
   let key = "";
   for (let i = 0; i < n; i++) {
     const entry = entries[i];
     if (entry === undefined) break;
+    let value = entry.value;
+    const prefix = prefixLengths?.[i] ?? -1;
+    if (prefix >= 0) {
+      if (value.length < prefix) return undefined;
+      value = value.slice(0, prefix);
+    }
     if (
       entry.key.includes(separator) ||
-      entry.value.includes(separator) ||
+      value.includes(separator) ||
       (i === 0 && entry.key.startsWith(lengthPrefixed))
     )
-      return lengthPrefixedKey(entries);
+      return lengthPrefixedKey(entries, prefixLengths);
     key += i === 0 ? entry.key : separator + entry.key;
-    key += separator + entry.value;
+    key += separator + value;
   }
   return key;
 }
 
-function lengthPrefixedKey(entries: readonly OverrideEntry[]): string {
+function lengthPrefixedKey(
+  entries: readonly OverrideEntry[],
+  prefixLengths: readonly number[] | undefined,
+): string {
   let key = lengthPrefixed;
-  for (const entry of entries)
-    key += `${String(entry.key.length)}:${entry.key}${String(entry.value.length)}:${entry.value}`;
+  entries.forEach((entry, i) => {
+    const prefix = prefixLengths?.[i] ?? -1;
+    const value = prefix >= 0 ? entry.value.slice(0, prefix) : entry.value;
+    key += `${String(entry.key.length)}:${entry.key}${String(value.length)}:${value}`;
+  });
   return key;
 }
 

@@ -5,7 +5,10 @@
 //
 // Cost on the hot path (bench/overrides.ts measures it): a domain without overrides costs one
 // Map miss; a domain with exact overrides one probe key (a concatenation per entry) and one Map
-// probe; wildcard overrides are scanned, most specific first, only in domains that have some.
+// probe. Prefix-wildcard overrides are grouped by shape (their keys, and the prefix length at
+// each wildcard position), and only in a domain that has some, each shape costs one more probe
+// key (the request's values cut to the shape's prefixes) and one Map probe: a thousand
+// wildcard overrides of a few prefix lengths cost a few probes, not a scan.
 // An override's compiled limit is shared by every override with the same resolved limit, and
 // the limit laid over a rule is cached per rule, so a hit allocates nothing. A hit reads the
 // clock only when the override expires.
@@ -23,6 +26,7 @@ import {
   descriptorText,
   isWildcardValue,
   parseProbeKey,
+  prefixProbeKey,
   probeKey,
   type OverrideEntry,
 } from "./override-key.js";
@@ -89,23 +93,31 @@ interface TableEntry {
   readonly updateMs: number;
 }
 
-/** A wildcard override, pre-split for matching. */
-interface WildcardEntry {
-  readonly probe: string;
+/**
+ * The prefix-wildcard overrides of one shape: the same keys in the same order, and the same
+ * prefix length at each wildcard position. Each is stored under the probe key of its entries
+ * with the `*` dropped, and a request probes with its values cut to the same prefixes.
+ */
+interface WildcardShape {
+  /** Keys and prefix lengths, for identity and a stable order. */
+  readonly signature: string;
   readonly keys: readonly string[];
-  /** Values without the trailing `*` of wildcard positions. */
-  readonly values: readonly string[];
-  readonly wild: readonly boolean[];
-  /** Literal characters of the values: more is more specific, tried first. */
-  readonly specificity: number;
-  readonly entry: TableEntry;
+  /** Per position: the prefix length of a wildcard value, -1 for an exact one. */
+  readonly prefixLengths: readonly number[];
+  /** Wildcard positions: fewer is more specific, tried first. */
+  readonly wildcards: number;
+  /** Sum of the prefix lengths: among as many wildcards, longer is tried first. */
+  readonly prefixTotal: number;
+  readonly overrides: Map<string, TableEntry>;
 }
 
 /** The overrides of one domain. */
 interface DomainOverrides {
   readonly exact: Map<string, TableEntry>;
-  /** Most specific first (then by probe key, so every replica tries them in one order). */
-  wildcards: WildcardEntry[];
+  /** The wildcard overrides by probe key of their entries as set (`*` included). */
+  readonly wildcards: Map<string, TableEntry>;
+  /** Most specific first (then by signature, so every replica tries them in one order). */
+  shapes: WildcardShape[];
 }
 
 /** An override in the expiry heap; stale when the table no longer holds `entry`. */
@@ -145,7 +157,8 @@ export class OverrideTable implements OverrideLookup {
 
   /**
    * The limit to count instead of `limit` when an override in force names this descriptor:
-   * its exact entries first, else the most specific wildcard override. `undefined` when none
+   * its exact entries first, else the most specific wildcard override (fewest wildcard
+   * entries, then the longest prefixes). `undefined` when none
    * applies, when it has expired, or when the request carries its own `limit` (Envoy's
    * per-descriptor override wins). Never throws.
    */
@@ -196,13 +209,18 @@ export class OverrideTable implements OverrideLookup {
       )
         return entry;
     }
-    const wildcards = overrides.wildcards;
-    if (wildcards.length === 0) return undefined;
+    const shapes = overrides.shapes;
+    if (shapes.length === 0) return undefined;
     const n = entries.length;
-    for (const wildcard of wildcards) {
-      if (wildcard.keys.length !== n || !matches(wildcard, entries)) continue;
-      const entry = wildcard.entry;
-      if (entry.expireMs !== Infinity && this.clock.nowMs() >= entry.expireMs)
+    for (const shape of shapes) {
+      if (shape.keys.length !== n || !sameKeys(shape.keys, entries)) continue;
+      const probe = prefixProbeKey(entries, shape.prefixLengths);
+      if (probe === undefined) continue;
+      const entry = shape.overrides.get(probe);
+      if (
+        entry === undefined ||
+        (entry.expireMs !== Infinity && this.clock.nowMs() >= entry.expireMs)
+      )
         continue;
       return entry;
     }
@@ -230,18 +248,13 @@ export class OverrideTable implements OverrideLookup {
     const before = this.detach(record.domain, probe);
     let overrides = this.domains.get(record.domain);
     if (overrides === undefined) {
-      overrides = { exact: new Map(), wildcards: [] };
+      overrides = { exact: new Map(), wildcards: new Map(), shapes: [] };
       this.domains.set(record.domain, overrides);
     }
     if (record.entries.some((e) => isWildcardValue(e.value))) {
-      overrides.wildcards = [
-        ...overrides.wildcards,
-        wildcardEntry(probe, record.entries, entry),
-      ].sort(
-        (a, b) =>
-          b.specificity - a.specificity ||
-          (a.probe < b.probe ? -1 : a.probe > b.probe ? 1 : 0),
-      );
+      overrides.wildcards.set(probe, entry);
+      const shape = shapeOf(overrides, record.entries);
+      shape.overrides.set(storedProbe(record.entries), entry);
     } else {
       overrides.exact.set(probe, entry);
     }
@@ -276,8 +289,7 @@ export class OverrideTable implements OverrideLookup {
     const probe = probeKey(entries);
     const overrides = this.domains.get(domain);
     const entry =
-      overrides?.exact.get(probe) ??
-      overrides?.wildcards.find((w) => w.probe === probe)?.entry;
+      overrides?.exact.get(probe) ?? overrides?.wildcards.get(probe);
     return entry === undefined ? undefined : toRecord(domain, probe, entry);
   }
 
@@ -294,10 +306,7 @@ export class OverrideTable implements OverrideLookup {
       if (overrides === undefined) continue;
       const held: [string, TableEntry][] = [
         ...overrides.exact,
-        ...overrides.wildcards.map((w): [string, TableEntry] => [
-          w.probe,
-          w.entry,
-        ]),
+        ...overrides.wildcards,
       ];
       const records = held
         .filter(([, entry]) => entry.expireMs > nowMs)
@@ -342,7 +351,7 @@ export class OverrideTable implements OverrideLookup {
     if (overrides !== undefined) {
       const stale = [
         ...overrides.exact.keys(),
-        ...overrides.wildcards.map((w) => w.probe),
+        ...overrides.wildcards.keys(),
       ].filter((probe) => !wanted.has(probe));
       for (const probe of stale) this.detach(domain, probe);
     }
@@ -362,8 +371,7 @@ export class OverrideTable implements OverrideLookup {
       heap.pop();
       const overrides = this.domains.get(top.domain);
       const held =
-        overrides?.exact.get(top.probe) ??
-        overrides?.wildcards.find((w) => w.probe === top.probe)?.entry;
+        overrides?.exact.get(top.probe) ?? overrides?.wildcards.get(top.probe);
       // Replaced or removed since: not this override any more.
       if (held !== top.entry) continue;
       this.detach(top.domain, top.probe);
@@ -401,15 +409,19 @@ export class OverrideTable implements OverrideLookup {
     let entry = overrides.exact.get(probe);
     if (entry !== undefined) overrides.exact.delete(probe);
     else {
-      const at = overrides.wildcards.findIndex((w) => w.probe === probe);
-      entry = overrides.wildcards[at]?.entry;
+      entry = overrides.wildcards.get(probe);
       if (entry === undefined) return undefined;
-      overrides.wildcards = overrides.wildcards.filter((_, i) => i !== at);
+      overrides.wildcards.delete(probe);
+      const entries = parseProbeKey(probe);
+      const shape = shapeOf(overrides, entries);
+      shape.overrides.delete(storedProbe(entries));
+      if (shape.overrides.size === 0)
+        overrides.shapes = overrides.shapes.filter((s) => s !== shape);
     }
     this.count--;
     const compiled = entry.compiled;
     if (--compiled.refs === 0) this.compiled.delete(compiled.identity);
-    if (overrides.exact.size === 0 && overrides.wildcards.length === 0)
+    if (overrides.exact.size === 0 && overrides.wildcards.size === 0)
       this.domains.delete(domain);
     return toRecord(domain, probe, entry);
   }
@@ -431,40 +443,54 @@ function limitOver(compiled: CompiledLimit, rule: RateLimit): RateLimit {
   return limit;
 }
 
-function matches(
-  wildcard: WildcardEntry,
-  entries: readonly { readonly key: string; readonly value: string }[],
+/** Whether a request's entries have a shape's keys, in order (lengths already equal). */
+function sameKeys(
+  keys: readonly string[],
+  entries: readonly { readonly key: string }[],
 ): boolean {
-  const { keys, values, wild } = wildcard;
-  for (let i = 0; i < keys.length; i++) {
-    const entry = entries[i];
-    if (entry === undefined || entry.key !== keys[i]) return false;
-    const value = values[i] ?? "";
-    if (
-      wild[i] === true ? !entry.value.startsWith(value) : entry.value !== value
-    )
-      return false;
-  }
+  for (let i = 0; i < keys.length; i++)
+    if (entries[i]?.key !== keys[i]) return false;
   return true;
 }
 
-function wildcardEntry(
-  probe: string,
-  entries: readonly OverrideEntry[],
-  entry: TableEntry,
-): WildcardEntry {
-  const wild = entries.map((e) => isWildcardValue(e.value));
-  const values = entries.map((e, i) =>
-    wild[i] === true ? e.value.slice(0, -1) : e.value,
+/** The prefix length of each position of a wildcard override's entries (-1: exact). */
+function prefixLengthsOf(entries: readonly OverrideEntry[]): number[] {
+  return entries.map((e) =>
+    isWildcardValue(e.value) ? e.value.length - 1 : -1,
   );
-  return {
-    probe,
-    keys: entries.map((e) => e.key),
-    values,
-    wild,
-    specificity: values.reduce((sum, v) => sum + v.length, 0),
-    entry,
+}
+
+/** The key a wildcard override is stored under in its shape: its entries, `*` dropped. */
+function storedProbe(entries: readonly OverrideEntry[]): string {
+  return prefixProbeKey(entries, prefixLengthsOf(entries)) ?? "";
+}
+
+/** The shape of a wildcard override's entries in a domain, created (in order) if new. */
+function shapeOf(
+  overrides: DomainOverrides,
+  entries: readonly OverrideEntry[],
+): WildcardShape {
+  const keys = entries.map((e) => e.key);
+  const prefixLengths = prefixLengthsOf(entries);
+  const signature = JSON.stringify([keys, prefixLengths]);
+  const held = overrides.shapes.find((s) => s.signature === signature);
+  if (held !== undefined) return held;
+  const wild = prefixLengths.filter((length) => length >= 0);
+  const shape: WildcardShape = {
+    signature,
+    keys,
+    prefixLengths,
+    wildcards: wild.length,
+    prefixTotal: wild.reduce((sum, length) => sum + length, 0),
+    overrides: new Map(),
   };
+  overrides.shapes = [...overrides.shapes, shape].sort(
+    (a, b) =>
+      a.wildcards - b.wildcards ||
+      b.prefixTotal - a.prefixTotal ||
+      (a.signature < b.signature ? -1 : a.signature > b.signature ? 1 : 0),
+  );
+  return shape;
 }
 
 /** The identity of a resolved limit: overrides with equal identities share one compile. */

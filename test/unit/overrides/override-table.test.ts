@@ -237,6 +237,39 @@ describe("OverrideTable", () => {
     ).toBe(10);
   });
 
+  it("prefers fewer wildcard entries, then longer prefixes; '*' alone matches any value", () => {
+    const { config, table } = setup();
+    const nested = (tenant: string, plan: string, rpu: number) =>
+      table.put(
+        record(
+          [
+            ["tenant", tenant],
+            ["plan", plan],
+          ],
+          { requestsPerUnit: rpu, unit: Unit.SECOND },
+        ),
+      );
+    nested("acme-*", "gold", 1);
+    nested("acme-gold-*", "*", 2);
+    nested("*", "*", 3);
+    const rpu = (tenant: string, plan: string) =>
+      decided(config, table, descriptor(["tenant", tenant], ["plan", plan]))
+        ?.requestsPerUnit;
+    expect(rpu("acme-gold-1", "gold")).toBe(1);
+    expect(rpu("acme-gold-1", "free")).toBe(2);
+    expect(rpu("other", "")).toBe(3);
+    table.remove("api", [
+      { key: "tenant", value: "acme-*" },
+      { key: "plan", value: "gold" },
+    ]);
+    expect(rpu("acme-gold-1", "gold")).toBe(2);
+    table.remove("api", [
+      { key: "tenant", value: "*" },
+      { key: "plan", value: "*" },
+    ]);
+    expect(rpu("other", "x")).toBe(5);
+  });
+
   it("stops applying an override at its expiry, and takes it once", () => {
     const { config, table, clock } = setup();
     const expireMs = clock.nowMs() + 60_000;
