@@ -3,20 +3,25 @@
 //
 // 1. `resolveLimits` (the tree walk plus the override probe, limiter/decision-rules.ts), ns per
 //    call for a request of one descriptor: without an override table; with a table holding no
-//    override of the domain; with 1,000,000 exact overrides, for a descriptor that has one (a
-//    hit) and one that has none (a miss); and with 100 prefix-wildcard overrides more
-//    (`tenant=w<i>-*`: two prefix lengths, so two more probes for a miss).
+//    override of the domain; with 1,000 (a table that fits in the CPU caches) and with
+//    1,000,000 exact overrides, for a descriptor that has one (a hit) and one that has none (a
+//    miss); and with 100 prefix-wildcard overrides more (`tenant=w<i>-*`: two prefix lengths,
+//    so two more probes for a miss).
 // 2. ShouldRateLimit through the in-process service over the memory backend, CPU µs per
 //    decision (user + system), with 0 and with 1,000,000 overrides loaded, on a stream of
-//    uniformly drawn tenants of which the overridden ones are the hits. Modes alternate in
-//    rounds and the median round is printed (the machine is shared). No network.
+//    uniformly drawn tenants none of which has an override, and on one where each has. Each
+//    mode runs in its own process (its heap holds only its own table); rounds run inside it
+//    and the median is printed (the machine is shared). No network.
 // 3. Heap bytes per override: 1,000,000 exact overrides (`tenant=t<i>`, one shared limit, a
-//    reason and an actor each), heapUsed after a full GC, before and after.
+//    reason and an actor each), heapUsed after a full GC, before and after; measured first,
+//    in a heap holding nothing else.
 //
 // Environment: BENCH_OVERRIDES (default 1000000), BENCH_OVERRIDES_CALLS (resolveLimits calls
 // per measure, default 500000), BENCH_OVERRIDES_DECISIONS (per round and mode, default
 // 200000), BENCH_OVERRIDES_ROUNDS (default 5).
 
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { MemoryCounterBackend } from "../src/backends/memory/memory-rate-limit-cache.js";
@@ -128,63 +133,73 @@ function resolveNs(
   return Number(process.hrtime.bigint() - start) / calls;
 }
 
-// 1. resolveLimits.
-const statsManager = createStatsManager();
-const config = loadConfig([{ name: "bench.yaml", text: yaml }], {
-  statsManager,
-});
-const empty = new OverrideTable({ clock: systemClock });
-empty.put({
-  domain: "other",
-  entries: [{ key: "tenant", value: "x" }],
-  limit,
-  expireMs: undefined,
-  reason: "",
-  actor: "",
-  updateMs: 0,
-});
-const loaded = new OverrideTable({ clock: systemClock });
-fill(loaded, overrideCount);
-const withWildcards = new OverrideTable({ clock: systemClock });
-fill(withWildcards, overrideCount, 100);
-// A power of two, so the loop indexes with a mask.
-const sample = 1024;
-const hitDescriptors = Array.from({ length: sample }, (_, i) =>
-  descriptor(`t${String((i * 7919) % overrideCount)}`),
-);
-const missDescriptors = Array.from({ length: sample }, (_, i) =>
-  descriptor(`u${String(i)}`),
-);
-const cases: [
-  string,
-  readonly RateLimitDescriptor[],
-  OverrideLookup | undefined,
-][] = [
-  ["no override table", hitDescriptors, undefined],
-  ["table, no override in the domain", hitDescriptors, empty],
-  [`${String(overrideCount)} exact overrides, hit`, hitDescriptors, loaded],
-  [`${String(overrideCount)} exact overrides, miss`, missDescriptors, loaded],
-  [
-    `${String(overrideCount)} exact + 100 wildcard (2 shapes), miss`,
-    missDescriptors,
-    withWildcards,
-  ],
-];
-const resolveSamples = cases.map((): number[] => []);
-for (let round = 0; round < rounds; round++)
-  cases.forEach(([, descriptors, overrides], i) => {
-    resolveSamples[i]!.push(resolveNs(config, descriptors, overrides));
+/** 1. resolveLimits with 0, 1,000 and 1,000,000 overrides. */
+function resolvePart(): void {
+  const statsManager = createStatsManager();
+  const config = loadConfig([{ name: "bench.yaml", text: yaml }], {
+    statsManager,
   });
-console.log(
-  `resolveLimits, one descriptor (${String(calls)} calls per measure, median of ${String(rounds)} rounds)`,
-);
-cases.forEach(([name], i) => {
-  console.log(
-    `  ${name.padEnd(52)} ${median(resolveSamples[i]!).toFixed(1).padStart(7)} ns/call`,
+  const empty = new OverrideTable({ clock: systemClock });
+  empty.put({
+    domain: "other",
+    entries: [{ key: "tenant", value: "x" }],
+    limit,
+    expireMs: undefined,
+    reason: "",
+    actor: "",
+    updateMs: 0,
+  });
+  const small = new OverrideTable({ clock: systemClock });
+  fill(small, 1000);
+  const loaded = new OverrideTable({ clock: systemClock });
+  fill(loaded, overrideCount);
+  const withWildcards = new OverrideTable({ clock: systemClock });
+  fill(withWildcards, overrideCount, 100);
+  // A power of two, so the loop indexes with a mask.
+  const sample = 1024;
+  const hitDescriptors = Array.from({ length: sample }, (_, i) =>
+    descriptor(`t${String((i * 7919) % overrideCount)}`),
   );
-});
+  const smallHitDescriptors = Array.from({ length: sample }, (_, i) =>
+    descriptor(`t${String((i * 7919) % 1000)}`),
+  );
+  const missDescriptors = Array.from({ length: sample }, (_, i) =>
+    descriptor(`u${String(i)}`),
+  );
+  const cases: [
+    string,
+    readonly RateLimitDescriptor[],
+    OverrideLookup | undefined,
+  ][] = [
+    ["no override table", hitDescriptors, undefined],
+    ["table, no override in the domain", hitDescriptors, empty],
+    // The same probe on a table that fits in the CPU caches: the difference to the next rows is
+    // the memory latency of a large table, not work.
+    ["1000 exact overrides, hit", smallHitDescriptors, small],
+    ["1000 exact overrides, miss", missDescriptors, small],
+    [`${String(overrideCount)} exact overrides, hit`, hitDescriptors, loaded],
+    [`${String(overrideCount)} exact overrides, miss`, missDescriptors, loaded],
+    [
+      `${String(overrideCount)} exact + 100 wildcard (2 shapes), miss`,
+      missDescriptors,
+      withWildcards,
+    ],
+  ];
+  const resolveSamples = cases.map((): number[] => []);
+  for (let round = 0; round < rounds; round++)
+    cases.forEach(([, descriptors, overrides], i) => {
+      resolveSamples[i]!.push(resolveNs(config, descriptors, overrides));
+    });
+  console.log(
+    `resolveLimits, one descriptor (${String(calls)} calls per measure, median of ${String(rounds)} rounds)`,
+  );
+  cases.forEach(([name], i) => {
+    console.log(
+      `  ${name.padEnd(52)} ${median(resolveSamples[i]!).toFixed(1).padStart(7)} ns/call`,
+    );
+  });
+}
 
-// 2. ShouldRateLimit through the in-process service.
 function service(overrides: OverrideTable | undefined): {
   rls: RateLimitService;
   close: () => Promise<void>;
@@ -214,7 +229,8 @@ function service(overrides: OverrideTable | undefined): {
   return { rls, close: () => cache.close() };
 }
 
-function stream(): RateLimitRequest[] {
+/** `decisions` requests of one tenant each, uniformly drawn from 1,000,000 names. */
+function stream(prefix: string): RateLimitRequest[] {
   let state = 12345;
   const out: RateLimitRequest[] = [];
   for (let i = 0; i < decisions; i++) {
@@ -225,7 +241,10 @@ function stream(): RateLimitRequest[] {
         descriptors: [
           {
             entries: [
-              { key: "tenant", value: `t${String(state % overrideCount)}` },
+              {
+                key: "tenant",
+                value: `${prefix}${String(state % overrideCount)}`,
+              },
             ],
           },
         ],
@@ -245,46 +264,76 @@ async function cpuPerDecision(
   return (used.user + used.system) / requests.length;
 }
 
-const requests = stream();
-const modes = [
-  { name: "0 overrides (no table)", table: undefined },
-  { name: "0 overrides (empty table)", table: empty },
-  {
-    name: `${String(overrideCount)} overrides (every request a hit)`,
-    table: loaded,
-  },
-] as const;
-const perMode = new Map<string, number[]>();
-for (let round = 0; round < rounds; round++) {
-  for (const mode of modes) {
-    const { rls, close } = service(mode.table);
+/**
+ * 2. One mode of ShouldRateLimit through the in-process service, run in a child process so
+ * that each mode has only its own heap (a table of a million overrides makes every major GC of
+ * its process longer).
+ *
+ * @returns CPU µs per decision, median of `rounds`
+ */
+async function servicePart(mode: ServiceMode): Promise<number> {
+  const table = new OverrideTable({ clock: systemClock });
+  if (mode !== "none") fill(table, mode === "empty" ? 0 : overrideCount);
+  const requests = stream(mode === "hit" ? "t" : "u");
+  const samples: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const { rls, close } = service(mode === "none" ? undefined : table);
     // Warm-up on a slice, then the measured stream.
     await cpuPerDecision(rls, requests.slice(0, 20_000));
-    const us = await cpuPerDecision(rls, requests);
+    samples.push(await cpuPerDecision(rls, requests));
     await close();
-    perMode.set(mode.name, [...(perMode.get(mode.name) ?? []), us]);
+  }
+  return median(samples);
+}
+
+/** 3. Heap bytes per override, in a fresh heap. */
+function heapPart(): void {
+  collect();
+  const heapBefore = process.memoryUsage().heapUsed;
+  const measured = new OverrideTable({ clock: systemClock });
+  fill(measured, overrideCount);
+  collect();
+  const heapAfter = process.memoryUsage().heapUsed;
+  console.log(
+    `heap per override: ${((heapAfter - heapBefore) / measured.size).toFixed(0)} bytes (${String(measured.size)} exact overrides, one shared limit; heapUsed ${(heapBefore / 1048576).toFixed(1)} -> ${(heapAfter / 1048576).toFixed(1)} MiB)`,
+  );
+}
+
+/** The ShouldRateLimit modes, each in its own process. */
+const serviceModes = {
+  none: "0 overrides (no table)",
+  empty: "0 overrides (empty table)",
+  miss: `${String(overrideCount)} overrides, no request overridden`,
+  hit: `${String(overrideCount)} overrides, every request overridden`,
+} as const;
+type ServiceMode = keyof typeof serviceModes;
+
+const childMode = process.argv[2];
+if (childMode !== undefined) {
+  if (!(childMode in serviceModes)) {
+    process.stderr.write(`unknown mode ${childMode}\n`);
+    process.exit(2);
+  }
+  console.log(String(await servicePart(childMode as ServiceMode)));
+} else {
+  heapPart();
+  resolvePart();
+  console.log(
+    `ShouldRateLimit, in-process service, memory backend (${String(decisions)} decisions per round, median of ${String(rounds)}; one process per mode)`,
+  );
+  for (const [mode, name] of Object.entries(serviceModes)) {
+    const child = spawnSync(
+      process.execPath,
+      ["--expose-gc", fileURLToPath(import.meta.url), mode],
+      { encoding: "utf8", env: process.env },
+    );
+    const us = Number(child.stdout.trim());
+    if (child.status !== 0 || !Number.isFinite(us)) {
+      process.stderr.write(child.stderr);
+      process.exit(1);
+    }
+    console.log(
+      `  ${name.padEnd(52)} ${us.toFixed(2).padStart(7)} µs CPU/decision`,
+    );
   }
 }
-console.log(
-  `ShouldRateLimit, in-process service, memory backend (${String(decisions)} decisions per round, median of ${String(rounds)})`,
-);
-for (const mode of modes)
-  console.log(
-    `  ${mode.name.padEnd(52)} ${median(perMode.get(mode.name) ?? [])
-      .toFixed(2)
-      .padStart(7)} µs CPU/decision`,
-  );
-
-// 3. Heap per override.
-perMode.clear();
-collect();
-const heapBefore = process.memoryUsage().heapUsed;
-const measured = new OverrideTable({ clock: systemClock });
-fill(measured, overrideCount);
-collect();
-const heapAfter = process.memoryUsage().heapUsed;
-console.log(
-  `heap per override: ${((heapAfter - heapBefore) / measured.size).toFixed(0)} bytes (${String(measured.size)} exact overrides, one shared limit; heapUsed ${(heapBefore / 1048576).toFixed(1)} -> ${(heapAfter / 1048576).toFixed(1)} MiB)`,
-);
-// Keep the tables alive until here, so the measure above sees only `measured` grow.
-if (loaded.size + withWildcards.size + empty.size === 0) console.log("");
