@@ -334,6 +334,29 @@ describe("OverrideTable", () => {
     ).toEqual([2]);
   });
 
+  it("keeps applying across a config reload, over the new rule", () => {
+    const { config, table } = setup();
+    table.put(
+      record([["tenant", "acme"]], { requestsPerUnit: 7, unit: Unit.MINUTE }),
+    );
+    const before = decided(config, table, descriptor(["tenant", "acme"]))!;
+    const reloaded = loadConfig(
+      [
+        {
+          name: "config.yaml",
+          text: yaml.replace("requests_per_unit: 10", "requests_per_unit: 11"),
+        },
+      ],
+      { statsManager: createStatsManager() },
+    );
+    const after = decided(reloaded, table, descriptor(["tenant", "acme"]))!;
+    expect(after.requestsPerUnit).toBe(7);
+    expect(after.stats).toBe(
+      reloaded.getLimit("api", descriptor(["tenant", "acme"]))!.stats,
+    );
+    expect(after.stats).not.toBe(before.stats);
+  });
+
   it("lets the request's own limit override win", () => {
     const { config, table } = setup();
     table.put(
