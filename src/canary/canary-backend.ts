@@ -17,7 +17,7 @@ import type {
 } from "../limiter/counter-backend.js";
 import type { RequestPlan } from "../limiter/request-plan.js";
 import type { CanaryLedger, LedgerEntry } from "./canary-ledger.js";
-import type { LiveCounter } from "./live-counters.js";
+import { noLiveCounters, type LiveCounter } from "./live-counters.js";
 
 /** Options of {@link CanaryCounterBackend}. */
 export interface CanaryCounterBackendOptions {
@@ -45,19 +45,23 @@ export interface CanaryCounterBackendOptions {
  *   decision did not use in this request): the ledger's count of the key (the live count last
  *   seen plus the extra), charged in the ledger; or, with a remote store, that store's.
  *
- * Slots of several requests may be in flight at once (a remote store): each slot finds its
- * request's live counters through the plan it belongs to.
+ * In process, evaluations run one at a time: the live counters bound last are the ones of
+ * every slot. With a remote store slots of several requests may be in flight at once: each
+ * slot then finds its request's live counters through the plan it belongs to (a WeakMap, kept
+ * off the in-process path: its entries cost the garbage collector more than the lookups).
  */
 export class CanaryCounterBackend implements CounterBackend {
   readonly inProcess: boolean;
   readonly cacheKeyRules?: CacheKeyRules;
   private readonly ledger: CanaryLedger;
   private readonly remote: CounterBackend | undefined;
-  /** Each plan entry's live counters (the request it belongs to). */
+  /** With a remote store: each plan entry's live counters (the request it belongs to). */
   private readonly bound = new WeakMap<
     object,
     ReadonlyMap<string, LiveCounter>
   >();
+  /** In process: the live counters of the request being decided. */
+  private current: ReadonlyMap<string, LiveCounter> = noLiveCounters;
 
   constructor(options: CanaryCounterBackendOptions) {
     this.ledger = options.ledger;
@@ -73,14 +77,20 @@ export class CanaryCounterBackend implements CounterBackend {
    * nothing); called once per plan, before any of its slots reaches this backend.
    */
   bind(plan: RequestPlan, live: ReadonlyMap<string, LiveCounter>): void {
-    const bound = this.bound;
+    const remote = this.remote !== undefined;
+    if (!remote) this.current = live;
     for (const entries of [plan.counted, plan.buckets, plan.refunds]) {
       for (const d of entries) {
-        bound.set(d, live);
+        if (remote) this.bound.set(d, live);
         const shared = live.get(d.cacheKey);
         if (shared !== undefined) shared.used = true;
       }
     }
+  }
+
+  /** The live counters a slot's request bound. */
+  private liveOf(slot: object): ReadonlyMap<string, LiveCounter> | undefined {
+    return this.remote === undefined ? this.current : this.bound.get(slot);
   }
 
   increment(
@@ -213,7 +223,7 @@ export class CanaryCounterBackend implements CounterBackend {
 
   /** The live window counter a slot shares (marked used), or undefined when it is candidate-only. */
   private sharedCounter(slot: CounterSlot): LiveCounter | undefined {
-    const live = this.bound.get(slot)?.get(slot.cacheKey);
+    const live = this.liveOf(slot)?.get(slot.cacheKey);
     if (
       live === undefined ||
       live.bucket ||
@@ -226,7 +236,7 @@ export class CanaryCounterBackend implements CounterBackend {
 
   /** The live token bucket a slot shares, or undefined when it is candidate-only. */
   private sharedBucket(slot: BucketSlot): LiveCounter | undefined {
-    const live = this.bound.get(slot)?.get(slot.cacheKey);
+    const live = this.liveOf(slot)?.get(slot.cacheKey);
     if (live?.bucket !== true) return undefined;
     live.used = true;
     return live;

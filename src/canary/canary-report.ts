@@ -12,6 +12,8 @@ import {
   type GetCanaryReportResponse,
   type RateLimitDescriptor,
 } from "../proto.js";
+// The heavy-hitters sketch of top offenders (Space-Saving with a refused counter per value).
+import { SpaceSaving, type SketchEntry } from "../offenders/space-saving.js";
 
 /** Bounds of a {@link CanaryReport}. */
 export interface CanaryReportOptions {
@@ -23,8 +25,9 @@ export interface CanaryReportOptions {
   /** Descriptor values listed per rule, heaviest first. @defaultValue 10 */
   readonly topValues?: number;
   /**
-   * Values tracked per rule (Space-Saving counters, ≥ `topValues`): an estimate is at most
-   * `changes of the rule / trackedValues` above the truth. @defaultValue 64
+   * Values tracked per rule (Space-Saving counters, `src/offenders/space-saving.ts`; ≥
+   * `topValues`): an estimate is at most `changes of the rule / trackedValues` above the
+   * truth. @defaultValue 64
    */
   readonly trackedValues?: number;
   /** Longest descriptor text kept, UTF-16 code units (longer ones are cut, ending in `…`). @defaultValue 256 */
@@ -43,7 +46,8 @@ interface RuleTally {
   readonly domain: string;
   wouldRefuse: number;
   wouldAdmit: number;
-  readonly top: ChangedValues;
+  /** Changed requests per descriptor value, would-refuse ones as its refused part. */
+  readonly top: SpaceSaving;
 }
 
 /** The running report of one canary (see the file comment). */
@@ -100,7 +104,7 @@ export class CanaryReport {
           domain,
           wouldRefuse: 0,
           wouldAdmit: 0,
-          top: new ChangedValues(this.trackedValues),
+          top: new SpaceSaving(this.trackedValues),
         };
         this.rules.set(rule, tally);
       }
@@ -111,7 +115,8 @@ export class CanaryReport {
       descriptor === undefined
         ? ""
         : descriptorText(descriptor, this.maxDescriptorChars),
-      change === "refuse",
+      1,
+      change === "refuse" ? 1 : 0,
     );
   }
 
@@ -145,11 +150,11 @@ export class CanaryReport {
           domain: tally.domain,
           wouldRefuse: BigInt(tally.wouldRefuse),
           wouldAdmit: BigInt(tally.wouldAdmit),
-          top: tally.top.heaviest(this.topValues).map((value) =>
+          top: heaviest(tally.top, this.topValues).map((value) =>
             create(OffenderSchema, {
               descriptor: value.item,
               hits: BigInt(value.count),
-              overLimit: BigInt(value.refused),
+              overLimit: BigInt(value.overLimit),
               error: BigInt(value.error),
             }),
           ),
@@ -176,74 +181,16 @@ export function descriptorText(
   return text.length > maxChars ? text.slice(0, maxChars - 1) + "…" : text;
 }
 
-/** One tracked value of {@link ChangedValues}. */
-export interface ChangedValue {
-  readonly item: string;
-  /** Changed requests (at most `error` above the truth). */
-  readonly count: number;
-  /** Of them, would-refuse changes (same bound). */
-  readonly refused: number;
-  /** Most `count` and `refused` may exceed the truth by (Space-Saving's bound). */
-  readonly error: number;
-}
-
-/**
- * The most frequent values among a rule's changed requests in fixed memory: Space-Saving
- * (Metwally, Agrawal, El Abbadi, ICDT 2005) with `capacity` counters and a second counter for
- * would-refuse changes. A value not tracked takes the smallest counter's place and inherits its
- * count as its error, so an estimate is never below the truth and at most `total / capacity`
- * above it, and every value seen more than `total / capacity` times is tracked. Only changed
- * requests reach it (rare next to decisions), so the smallest counter is found by a scan.
- */
-export class ChangedValues {
-  private readonly capacity: number;
-  private readonly values = new Map<
-    string,
-    { count: number; refused: number; error: number }
-  >();
-
-  constructor(capacity: number) {
-    this.capacity = capacity;
-  }
-
-  /** Counts one changed request of `item`. */
-  add(item: string, refused: boolean): void {
-    const tracked = this.values.get(item);
-    if (tracked !== undefined) {
-      tracked.count++;
-      if (refused) tracked.refused++;
-      return;
-    }
-    if (this.values.size < this.capacity) {
-      this.values.set(item, { count: 1, refused: refused ? 1 : 0, error: 0 });
-      return;
-    }
-    let minItem = "";
-    let min = Infinity;
-    for (const [key, value] of this.values) {
-      if (value.count < min) {
-        min = value.count;
-        minItem = key;
-      }
-    }
-    this.values.delete(minItem);
-    this.values.set(item, {
-      count: min + 1,
-      refused: min + (refused ? 1 : 0),
-      error: min,
-    });
-  }
-
-  /** The `k` heaviest values, heaviest first (ties by value). */
-  heaviest(k: number): ChangedValue[] {
-    return [...this.values]
-      .map(([item, v]) => ({ item, ...v }))
-      .sort(
-        (a, b) =>
-          b.count - a.count || (a.item < b.item ? -1 : a.item > b.item ? 1 : 0),
-      )
-      .slice(0, k);
-  }
+/** The `k` heaviest values of a sketch, heaviest first (ties by value). */
+function heaviest(sketch: SpaceSaving, k: number): SketchEntry[] {
+  const entries: SketchEntry[] = [];
+  sketch.forEach((entry) => entries.push(entry));
+  return entries
+    .sort(
+      (a, b) =>
+        b.count - a.count || (a.item < b.item ? -1 : a.item > b.item ? 1 : 0),
+    )
+    .slice(0, k);
 }
 
 function positive(name: string, value: number): number {

@@ -39,11 +39,19 @@ import { CanaryCounterBackend } from "./canary-backend.js";
 import { CanaryReport, type CanaryReportOptions } from "./canary-report.js";
 import {
   createCandidateEvaluator,
+  type CandidateDecision,
   type CandidateEvaluator,
 } from "./candidate-evaluator.js";
 import { CanaryLedger } from "./canary-ledger.js";
 import { liveCounters, type LiveCounters } from "./live-counters.js";
-import { unchangedDomains } from "./rule-equivalence.js";
+import { LiveReadings, type LiveReading } from "./live-readings.js";
+import {
+  hasReplaces,
+  hasTokenBuckets,
+  ruleCorrespondence,
+  unchangedDomains,
+  type CandidateRule,
+} from "./rule-equivalence.js";
 
 /** Options of {@link createCanary}; the decision settings are the live ones. */
 export interface CanaryOptions {
@@ -148,26 +156,35 @@ export interface Canary {
   ledger(): CanaryLedger | undefined;
 }
 
-/** The live side of one request of a changed domain, kept for its evaluation. */
-interface PendingRequest {
-  readonly domain: string;
-  readonly descriptors: readonly RateLimitDescriptor[];
-  readonly hitsAddends: readonly number[];
-  readonly liveOverall: Code;
+/**
+ * The live side of one request of a changed domain, kept for its evaluation: what the live
+ * pipeline read (set by its `countObserver` call), then the rest of the live decision (set by
+ * the observer call). One object per request from the first call on.
+ */
+class PendingRequest implements LiveReading {
+  readonly statuses: readonly RateLimitResponse_DescriptorStatus[];
+  readonly plan: RequestPlan;
+  readonly charged: boolean;
+  domain = "";
+  descriptors: readonly RateLimitDescriptor[] = [];
+  hitsAddends: readonly number[] = [];
+  liveOverall: Code = Code.OK;
   /** The live deciding descriptor (OVER_LIMIT requests only). */
-  readonly liveDeciding: number | undefined;
+  liveDeciding: number | undefined = undefined;
   /** The stats key of the live deciding rule; "" when OK. */
-  readonly liveRule: string;
-  readonly plan: RequestPlan;
-  readonly charged: boolean;
+  liveRule = "";
   /** The request time in ms (within `plan.nowSeconds`). */
-  readonly nowMs: number;
-}
+  nowMs = 0;
 
-/** What the live pipeline saw for one request. */
-interface LiveReading {
-  readonly plan: RequestPlan;
-  readonly charged: boolean;
+  constructor(
+    statuses: readonly RateLimitResponse_DescriptorStatus[],
+    plan: RequestPlan,
+    charged: boolean,
+  ) {
+    this.statuses = statuses;
+    this.plan = plan;
+    this.charged = charged;
+  }
 }
 
 /** Builds the config canary of one process; none runs until {@link Canary.start}. */
@@ -190,19 +207,29 @@ export function createCanary(options: CanaryOptions): Canary {
     readonly ledger: CanaryLedger;
     readonly startMs: number;
     readonly source: string;
-    /** What each live decision saw, by the statuses array it answered with. */
-    readonly readings = new WeakMap<object, LiveReading>();
+    /** What each live decision saw, until its observer call takes it. */
+    readonly readings = new LiveReadings<PendingRequest>();
     /**
      * Domains with the same rules in both configs (for {@link liveSeen}); computed when the
      * first request decided with a live config arrives, again after each live reload.
      */
     unchanged = new Set<string>();
+    /**
+     * Domains whose live rules have `replaces`: the live decision may leave out a counter the
+     * candidate counts, so their requests always go through the candidate's pipeline (which
+     * keeps the ledger's live counts).
+     */
+    liveReplaces = new Set<string>();
+    /** The candidate's rule at each live rule's place, in domains of the same shape. */
+    rules = new Map<RateLimit, CandidateRule>();
     liveSeen: RateLimitConfig | undefined;
     private queue: PendingRequest[] = [];
     private scheduled = false;
     private idle: (() => void)[] = [];
     /** Evaluations run one after the other, in request order (the ledger is in process). */
     private readonly sequential: boolean;
+    /** The candidate has a token bucket (its decisions need the request's milliseconds). */
+    private readonly buckets: boolean;
     private failures = 0;
     private sweptAt = 0;
 
@@ -246,6 +273,12 @@ export function createCanary(options: CanaryOptions): Canary {
       });
       this.startMs = clock.nowMs();
       this.source = source;
+      const view = candidate.view;
+      this.buckets =
+        view === undefined ||
+        candidate.domains.some((domain) =>
+          hasTokenBuckets(view.domainRules(domain)),
+        );
     }
 
     /** Recomputes the unchanged domains against a live config. */
@@ -255,12 +288,29 @@ export function createCanary(options: CanaryOptions): Canary {
         live === undefined
           ? new Set()
           : unchangedDomains(live, this.evaluator.config);
+      this.liveReplaces = new Set(
+        live?.domains.filter((domain) => {
+          const view = live.view;
+          return view === undefined || hasReplaces(view.domainRules(domain));
+        }),
+      );
+      this.rules = new Map();
+      const liveView = live?.view;
+      const candidateView = this.evaluator.config.view;
+      if (liveView !== undefined && candidateView !== undefined)
+        for (const domain of live?.domains ?? [])
+          if (!this.unchanged.has(domain))
+            ruleCorrespondence(
+              liveView.domainRules(domain),
+              candidateView.domainRules(domain),
+              this.rules,
+            );
     }
 
     /** The live pipeline's hook: keeps what it read for requests of changed domains. */
     readonly hook: CountObserver = (statuses, plan, charged) => {
       if (!this.unchanged.has(plan.domain))
-        this.readings.set(statuses, { plan, charged });
+        this.readings.push(new PendingRequest(statuses, plan, charged));
     };
 
     observe(r: DecidedRequest): void {
@@ -268,8 +318,8 @@ export function createCanary(options: CanaryOptions): Canary {
       report.requests++;
       if (r.config !== this.liveSeen) this.compare(r.config);
       if (this.unchanged.has(r.domain)) return;
-      const reading = this.readings.get(r.statuses);
-      if (reading === undefined || this.queue.length >= maxPending) {
+      const item = this.readings.take(r.statuses);
+      if (item === undefined || this.queue.length >= maxPending) {
         report.unevaluated++;
         return;
       }
@@ -279,26 +329,27 @@ export function createCanary(options: CanaryOptions): Canary {
           : undefined;
       const liveLimit =
         liveDeciding === undefined ? undefined : r.limits[liveDeciding];
-      const plan = reading.plan;
-      // Milliseconds for token buckets: the live plan's when it had a bucket, else now, kept
-      // within the live request's second.
-      let nowMs = plan.nowUs > 0 ? plan.nowUs / 1000 : clock.nowMs();
+      const plan = item.plan;
+      // Milliseconds for the candidate's token buckets: the live plan's when it had a bucket,
+      // else now (read only when the candidate has token buckets), kept within the live
+      // request's second.
+      let nowMs =
+        plan.nowUs > 0
+          ? plan.nowUs / 1000
+          : this.buckets
+            ? clock.nowMs()
+            : plan.nowSeconds * 1000;
       if (Math.floor(nowMs / 1000) !== plan.nowSeconds)
         nowMs = plan.nowSeconds * 1000;
-      this.queue.push({
-        domain: r.domain,
-        descriptors: r.descriptors.slice(),
-        hitsAddends: r.hitsAddends.slice(),
-        liveOverall: r.overallCode,
-        liveDeciding,
-        liveRule:
-          liveLimit === undefined || liveDeciding === undefined
-            ? ""
-            : ruleKey(liveLimit, r.statuses[liveDeciding]),
-        plan,
-        charged: reading.charged,
-        nowMs,
-      });
+      item.domain = r.domain;
+      item.descriptors = r.descriptors.slice();
+      item.hitsAddends = r.hitsAddends.slice();
+      item.liveOverall = r.overallCode;
+      item.liveDeciding = liveDeciding;
+      if (liveLimit !== undefined && liveDeciding !== undefined)
+        item.liveRule = ruleKey(liveLimit, r.statuses[liveDeciding]);
+      item.nowMs = nowMs;
+      this.queue.push(item);
       if (!this.scheduled) {
         this.scheduled = true;
         defer(() => void this.drain());
@@ -318,9 +369,17 @@ export function createCanary(options: CanaryOptions): Canary {
         const batch = this.queue;
         this.queue = [];
         if (this.sequential) {
-          for (const item of batch) await this.evaluate(item);
+          for (const item of batch) {
+            const pending = this.evaluate(item);
+            if (pending !== undefined) await pending;
+          }
         } else {
-          await Promise.all(batch.map((item) => this.evaluate(item)));
+          const pending: Promise<void>[] = [];
+          for (const item of batch) {
+            const evaluation = this.evaluate(item);
+            if (evaluation !== undefined) pending.push(evaluation);
+          }
+          await Promise.all(pending);
         }
       }
       this.scheduled = false;
@@ -329,12 +388,36 @@ export function createCanary(options: CanaryOptions): Canary {
       for (const resolve of idle) resolve();
     }
 
-    private async evaluate(item: PendingRequest): Promise<void> {
+    /**
+     * Evaluates one request: from the live reading alone where that is the same arithmetic
+     * (then synchronously), else through the candidate's pipeline.
+     */
+    private evaluate(item: PendingRequest): Promise<void> | undefined {
       const now = item.plan.nowSeconds;
       if (now > this.sweptAt) {
         this.ledger.sweep(now);
         this.sweptAt = now;
       }
+      if (!this.liveReplaces.has(item.domain)) {
+        const decision = this.evaluator.decideFromReading(
+          item.domain,
+          item.descriptors,
+          item.hitsAddends,
+          item.plan,
+          item.charged,
+          this.ledger,
+          this.rules,
+        );
+        if (decision !== undefined) {
+          this.tally(item, decision);
+          return undefined;
+        }
+      }
+      return this.evaluateInPipeline(item);
+    }
+
+    private async evaluateInPipeline(item: PendingRequest): Promise<void> {
+      const now = item.plan.nowSeconds;
       const live = liveCounters(item.plan, item.charged);
       this.startCounts(live);
       let decision;
@@ -358,6 +441,11 @@ export function createCanary(options: CanaryOptions): Canary {
           );
         return;
       }
+      this.tally(item, decision);
+    }
+
+    /** Counts a request whose overall code the candidate changes in the report. */
+    private tally(item: PendingRequest, decision: CandidateDecision): void {
       if (decision.overallCode === item.liveOverall) return;
       if (decision.overallCode === Code.OVER_LIMIT) {
         const i = decision.deciding ?? 0;
@@ -570,8 +658,16 @@ function ruleKey(
       }
     }
   }
-  return sanitizeStatName(chosen.fullKey + chosen.statsKeySuffix);
+  let key = ruleKeys.get(chosen);
+  if (key === undefined) {
+    key = sanitizeStatName(chosen.fullKey + chosen.statsKeySuffix);
+    ruleKeys.set(chosen, key);
+  }
+  return key;
 }
+
+/** The stats key of each rule met in a change (limits are long-lived objects of a config). */
+const ruleKeys = new WeakMap<RateLimit, string>();
 
 /**
  * The descriptor that made a live request over limit, by the live rule (`decidingDescriptor`).

@@ -9,7 +9,18 @@ import type {
   RateLimit,
   RateLimitConfig,
 } from "../config/rate-limit-config.js";
-import { createDecider, type Decider } from "../limiter/decide.js";
+import {
+  createDecider,
+  okWithoutLimitStatus,
+  type Decider,
+} from "../limiter/decide.js";
+import { weightedCount } from "../limiter/counter-decision.js";
+import { cacheKeyString } from "../limiter/cache-key.js";
+import type {
+  PlannedDescriptor,
+  RequestPlan,
+} from "../limiter/request-plan.js";
+import { windowStartSeconds } from "../limiter/window.js";
 import type { OverrideLookup } from "../limiter/decision-hooks.js";
 import {
   answerUnlimited,
@@ -25,7 +36,9 @@ import {
 } from "../proto.js";
 import type { Clock } from "../util/clock.js";
 import type { CanaryCounterBackend } from "./canary-backend.js";
+import type { CanaryLedger } from "./canary-ledger.js";
 import { noLiveCounters, type LiveCounter } from "./live-counters.js";
+import { sameCounter, type CandidateRule } from "./rule-equivalence.js";
 
 /** Options of {@link createCandidateEvaluator}; the decision settings are the live ones. */
 export interface CandidateEvaluatorOptions {
@@ -64,7 +77,10 @@ export interface CandidateDecision {
   readonly matched: readonly (RateLimit | undefined)[];
   /** Parallel to the descriptors: the limit counted, `undefined` where none was. */
   readonly limits: readonly (RateLimit | undefined)[];
-  /** One status per descriptor. */
+  /**
+   * One status per descriptor; empty when decided from the live reading alone
+   * ({@link CandidateEvaluator.decideFromReading}), whose limits are never `rate_limits:` lists.
+   */
   readonly statuses: readonly RateLimitResponse_DescriptorStatus[];
   /** Index of the descriptor that makes the request over limit; undefined when OK. */
   readonly deciding: number | undefined;
@@ -98,6 +114,37 @@ export interface CandidateEvaluator {
     nowSeconds: number,
     nowMs: number,
   ): Promise<CandidateDecision>;
+  /**
+   * Decides one request from the live reading alone, without the candidate's pipeline, where
+   * that is the same arithmetic: every descriptor the candidate counts uses the live decision's
+   * counter for it (same cache key: {@link sameCounter}), or a counter of the candidate only
+   * kept in the ledger (not a calendar period), in charge-each mode, without stop-increment, a
+   * local cache, token buckets, `rate_limits:` lists, refunds or a limit `replaces` dropped.
+   * The count is then the live count after the request plus the ledger's extra (or the
+   * ledger's count, charged with the hits), weighted as `counterDecision` weights a charged request (`weightedCount`,
+   * counter-decision.ts) and decided by the over-limit rule of `decide.ts` (`count >
+   * requests_per_unit`, OK in shadow mode); the overall code by
+   * `decidingDescriptor`. A few hundred nanoseconds instead of a second decision; the unit
+   * tests' differential runs go through both paths. Both configs charge the same counters the
+   * same hits here, so the ledger's extras stay; a key the ledger holds gets its live count
+   * (`seen`) updated.
+   *
+   * @param ledger - the canary's ledger (extras over the live counts)
+   * @param rules - the candidate's rule for each live rule of a domain whose rules have the
+   *   same shape in both configs (`ruleCorrespondence`); a descriptor counted by one of
+   *   them needs no lookup
+   * @returns undefined when the request needs the pipeline ({@link CandidateEvaluator.evaluate});
+   *   the decision (and its arrays) is reused by the next call: read it before
+   */
+  decideFromReading(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    hitsAddends: readonly number[],
+    plan: RequestPlan,
+    charged: boolean,
+    ledger: CanaryLedger,
+    rules: ReadonlyMap<RateLimit, CandidateRule>,
+  ): CandidateDecision | undefined;
 }
 
 /** Builds the {@link CandidateEvaluator} of one canary. */
@@ -153,21 +200,198 @@ export function createCandidateEvaluator(
       options.stopCacheKeyIncrementWhenOverlimit ?? false,
   });
 
+  const arithmetic =
+    localCacheBytes <= 0 && options.stopCacheKeyIncrementWhenOverlimit !== true;
+  const prefix = options.cacheKeyPrefix ?? "";
+  const ownInProcess = backend.inProcess;
+  // Scratch arrays of the arithmetic path (one request at a time, synchronously), one set per
+  // request size: setting an array's length costs more than the rest of the path (measured).
+  const scratches: Scratch[] = [];
+
+  /**
+   * The candidate's rules for a request (lookup and overrides), before `applyLimitRules`, in
+   * `matched` (a new array when not given).
+   */
+  function lookUp(
+    domain: string,
+    descriptors: readonly RateLimitDescriptor[],
+    matched: (RateLimit | undefined)[] = new Array<RateLimit | undefined>(
+      descriptors.length,
+    ),
+  ): (RateLimit | undefined)[] {
+    const n = descriptors.length;
+    for (let i = 0; i < n; i++) {
+      const descriptor = descriptors[i];
+      matched[i] =
+        descriptor === undefined ? undefined : lookUpOne(domain, descriptor);
+    }
+    return matched;
+  }
+
+  /** The candidate's rule for one descriptor (lookup and overrides). */
+  function lookUpOne(
+    domain: string,
+    descriptor: RateLimitDescriptor,
+  ): RateLimit | undefined {
+    const limit = config.getLimit(domain, descriptor);
+    return limit !== undefined && overrides !== undefined
+      ? (overrides.find(domain, descriptor, limit) ?? limit)
+      : limit;
+  }
+
   return {
     config,
+
+    decideFromReading(
+      domain,
+      descriptors,
+      hitsAddends,
+      plan,
+      charged,
+      ledger,
+      rules,
+    ) {
+      if (!arithmetic || !charged) return undefined;
+      if (plan.buckets.length > 0 || plan.refunds.length > 0) return undefined;
+      const counted = plan.counted;
+      const n = descriptors.length;
+      const s =
+        n < maxScratchSize ? (scratches[n] ??= new Scratch(n)) : new Scratch(n);
+      const { shared, ownKeys, live, matched, limits } = s;
+      // The candidate's rule of each descriptor: the one that corresponds to the live rule
+      // counted for it when the domain's rules have the same shape in both configs, else a
+      // lookup. The live plan's entries come in descriptor order, one per counted limit.
+      let k = 0;
+      for (let i = 0; i < n; i++) {
+        while (k < counted.length && (counted[k]?.index ?? n) < i) k++;
+        const entry = counted[k]?.index === i ? counted[k] : undefined;
+        live[i] = entry;
+        const rule = entry === undefined ? undefined : rules.get(entry.limit);
+        const descriptor = descriptors[i];
+        matched[i] =
+          rule !== undefined
+            ? rule.limit
+            : descriptor === undefined
+              ? undefined
+              : lookUpOne(domain, descriptor);
+        limits[i] = matched[i];
+      }
+      const unlimited = applyLimitRules(limits);
+      const now = plan.nowSeconds;
+      // First every descriptor is checked, then counted: nothing is charged for a request the
+      // pipeline ends up deciding.
+      for (let i = 0; i < n; i++) {
+        shared[i] = undefined;
+        ownKeys[i] = undefined;
+        const limit = limits[i];
+        if (limit === undefined) {
+          // Unlimited or no rule: OK without a counter; a limit `replaces` dropped is left to
+          // the pipeline (its counter's extra must follow).
+          const rule = matched[i];
+          if (rule !== undefined && !rule.unlimited) return undefined;
+          continue;
+        }
+        if (
+          (hitsAddends[i] ?? 0) < 0 ||
+          limit.tokenBucket !== undefined ||
+          limit.extraLimits !== undefined ||
+          limit.allOrNothing
+        )
+          return undefined;
+        const entry = live[i];
+        if (entry !== undefined) {
+          if (
+            entry.localCacheHit ||
+            entry.limit.extraLimits !== undefined ||
+            entry.limit.allOrNothing
+          )
+            return undefined;
+          if (sameCounter(entry.limit, limit)) {
+            shared[i] = entry;
+            continue;
+          }
+        }
+        // A counter of the candidate only: in the ledger, unless it lives in a remote store,
+        // the window is a calendar period, or another live counter of the request has its key.
+        const descriptor = descriptors[i];
+        if (
+          !ownInProcess ||
+          limit.calendar !== undefined ||
+          descriptor === undefined
+        )
+          return undefined;
+        const key = cacheKeyString(prefix, domain, descriptor, limit, now);
+        for (const d of counted) if (d.cacheKey === key) return undefined;
+        ownKeys[i] = key;
+      }
+      const statuses = s.statuses;
+      for (let i = 0; i < n; i++) {
+        const status = statuses[i];
+        const limit = limits[i];
+        if (status === undefined) return undefined;
+        status.code = Code.OK;
+        if (limit === undefined) continue;
+        let current: number;
+        let previous: number;
+        const entry = shared[i];
+        const key = ownKeys[i];
+        if (entry !== undefined) {
+          // The live count after the request (the same hits charged) plus the ledger's extra.
+          current = entry.current;
+          const held = ledger.get(entry.cacheKey);
+          if (held !== undefined) {
+            held.seen = current;
+            current = Math.max(0, current + held.extra);
+          }
+          previous = Math.max(
+            0,
+            entry.previous + ledger.extra(entry.previousCacheKey),
+          );
+        } else if (key !== undefined) {
+          const descriptor = descriptors[i];
+          if (descriptor === undefined) return undefined;
+          const windowSeconds = limit.windowSeconds;
+          const end = windowStartSeconds(now, windowSeconds) + windowSeconds;
+          const held = ledger.entry(
+            key,
+            limit.sliding ? end + windowSeconds : end,
+          );
+          held.extra += hitsAddends[i] ?? 0;
+          current = Math.max(0, held.seen + held.extra);
+          previous = limit.sliding
+            ? ledger.count(
+                cacheKeyString(
+                  prefix,
+                  domain,
+                  descriptor,
+                  limit,
+                  now - windowSeconds,
+                ),
+              )
+            : 0;
+        } else continue;
+        // counterDecision's count of a charged request: the weighted count after it.
+        const count = weightedCount(limit, current, previous, now);
+        if (count > limit.requestsPerUnit && !limit.shadowMode)
+          status.code = Code.OVER_LIMIT;
+      }
+      const deciding = decidingDescriptor(
+        statuses,
+        limits,
+        unlimited,
+        globalQuotaMode,
+        s.quota,
+      );
+      const decision = s.decision;
+      decision.overallCode = deciding === undefined ? Code.OK : Code.OVER_LIMIT;
+      decision.deciding = deciding;
+      return decision;
+    },
+
     async evaluate(domain, descriptors, hitsAddends, live, nowSeconds, nowMs) {
       const n = descriptors.length;
-      const matched = new Array<RateLimit | undefined>(n);
-      const limits = new Array<RateLimit | undefined>(n);
-      for (let i = 0; i < n; i++) {
-        const descriptor = descriptors[i];
-        if (descriptor === undefined) continue;
-        let limit = config.getLimit(domain, descriptor);
-        if (limit !== undefined && overrides !== undefined)
-          limit = overrides.find(domain, descriptor, limit) ?? limit;
-        matched[i] = limit;
-        limits[i] = limit;
-      }
+      const matched = lookUp(domain, descriptors);
+      const limits = matched.slice();
       const unlimited = applyLimitRules(limits);
       clock.seconds = nowSeconds;
       clock.ms = nowMs;
@@ -228,3 +452,42 @@ export function createCandidateEvaluator(
 }
 
 const noKeys: readonly string[] = Object.freeze([]);
+
+/** Scratch sets are kept for requests of fewer descriptors than this. */
+const maxScratchSize = 64;
+
+/** The arrays of the arithmetic path for requests of `n` descriptors, and its decision. */
+class Scratch {
+  readonly matched: (RateLimit | undefined)[];
+  readonly limits: (RateLimit | undefined)[];
+  readonly shared: (PlannedDescriptor | undefined)[];
+  readonly live: (PlannedDescriptor | undefined)[];
+  readonly ownKeys: (string | undefined)[];
+  /** Reused status objects: `decidingDescriptor` reads their code. */
+  readonly statuses: RateLimitResponse_DescriptorStatus[];
+  readonly quota: boolean[];
+  readonly decision: {
+    -readonly [K in keyof CandidateDecision]: CandidateDecision[K];
+  };
+
+  constructor(n: number) {
+    this.matched = new Array<RateLimit | undefined>(n).fill(undefined);
+    this.limits = new Array<RateLimit | undefined>(n).fill(undefined);
+    this.shared = new Array<PlannedDescriptor | undefined>(n).fill(undefined);
+    this.live = new Array<PlannedDescriptor | undefined>(n).fill(undefined);
+    this.ownKeys = new Array<string | undefined>(n).fill(undefined);
+    this.statuses = Array.from({ length: n }, okWithoutLimitStatus);
+    this.quota = new Array<boolean>(n).fill(false);
+    this.decision = {
+      overallCode: Code.OK,
+      matched: this.matched,
+      limits: this.limits,
+      statuses: noStatuses,
+      deciding: undefined,
+      replacedKeys: noKeys,
+    };
+  }
+}
+const noStatuses: readonly RateLimitResponse_DescriptorStatus[] = Object.freeze(
+  [],
+);

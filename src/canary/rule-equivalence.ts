@@ -43,6 +43,103 @@ export function sameLimit(
   );
 }
 
+/** The candidate's rule at a live rule's place ({@link ruleCorrespondence}). */
+export interface CandidateRule {
+  /** The candidate's limit there; undefined when its rule has none. */
+  readonly limit: RateLimit | undefined;
+}
+
+/**
+ * Adds to `into`, for every live rule of a domain, the candidate's rule at the same place,
+ * when the domain's rules have the same shape in both configs (the same composite keys at every
+ * level, the same wildcards in the same order, the same `share_threshold` and `value_to_metric`
+ * flags): a descriptor then matches the same place in both, so the candidate's limit for a
+ * request the live config counted with one of these (frozen, shared) limits needs no lookup.
+ * Only the limits may differ.
+ *
+ * @returns false (adding nothing) when the shapes differ
+ */
+export function ruleCorrespondence(
+  live: DescriptorLevel | undefined,
+  candidate: DescriptorLevel | undefined,
+  into: Map<RateLimit, CandidateRule>,
+): boolean {
+  const pairs: [RateLimit, CandidateRule][] = [];
+  if (!sameShape(live, candidate, pairs)) return false;
+  for (const [limit, rule] of pairs) into.set(limit, rule);
+  return true;
+}
+
+function sameShape(
+  a: DescriptorLevel | undefined,
+  b: DescriptorLevel | undefined,
+  pairs: [RateLimit, CandidateRule][],
+): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  if (a.nodes.size !== b.nodes.size) return false;
+  if (a.wildcards.length !== b.wildcards.length) return false;
+  for (let i = 0; i < a.wildcards.length; i++) {
+    if (a.wildcards[i]?.pattern !== b.wildcards[i]?.pattern) return false;
+  }
+  for (const [compositeKey, node] of a.nodes) {
+    const other = b.nodes.get(compositeKey);
+    if (
+      other?.shareThreshold !== node.shareThreshold ||
+      node.valueToMetric !== other.valueToMetric ||
+      !sameShape(node.children, other.children, pairs)
+    )
+      return false;
+    if (node.limit !== undefined)
+      pairs.push([node.limit, { limit: other.limit }]);
+  }
+  return true;
+}
+
+/**
+ * Whether two limits count on the same counter for the same descriptor: the same cache key
+ * (algorithm, window length, unit, suffix, calendar, share-threshold values), whatever their
+ * thresholds and modes.
+ */
+export function sameCounter(a: RateLimit, b: RateLimit): boolean {
+  return (
+    a === b ||
+    (a.windowSeconds === b.windowSeconds &&
+      a.unit === b.unit &&
+      a.sliding === b.sliding &&
+      a.cacheKeySuffix === b.cacheKeySuffix &&
+      sameOptionalStrings(a.shareThresholdValues, b.shareThresholdValues) &&
+      sameBucket(a, b) &&
+      sameCalendar(a, b))
+  );
+}
+
+/** Whether any rule of a level (or below it) has `replaces`. */
+export function hasReplaces(level: DescriptorLevel | undefined): boolean {
+  return someLimit(level, (limit) => limit.replaces.length > 0);
+}
+
+/** Whether any rule of a level (or below it) is a token bucket. */
+export function hasTokenBuckets(level: DescriptorLevel | undefined): boolean {
+  return someLimit(level, (limit) => limit.tokenBucket !== undefined);
+}
+
+/** Whether a limit of a level (or below it; `rate_limits:` lists included) passes `test`. */
+function someLimit(
+  level: DescriptorLevel | undefined,
+  test: (limit: RateLimit) => boolean,
+): boolean {
+  if (level === undefined) return false;
+  for (const node of level.nodes.values()) {
+    const limit = node.limit;
+    if (limit !== undefined) {
+      if (test(limit)) return true;
+      if (limit.extraLimits?.some(test) === true) return true;
+    }
+    if (someLimit(node.children, test)) return true;
+  }
+  return false;
+}
+
 /**
  * Whether two compiled rule levels match every descriptor to the same limit: the same composite
  * keys with the same limits, `share_threshold` flags and children, and the same wildcard rules
