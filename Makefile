@@ -33,7 +33,7 @@ docs: build ## regenerate docs/settings.md and docs/migration.md's name table fr
 	node dist/src/main.js --help-markdown > docs/settings.md
 	node scripts/update-migration-doc.mjs
 
-.PHONY: bench bench-memory bench-offenders bench-overrides docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration h2spec bench clean image
+.PHONY: bench bench-memory bench-offenders bench-overrides bench-canary docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration h2spec bench clean image
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -97,6 +97,9 @@ bench-offenders: deps build ## top offenders: CPU per decision with TOP_OFFENDER
 
 bench-overrides: deps build ## run-time overrides: resolveLimits and ShouldRateLimit with 0 and 1,000,000 overrides, heap bytes per override
 	node --expose-gc dist/bench/overrides.js
+
+bench-canary: deps build ## config canary: CPU per decision with and without a canary (in-process, memory backend)
+	node dist/bench/canary.js
 
 bench: deps system-deps envoy build ## reference vs ours under ghz, and through Envoy (vegeta); see bench/README.md
 	scripts/ensure-system-deps.sh h2load
