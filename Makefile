@@ -101,11 +101,14 @@ bench-overrides: deps build ## run-time overrides: resolveLimits and ShouldRateL
 bench-canary: deps build ## config canary: CPU per decision with and without a canary (in-process, memory backend)
 	node dist/bench/canary.js
 
-bench: deps system-deps envoy build ## reference vs ours under ghz, and through Envoy (vegeta); see bench/README.md
+bench: deps system-deps envoy build ## reference vs ours under ghz, and through Envoy (vegeta); the day-2 costs in process; see bench/README.md
 	scripts/ensure-system-deps.sh h2load
 	scripts/ensure-go-tools.sh >/dev/null
 	node dist/bench/run.js
 	node dist/bench/windows.js
+	node --expose-gc dist/bench/overrides.js
+	node --expose-gc dist/bench/offenders.js
+	node dist/bench/canary.js
 
 clean: ## remove build output
 	rm -rf dist coverage
