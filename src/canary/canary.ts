@@ -225,7 +225,12 @@ export function createCanary(options: CanaryOptions): Canary {
     liveSeen: RateLimitConfig | undefined;
     private queue: PendingRequest[] = [];
     private scheduled = false;
-    private idle: (() => void)[] = [];
+    /** Requests queued so far, and evaluated so far (both only grow). */
+    private queued = 0;
+    private evaluated = 0;
+    /** Who waits for the requests queued before a point to be evaluated. */
+    private waiting: { readonly upTo: number; readonly resolve: () => void }[] =
+      [];
     /** Evaluations run one after the other, in request order (the ledger is in process). */
     private readonly sequential: boolean;
     /** The candidate has a token bucket (its decisions need the request's milliseconds). */
@@ -350,17 +355,22 @@ export function createCanary(options: CanaryOptions): Canary {
         item.liveRule = ruleKey(liveLimit, r.statuses[liveDeciding]);
       item.nowMs = nowMs;
       this.queue.push(item);
+      this.queued++;
       if (!this.scheduled) {
         this.scheduled = true;
         defer(() => void this.drain());
       }
     }
 
-    /** Resolves once every request observed so far has been evaluated. */
+    /**
+     * Resolves once every request observed so far has been evaluated (later ones are not
+     * waited for, so a report under steady load does not wait for the load to stop).
+     */
     settled(): Promise<void> {
-      if (!this.scheduled) return Promise.resolve();
+      const upTo = this.queued;
+      if (this.evaluated >= upTo) return Promise.resolve();
       return new Promise((resolve) => {
-        this.idle.push(resolve);
+        this.waiting.push({ upTo, resolve });
       });
     }
 
@@ -381,11 +391,15 @@ export function createCanary(options: CanaryOptions): Canary {
           }
           await Promise.all(pending);
         }
+        this.evaluated += batch.length;
+        if (this.waiting.length > 0) {
+          const evaluated = this.evaluated;
+          const ready = this.waiting.filter((w) => w.upTo <= evaluated);
+          this.waiting = this.waiting.filter((w) => w.upTo > evaluated);
+          for (const w of ready) w.resolve();
+        }
       }
       this.scheduled = false;
-      const idle = this.idle;
-      this.idle = [];
-      for (const resolve of idle) resolve();
     }
 
     /**
