@@ -68,6 +68,7 @@ export async function createConfigCanary(
       settings.backendType !== "mc" &&
       settings.stopCacheKeyIncrementWhenOverlimit,
     globalQuotaMode: settings.quotaMode,
+    sameKeyAccumulates: settings.backendType !== "mc",
     localCacheSizeBytes: settings.localCacheSizeBytes,
     ...(overrides !== undefined ? { overrides } : {}),
     clock,

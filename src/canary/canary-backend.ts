@@ -29,6 +29,12 @@ export interface CanaryCounterBackendOptions {
    * Undefined (memory and mc backends): in the ledger, in process.
    */
   readonly remote?: CounterBackend;
+  /**
+   * Whether two slots of one charge with the same cache key see each other's hits, as the live
+   * store does: memory and kv increment in slot order; mc reads every counter first, so a slot
+   * sees the value before the charge plus its own hits. @defaultValue true
+   */
+  readonly sameKeyAccumulates?: boolean;
 }
 
 /**
@@ -55,6 +61,7 @@ export class CanaryCounterBackend implements CounterBackend {
   readonly cacheKeyRules?: CacheKeyRules;
   private readonly ledger: CanaryLedger;
   private readonly remote: CounterBackend | undefined;
+  private readonly accumulates: boolean;
   /** With a remote store: each plan entry's live counters (the request it belongs to). */
   private readonly bound = new WeakMap<
     object,
@@ -66,6 +73,7 @@ export class CanaryCounterBackend implements CounterBackend {
   constructor(options: CanaryCounterBackendOptions) {
     this.ledger = options.ledger;
     this.remote = options.remote;
+    this.accumulates = options.sameKeyAccumulates ?? true;
     this.inProcess = options.remote === undefined;
     const rules = options.remote?.cacheKeyRules;
     if (rules !== undefined) this.cacheKeyRules = rules;
@@ -83,7 +91,16 @@ export class CanaryCounterBackend implements CounterBackend {
       for (const d of entries) {
         if (remote) this.bound.set(d, live);
         const shared = live.get(d.cacheKey);
-        if (shared !== undefined) shared.used = true;
+        // Shared only as `sharedCounter` and `sharedBucket` decide: a window of another
+        // length can have the same key at its boundaries (a minute's and a second's window
+        // both start at a multiple of 60), and is the candidate's own counter.
+        if (
+          shared !== undefined &&
+          (d.tokenBucket === undefined
+            ? !shared.bucket && shared.windowSeconds === d.windowSeconds
+            : shared.bucket)
+        )
+          shared.used = true;
       }
     }
   }
@@ -98,17 +115,25 @@ export class CanaryCounterBackend implements CounterBackend {
     nowSeconds: number,
   ): void | Promise<void> {
     let own: CounterSlot[] | undefined;
-    for (const slot of slots) {
+    // Without accumulation (mc) each slot answers the value before this charge plus its own hits.
+    const before = this.accumulates ? undefined : this.valuesBefore(slots);
+    for (let i = 0; i < slots.length; i++) {
+      const slot = slots[i];
+      if (slot === undefined) continue;
       const live = this.sharedCounter(slot);
       if (live !== undefined) {
         live.value += slot.increment;
-        slot.current = live.value;
+        slot.current =
+          before === undefined ? live.value : (before[i] ?? 0) + slot.increment;
         slot.previous = live.previous;
       } else if (this.remote !== undefined) (own ??= []).push(slot);
       else {
         const entry = this.ledgerEntry(slot);
         entry.extra += slot.increment;
-        slot.current = Math.max(0, entry.seen + entry.extra);
+        slot.current =
+          before === undefined
+            ? Math.max(0, entry.seen + entry.extra)
+            : (before[i] ?? 0) + slot.increment;
         slot.previous = this.ledger.count(slot.previousCacheKey);
       }
     }
@@ -219,6 +244,15 @@ export class CanaryCounterBackend implements CounterBackend {
   /** Nothing to release: the ledger is the canary's, a remote store the live backend's. */
   close(): Promise<void> {
     return Promise.resolve();
+  }
+
+  /** Each slot's counter before a charge (the candidate's count; 0 for a remote store's). */
+  private valuesBefore(slots: readonly CounterSlot[]): number[] {
+    return slots.map((slot) => {
+      const live = this.sharedCounter(slot);
+      if (live !== undefined) return live.value;
+      return this.remote === undefined ? this.ledger.count(slot.cacheKey) : 0;
+    });
   }
 
   /** The live window counter a slot shares (marked used), or undefined when it is candidate-only. */

@@ -96,6 +96,12 @@ export interface CanaryOptions {
    * @defaultValue 0
    */
   readonly localCacheSizeBytes?: number;
+  /**
+   * Whether two descriptors of one request with the same cache key see each other's hits: true
+   * for memory and kv, false for mc (it reads every counter before incrementing).
+   * @defaultValue true
+   */
+  readonly sameKeyAccumulates?: boolean;
   /** The live run-time overrides, applied to the candidate's rules too. @defaultValue none */
   readonly overrides?: OverrideLookup;
   /**
@@ -192,6 +198,7 @@ export function createCanary(options: CanaryOptions): Canary {
   const { clock, logger, livePipeline } = options;
   const maxPending = options.maxPending ?? 10_000;
   const globalQuotaMode = options.globalQuotaMode ?? false;
+  const accumulates = options.sameKeyAccumulates ?? true;
   const defer =
     options.defer ??
     ((task: () => void) => {
@@ -252,7 +259,9 @@ export function createCanary(options: CanaryOptions): Canary {
         backend: new CanaryCounterBackend({
           ledger: this.ledger,
           ...(remote !== undefined ? { remote } : {}),
+          sameKeyAccumulates: accumulates,
         }),
+        sameKeyAccumulates: accumulates,
         ...(options.nearLimitRatio !== undefined
           ? { nearLimitRatio: options.nearLimitRatio }
           : {}),
@@ -432,7 +441,7 @@ export function createCanary(options: CanaryOptions): Canary {
 
     private async evaluateInPipeline(item: PendingRequest): Promise<void> {
       const now = item.plan.nowSeconds;
-      const live = liveCounters(item.plan, item.charged);
+      const live = liveCounters(item.plan, item.charged, accumulates);
       this.startCounts(live);
       let decision;
       try {

@@ -67,6 +67,11 @@ export interface CandidateEvaluatorOptions {
    * @defaultValue 0
    */
   readonly localCacheSizeBytes?: number;
+  /**
+   * Whether two descriptors of one request with the same cache key see each other's hits
+   * (false for mc, see `CanaryCounterBackendOptions.sameKeyAccumulates`). @defaultValue true
+   */
+  readonly sameKeyAccumulates?: boolean;
 }
 
 /** What the candidate decided for one request. */
@@ -203,6 +208,7 @@ export function createCandidateEvaluator(
   const arithmetic =
     localCacheBytes <= 0 && options.stopCacheKeyIncrementWhenOverlimit !== true;
   const prefix = options.cacheKeyPrefix ?? "";
+  const accumulates = options.sameKeyAccumulates ?? true;
   const ownInProcess = backend.inProcess;
   // Scratch arrays of the arithmetic path (one request at a time, synchronously), one set per
   // request size: setting an array's length costs more than the rest of the path (measured).
@@ -324,6 +330,10 @@ export function createCandidateEvaluator(
         for (const d of counted) if (d.cacheKey === key) return undefined;
         ownKeys[i] = key;
       }
+      // Without accumulation (mc), a key twice in one request is left to the pipeline, whose
+      // backend answers it the store's way.
+      if (!accumulates && n > 1 && repeatsKey(shared, ownKeys, n))
+        return undefined;
       const statuses = s.statuses;
       for (let i = 0; i < n; i++) {
         const status = statuses[i];
@@ -452,6 +462,22 @@ export function createCandidateEvaluator(
 }
 
 const noKeys: readonly string[] = Object.freeze([]);
+
+/** Whether two descriptors of a request count on the same key (bounded: larger requests say yes). */
+function repeatsKey(
+  shared: readonly (PlannedDescriptor | undefined)[],
+  ownKeys: readonly (string | undefined)[],
+  n: number,
+): boolean {
+  if (n > 16) return true;
+  for (let i = 0; i < n; i++) {
+    const key = shared[i]?.cacheKey ?? ownKeys[i];
+    if (key === undefined) continue;
+    for (let j = i + 1; j < n; j++)
+      if ((shared[j]?.cacheKey ?? ownKeys[j]) === key) return true;
+  }
+  return false;
+}
 
 /** Scratch sets are kept for requests of fewer descriptors than this. */
 const maxScratchSize = 64;

@@ -80,10 +80,14 @@ export const noLiveCounters: ReadonlyMap<string, LiveCounter> = new Map();
  * `value`, `start` and `previous` start at the live counts; the canary adds its ledger's extra.
  *
  * @param charged - false when all-or-nothing charging refused the live request
+ * @param sameKeyAccumulates - false for a store that reads every counter before incrementing
+ *   (mc): two entries of one key then both answer the value before plus their own hits, and the
+ *   count after the request is `before` plus every entry's increment
  */
 export function liveCounters(
   plan: RequestPlan,
   charged: boolean,
+  sameKeyAccumulates = true,
 ): LiveCounters {
   const counters: LiveCounters = new Map();
   for (const d of plan.refunds) {
@@ -117,6 +121,7 @@ export function liveCounters(
   for (const d of plan.counted) {
     const read = !d.localCacheHit;
     const increment = charged && read ? d.increment : 0;
+    const known = sameKeyAccumulates ? undefined : counters.get(d.cacheKey);
     window(
       counters,
       d.cacheKey,
@@ -124,7 +129,13 @@ export function liveCounters(
       d.windowEndSeconds,
       d.previousCacheKey,
       read ? d.current - increment : undefined,
-      read ? d.current : undefined,
+      // mc: a later entry of a key read the same value as the first; the count after is the
+      // count so far plus its increment.
+      !read
+        ? undefined
+        : known?.after !== undefined
+          ? known.after + increment
+          : d.current,
       read ? d.previous : undefined,
       read ? 0 : d.limit.requestsPerUnit + 1,
     );
