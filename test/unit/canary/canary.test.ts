@@ -107,6 +107,29 @@ describe("config canary", () => {
     expect(h.own()?.count("rl_user_a_1699999200")).toBe(6);
   });
 
+  it("keeps a window of another length apart where its key equals the live one's (minute → second at a minute's start)", async () => {
+    // At a multiple of 60 the second's window and the minute's window start together: the
+    // same cache key, two counters.
+    h = startCanaryHarness(
+      { "rl.yaml": yaml("rl", user(10)) },
+      { nowSeconds: minuteStart },
+    );
+    await h.canary.start({
+      files: [{ name: "c.yaml", text: yaml("rl", user(2, "second")) }],
+    });
+    const codes = await sendTimes(h, 6, "user=m");
+    expect(codes.every((c) => c === Code.OK)).toBe(true);
+    // Requests 3 to 6 are over 2 per second.
+    expect(await h.changes()).toEqual({ "rl.user": "+4 -0" });
+    const key = `rl_user_m_${minuteStart}`;
+    expect(countOf(h.live, key)).toBe(6);
+    expect(h.own()?.count(key)).toBe(6);
+    // The next second: the candidate's counter starts again; the live minute keeps counting.
+    h.clock.seconds += 1;
+    await sendTimes(h, 3, "user=m");
+    expect(await h.changes()).toEqual({ "rl.user": "+5 -0" });
+  });
+
   it("skips domains whose rules did not change and evaluates nothing for them", async () => {
     h = startCanaryHarness({
       "rl.yaml": yaml("rl", user(1)),
