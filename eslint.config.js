@@ -341,6 +341,22 @@ export default defineConfig(
     "console/ is browser code: it may import proto and @connectrpc/connect(-web) only",
   ),
   boundary(
+    ["src/admin/**", "src/overrides/**", "src/offenders/**", "src/canary/**"],
+    [
+      "**/backends/**",
+      "**/provider/**",
+      "**/server/**",
+      "**/settings/**",
+      "**/app/**",
+      "**/http2/**",
+      "**/explain/**",
+      "**/cli/**",
+      "**/console/**",
+      "../../gen/**",
+    ],
+    "the day-2 features (admin/, overrides/, offenders/, canary/) build on config, limiter, stats and util; app/ wires them in and gives them their stores",
+  ),
+  boundary(
     ["src/cli/**", "src/telemetry/**", "src/proto.ts"],
     ["**/app/**"],
     "only src/main.ts imports app/, the composition root",
