@@ -271,6 +271,11 @@ export interface OperationsView {
   refresh(): Promise<void>;
 }
 
+/** Overrides the table shows (the first by domain and descriptor). */
+const listLimit = 100;
+/** With more than 10 × {@link listLimit} overrides, they are listed every this many polls. */
+const largeListEvery = 20;
+
 const unitChoices = [
   "SECOND",
   "MINUTE",
@@ -294,6 +299,9 @@ export function mountOperations(
     createGrpcWebTransport({ baseUrl: window.location.origin }),
   );
   const histories = new Map<string, RuleHistory>();
+  /** Overrides in force at the last listing; polls since the view was mounted. */
+  let overridesTotal = 0;
+  let polls = 0;
   let offenders = new Map<string, RuleOffenders>();
   let lastNowMs = Date.now();
 
@@ -469,7 +477,7 @@ export function mountOperations(
     else rulesBody.replaceChildren(...cards);
   }
 
-  function renderOverrides(list: readonly Override[]): void {
+  function renderOverrides(list: readonly Override[], total: number): void {
     if (list.length === 0) {
       overridesBody.replaceChildren(
         el("p", { class: "muted" }, "no override in force"),
@@ -477,6 +485,13 @@ export function mountOperations(
       return;
     }
     overridesBody.replaceChildren(
+      el(
+        "p",
+        { class: "muted", id: "overrides-count" },
+        total > list.length
+          ? `the first ${list.length} of ${total} overrides (by domain and descriptor); refreshed every ${largeListEvery} polls`
+          : `${total} override${total === 1 ? "" : "s"}`,
+      ),
       el(
         "table",
         { class: "overrides" },
@@ -586,8 +601,9 @@ export function mountOperations(
   }
 
   async function refreshOverrides(): Promise<void> {
-    const list = await admin.listOverrides({ domain: "" });
-    renderOverrides(list.overrides);
+    const list = await admin.listOverrides({ domain: "", limit: listLimit });
+    overridesTotal = list.total;
+    renderOverrides(list.overrides, list.total);
   }
 
   form.addEventListener("submit", (event) => {
@@ -703,9 +719,15 @@ export function mountOperations(
     },
 
     async refresh() {
+      // Listing sorts every override in force: with many, ask less often.
+      polls += 1;
+      const listNow =
+        overridesTotal <= listLimit * 10 || polls % largeListEvery === 0;
       const [top, list, canary] = await Promise.allSettled([
         admin.topOffenders({ domain: "", k: 10 }),
-        admin.listOverrides({ domain: "" }),
+        listNow
+          ? admin.listOverrides({ domain: "", limit: listLimit })
+          : Promise.resolve(undefined),
         admin.getCanaryReport({}),
       ]);
       if (top.status === "fulfilled") {
@@ -715,8 +737,12 @@ export function mountOperations(
         offenders = new Map();
       }
       renderRules();
-      if (list.status === "fulfilled") renderOverrides(list.value.overrides);
-      else
+      if (list.status === "fulfilled") {
+        if (list.value !== undefined) {
+          overridesTotal = list.value.total;
+          renderOverrides(list.value.overrides, list.value.total);
+        }
+      } else
         overridesBody.replaceChildren(
           el("p", { class: "muted" }, errorText(list.reason)),
         );

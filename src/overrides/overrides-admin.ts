@@ -182,9 +182,14 @@ export function createOverridesAdmin(
         request.domain === "" ? undefined : request.domain,
         clock.nowMs(),
       );
+      const shown =
+        request.limit > 0 && request.limit < records.length
+          ? records.slice(0, request.limit)
+          : records;
       return Promise.resolve(
         create(ListOverridesResponseSchema, {
-          overrides: records.map((record) =>
+          total: records.length,
+          overrides: shown.map((record) =>
             toOverrideMessage(
               record,
               config === undefined ? "" : ruleKey(config, record, stats),

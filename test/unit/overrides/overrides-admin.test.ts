@@ -289,6 +289,10 @@ describe("DeleteOverride, ListOverrides and GetAuditLog", () => {
         (o) => o.entries[0]?.value,
       ),
     ).toEqual(["a", "b"]);
+    // A limit returns the first by descriptor text, and the total in force.
+    const first = await client.listOverrides({ domain: "api", limit: 1 });
+    expect(first.overrides.map((o) => o.entries[0]?.value)).toEqual(["a"]);
+    expect(first.total).toBe(2);
 
     const deleted = await client.deleteOverride(
       { domain: "api", entries: tenant("a"), reason: "done" },
