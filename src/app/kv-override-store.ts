@@ -3,35 +3,11 @@
 // TLS), one for commands and one for the change channel, under `CACHE_KEY_PREFIX`. Imported
 // only with the kv backend.
 
-import { Cluster, Redis } from "ioredis";
-import { toKvConnectionOptions } from "../backends/kv/kv-client-options.js";
-import { resolveKvInstanceOptions } from "../backends/kv/kv-options.js";
 import { KvOverrideStore } from "../overrides/kv-override-store.js";
 import type { OverrideTable } from "../overrides/override-table.js";
 import type { Settings } from "../settings/settings.js";
 import type { AppContext } from "./app-context.js";
-import { kvMainInstanceOptions, kvTlsOptions } from "./kv-cache.js";
-
-function connect(settings: Settings): Redis | Cluster {
-  const connection = toKvConnectionOptions(
-    resolveKvInstanceOptions(kvMainInstanceOptions(settings)),
-    kvTlsOptions(settings),
-  );
-  // replyMapping is spelled out, as in kv-client.ts: the constructors' typing rejects an
-  // optional one.
-  return connection.kind === "cluster"
-    ? new Cluster(
-        connection.nodes.map(({ host, port }) => ({ host, port })),
-        {
-          ...connection.options,
-          redisOptions: {
-            ...connection.options.redisOptions,
-            replyMapping: "legacy",
-          },
-        },
-      )
-    : new Redis({ ...connection.options, replyMapping: "legacy" });
-}
+import { connectMainKv } from "./kv-main-connection.js";
 
 /**
  * Builds the kv store of the run-time overrides over `table`; {@link KvOverrideStore.start}
@@ -44,8 +20,8 @@ export function createKvOverrideStore(
   context: AppContext,
   table: OverrideTable,
 ): KvOverrideStore {
-  const client = connect(settings);
-  const subscriber = connect(settings);
+  const client = connectMainKv(settings);
+  const subscriber = connectMainKv(settings);
   // Connection errors surface when a command fails (logged once by the store; a change
   // answers UNAVAILABLE); the event itself would only repeat them.
   client.on("error", () => undefined);

@@ -3,34 +3,10 @@
 // commands and one for the change channel, under `CACHE_KEY_PREFIX`. Imported only with the
 // kv backend.
 
-import { Cluster, Redis } from "ioredis";
-import { toKvConnectionOptions } from "../backends/kv/kv-client-options.js";
-import { resolveKvInstanceOptions } from "../backends/kv/kv-options.js";
 import { KvQuotaLedger } from "../rlqs/kv-quota-ledger.js";
 import type { Settings } from "../settings/settings.js";
 import type { AppContext } from "./app-context.js";
-import { kvMainInstanceOptions, kvTlsOptions } from "./kv-cache.js";
-
-function connect(settings: Settings): Redis | Cluster {
-  const connection = toKvConnectionOptions(
-    resolveKvInstanceOptions(kvMainInstanceOptions(settings)),
-    kvTlsOptions(settings),
-  );
-  // replyMapping is spelled out, as in kv-client.ts: the constructors' typing rejects an
-  // optional one.
-  return connection.kind === "cluster"
-    ? new Cluster(
-        connection.nodes.map(({ host, port }) => ({ host, port })),
-        {
-          ...connection.options,
-          redisOptions: {
-            ...connection.options.redisOptions,
-            replyMapping: "legacy",
-          },
-        },
-      )
-    : new Redis({ ...connection.options, replyMapping: "legacy" });
-}
+import { connectMainKv } from "./kv-main-connection.js";
 
 /**
  * Builds the kv ledger of the RLQS service; {@link KvQuotaLedger.start} connects it.
@@ -42,8 +18,8 @@ export function createKvQuotaLedger(
   context: AppContext,
 ): KvQuotaLedger {
   const logger = context.logger.child({ component: "rlqs-ledger" });
-  const client = connect(settings);
-  const subscriber = connect(settings);
+  const client = connectMainKv(settings);
+  const subscriber = connectMainKv(settings);
   // Connection errors are counted and logged once by the ledger when a command fails.
   client.on("error", () => undefined);
   subscriber.on("error", () => undefined);

@@ -24,6 +24,7 @@ import {
   type Rule,
   type TokenBucketState,
 } from "../proto.js";
+import { el } from "./dom.js";
 import { mountOperations } from "./operations.js";
 import { mountRlqsView } from "./rlqs-view.js";
 
@@ -88,18 +89,6 @@ const client = createClient(
   ExplainService,
   createGrpcWebTransport({ baseUrl: window.location.origin }),
 );
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  attrs: Record<string, string> = {},
-  ...children: (Node | string)[]
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs))
-    node.setAttribute(name, value);
-  node.append(...children);
-  return node;
-}
 
 function byId(id: string): HTMLElement {
   const node = document.getElementById(id);

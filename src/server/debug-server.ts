@@ -66,10 +66,6 @@ const paths: readonly (readonly [string, string])[] = [
     "/",
     "the web console (config tree, health, statistics, Explain) for browsers (Accept: text/html)",
   ],
-  [
-    "/ratelimit.admin.v1.AdminService/",
-    "the admin API (overrides, top offenders, config canary) over Connect and gRPC-web; docs/operations.md",
-  ],
   ["/debug/pprof/", "index of the profiling endpoints"],
   [
     "/debug/pprof/heap",
@@ -78,6 +74,10 @@ const paths: readonly (readonly [string, string])[] = [
   [
     "/debug/pprof/profile",
     "CPU profile over ?seconds=N (default 30): a .cpuprofile for Chrome DevTools or speedscope",
+  ],
+  [
+    "/ratelimit.admin.v1.AdminService/",
+    "the admin API (overrides, top offenders, config canary) over Connect and gRPC-web; docs/operations.md",
   ],
   ["/rlconfig", "print out the currently loaded configuration for debugging"],
   ["/stats", "print out every statistic with its current value"],

@@ -62,6 +62,7 @@ describe("debug server", () => {
       "/debug/pprof/",
       "/debug/pprof/heap",
       "/debug/pprof/profile",
+      "/ratelimit.admin.v1.AdminService/",
       "/rlconfig",
       "/stats",
     ]);
