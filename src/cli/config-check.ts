@@ -35,6 +35,7 @@ import {
   flagUsage,
   parseGoFlags,
   type FlagSpec,
+  type ParsedFlags,
 } from "./go-flags.js";
 
 const checkFlags = {
@@ -79,6 +80,31 @@ const checkUsage = `usage of ratelimit-config-check:\n${flagUsage(checkFlags)}`;
 const usage = `usage of ratelimit-config-check:\n${flagUsage(flags)}`;
 
 /**
+ * Parses the command's flags, refusing positional arguments; on a bad flag writes its message
+ * and the usage to `err` and returns undefined (the caller exits 2).
+ */
+function parseFlagsOrReport(
+  argv: readonly string[],
+  spec: Readonly<Record<string, FlagSpec>>,
+  usageText: string,
+  err: (line: string) => void,
+): ParsedFlags | undefined {
+  try {
+    const parsed = parseGoFlags(argv, spec);
+    if (parsed.rest.length > 0)
+      throw new FlagError(
+        `unexpected argument: ${JSON.stringify(parsed.rest[0])}`,
+      );
+    return parsed;
+  } catch (e) {
+    if (!(e instanceof FlagError)) throw e;
+    err(e.message);
+    err(usageText);
+    return undefined;
+  }
+}
+
+/**
  * Runs the offline config check (upstream `config_check_cmd`): reads every entry of
  * `-config_dir` in name order, whatever its extension, and loads them together as the service
  * would (`-merge_domain_configs` as `MERGE_DOMAIN_CONFIG`). Config names in messages are the
@@ -115,19 +141,8 @@ export function runConfigCheck(
   err: (line: string) => void = out,
   env: LegacyEnv = {},
 ): number {
-  let parsed;
-  try {
-    parsed = parseGoFlags(argv, checkFlags);
-    if (parsed.rest.length > 0)
-      throw new FlagError(
-        `unexpected argument: ${JSON.stringify(parsed.rest[0])}`,
-      );
-  } catch (e) {
-    if (!(e instanceof FlagError)) throw e;
-    err(e.message);
-    err(checkUsage);
-    return 2;
-  }
+  const parsed = parseFlagsOrReport(argv, checkFlags, checkUsage, err);
+  if (parsed === undefined) return 2;
   if (parsed.help) {
     out(checkUsage);
     return 0;
@@ -263,19 +278,8 @@ export async function runConfigCheckCommand(
   env: LegacyEnv = {},
   options: ConfigCheckCommandOptions = {},
 ): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseGoFlags(argv, flags);
-    if (parsed.rest.length > 0)
-      throw new FlagError(
-        `unexpected argument: ${JSON.stringify(parsed.rest[0])}`,
-      );
-  } catch (e) {
-    if (!(e instanceof FlagError)) throw e;
-    err(e.message);
-    err(usage);
-    return 2;
-  }
+  const parsed = parseFlagsOrReport(argv, flags, usage, err);
+  if (parsed === undefined) return 2;
   if (parsed.help) {
     out(usage);
     return 0;

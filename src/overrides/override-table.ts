@@ -197,7 +197,9 @@ export class OverrideTable implements OverrideLookup {
     domain: string,
     descriptor: RateLimitDescriptor,
   ): TableEntry | undefined {
-    if (descriptor.limit !== undefined) return undefined;
+    // A process without overrides (the default) pays one size check per descriptor.
+    if (this.domains.size === 0 || descriptor.limit !== undefined)
+      return undefined;
     const overrides = this.domains.get(domain);
     if (overrides === undefined) return undefined;
     const entries = descriptor.entries;
