@@ -18,6 +18,7 @@ import {
 import { memoryServiceEnv, spawnNode } from "../helpers/spawn-service.js";
 import { freeStablePort } from "../helpers/stable-port.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { minuteWithRoom } from "../helpers/windows.js";
 
 const config = `
 domain: outage
@@ -27,19 +28,6 @@ descriptors:
 `;
 /** The issue's bound on answer time during the outage, in milliseconds. */
 const answerWithinMs = 50;
-
-/**
- * Waits until a run of `seconds` fits in the current minute (from 1 s into it), so the
- * 100-per-minute rule has one window for the whole run; returns that window's start (seconds).
- */
-async function minuteWithRoom(seconds: number): Promise<number> {
-  for (;;) {
-    const into = Date.now() % 60_000;
-    if (into >= 1000 && into + seconds * 1000 < 60_000)
-      return Math.floor(Date.now() / 60_000) * 60;
-    await pause(into < 1000 ? 1000 - into : 61_000 - into);
-  }
-}
 
 const reports: string[] = [];
 
