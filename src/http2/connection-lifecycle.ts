@@ -204,6 +204,11 @@ export abstract class ConnectionLifecycle implements OutputOwner {
     return "encrypted" in this.socket && this.socket.encrypted === true;
   }
 
+  /** The connection's socket, for what TLS learned of the peer (its certificate). */
+  get peerSocket(): Socket {
+    return this.socket;
+  }
+
   /** Number of open streams. */
   get openStreams(): number {
     return this.streams.size;

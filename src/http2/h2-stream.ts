@@ -147,6 +147,11 @@ export class H2Stream {
     return this.connection.encrypted;
   }
 
+  /** The connection's socket (a `TLSSocket` when {@link encrypted}), for the peer's certificate. */
+  get peerSocket(): object {
+    return this.connection.peerSocket;
+  }
+
   /** The value of the first request header field called `name` (lower-case), if any. */
   header(name: string): string | undefined {
     const fields = this.headerFields;

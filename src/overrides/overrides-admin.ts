@@ -36,6 +36,7 @@ import {
 import { toOverrideMessage } from "./override-message.js";
 import type { OverrideStore } from "./override-store.js";
 import type { OverrideRecord } from "./override-table.js";
+import { peerIdentityKey } from "../service/peer-identity.js";
 
 /** Request header naming who makes a change (recorded in the audit log). */
 export const actorHeader = "x-ratelimit-actor";
@@ -285,13 +286,23 @@ function checkText(field: string, text: string): string {
   return text;
 }
 
-/** Who makes the call: the `x-ratelimit-actor` header, else "anonymous". */
-function actorOf(context: HandlerContext): string {
+/**
+ * Who makes the call, for the audit log: the identity of the caller's verified TLS client
+ * certificate (`peerIdentityKey`: URI SAN, else DNS SAN, else CN) and the `x-ratelimit-actor`
+ * header. Both: `<header> via <identity>` (the header is what the caller says, the identity
+ * what TLS proved); one of them: that one; neither: "anonymous".
+ */
+export function actorOf(context: HandlerContext): string {
   const header = context.requestHeader.get(actorHeader)?.trim() ?? "";
-  if (header === "") return anonymousActor;
-  return header.length > maxTextLength
-    ? header.slice(0, maxTextLength)
-    : header;
+  const identity = context.values.get(peerIdentityKey);
+  const actor =
+    identity === undefined
+      ? header
+      : header === "" || header === identity
+        ? identity
+        : `${header} via ${identity}`;
+  if (actor === "") return anonymousActor;
+  return actor.length > maxTextLength ? actor.slice(0, maxTextLength) : actor;
 }
 
 /** Runs `check`, answering its {@link OverrideLimitError} with INVALID_ARGUMENT. */

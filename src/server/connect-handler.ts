@@ -4,7 +4,9 @@ import {
   Code,
   ConnectError,
   createConnectRouter,
+  createContextValues,
   type ConnectRouter,
+  type ContextValues,
 } from "@connectrpc/connect";
 import {
   createAsyncIterable,
@@ -19,6 +21,8 @@ import {
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
 import type { Logger } from "pino";
+import { peerIdentityKey } from "../service/peer-identity.js";
+import { peerIdentityOf } from "./peer-identity-cache.js";
 
 /** Options of {@link createConnectHandler}. */
 export interface ConnectHandlerOptions {
@@ -109,7 +113,7 @@ export function createConnectHandler(
       req,
       res,
       undefined,
-      undefined,
+      peerContext(req),
     );
     dispatcher
       .serve(handler, universalRequest)
@@ -126,6 +130,23 @@ export function createConnectHandler(
         dispatcher.reportFailure(reason, handler);
       });
   };
+}
+
+/**
+ * The context values of a call from a Node request: the caller's verified client-certificate
+ * identity (`peerIdentityKey`) on a TLS connection that has one, else none.
+ */
+function peerContext(
+  req: IncomingMessage | Http2ServerRequest,
+): ContextValues | undefined {
+  // An HTTP/2 request's `socket` is a proxy; the session's socket is the TLS socket itself.
+  const socket: object | undefined =
+    "stream" in req ? req.stream.session?.socket : req.socket;
+  if (socket === undefined || !("encrypted" in socket)) return undefined;
+  const identity = peerIdentityOf(socket);
+  return identity === undefined
+    ? undefined
+    : createContextValues().set(peerIdentityKey, identity);
 }
 
 // Connect reports an undecodable request message as INTERNAL "parse binary: …" (grpc-go does

@@ -1,9 +1,11 @@
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import type {
   UniversalServerRequest,
   UniversalServerResponse,
 } from "@connectrpc/connect/protocol";
 import type { ConnectDispatcher } from "../connect-handler.js";
+import { peerIdentityOf } from "../peer-identity-cache.js";
+import { peerIdentityKey } from "../../service/peer-identity.js";
 import type { H2Stream, StreamSink } from "../../http2/h2-stream.js";
 import { ErrorCode } from "../../http2/frames.js";
 import { encodeHeaderBlock } from "../../http2/hpack.js";
@@ -64,6 +66,14 @@ export function serveWithConnect(
     body,
     signal: body.abort.signal,
   };
+  if (stream.encrypted) {
+    const identity = peerIdentityOf(stream.peerSocket);
+    if (identity !== undefined)
+      request.contextValues = createContextValues().set(
+        peerIdentityKey,
+        identity,
+      );
+  }
   stream.beginWork();
   dispatcher
     .serve(handler, request)
