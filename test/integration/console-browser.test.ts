@@ -9,6 +9,7 @@ import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExplainService } from "../../src/proto.js";
 import { repoRoot } from "../helpers/spawn-service.js";
+import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { FakeEnvoy } from "../helpers/rlqs-stream.js";
 import { waitFor } from "../helpers/wait-for.js";
@@ -331,9 +332,13 @@ describe("the debug console's refresh in Chromium", () => {
   /** Requests the page made for its state, counted by the test. */
   let stateRequests = 0;
   beforeAll(async () => {
+    // The hits on the 3-per-hour rule span tests seconds apart: a clock 1 s into an hour keeps
+    // them in one window.
     t = await startTestApp(
       { "rl.yaml": config, "other.yaml": other },
       { DISABLE_STATS: "true" },
+      undefined,
+      { clock: windowAlignedClock(3600) },
     );
     page = await browser.newPage();
     await page.setViewport({ width: 1200, height: 900 });

@@ -20,6 +20,7 @@ import {
   RateLimitResponse_Code as Code,
   RateLimitService,
 } from "../../src/proto.js";
+import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { repoRoot } from "../helpers/spawn-service.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { waitFor } from "../helpers/wait-for.js";
@@ -69,7 +70,10 @@ beforeAll(async () => {
     headless: true,
     args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
   });
-  t = await startTestApp({ "shop.yaml": config });
+  // The counts below (5 per minute, a 3 s trickle) need one minute window: a clock 1 s into one.
+  t = await startTestApp({ "shop.yaml": config }, {}, undefined, {
+    clock: windowAlignedClock(60),
+  });
   rls = createClient(
     RateLimitService,
     createGrpcTransport({ baseUrl: `http://${t.addresses.grpc}` }),
