@@ -29,6 +29,7 @@ import {
   stopAllRedisServers,
   type RedisServer,
 } from "../helpers/redis-server.js";
+import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { mulberry32 } from "../helpers/seeded-random.js";
 
@@ -309,9 +310,12 @@ describe("config canary admin API", () => {
       const dir = join(root, "candidate");
       await mkdir(dir);
       await writeFile(join(dir, "rl.yaml"), candidate);
+      // Five hits on per-minute rules: a clock 1 s into a minute keeps them in one window.
       const t = await startTestApp(
         { "rl.yaml": live },
         { CANARY_CONFIG_DIR: dir },
+        undefined,
+        { clock: windowAlignedClock(60) },
       );
       apps.push(t);
       const report = await admin(t).getCanaryReport({});

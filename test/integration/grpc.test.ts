@@ -19,6 +19,7 @@ import {
   RateLimitService,
 } from "../../src/proto.js";
 import { GrpcJsRateLimitClient } from "../helpers/grpc-js-client.js";
+import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 
 const config = `
@@ -49,7 +50,10 @@ function request(domain: string, ...descriptors: [string, string][][]) {
 
 let t: TestApp;
 beforeAll(async () => {
-  t = await startTestApp({ "rl.yaml": config });
+  // Several hits per minute window below: a clock 1 s into a minute keeps them in one.
+  t = await startTestApp({ "rl.yaml": config }, {}, undefined, {
+    clock: windowAlignedClock(60),
+  });
 });
 afterAll(async () => {
   await t.stop();

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -24,7 +25,10 @@ descriptors:
 
 let t: TestApp;
 beforeAll(async () => {
-  t = await startTestApp({ "rl.yaml": config });
+  // Two hits on a 1-per-minute rule below: a clock 1 s into a minute keeps them in one window.
+  t = await startTestApp({ "rl.yaml": config }, {}, undefined, {
+    clock: windowAlignedClock(60),
+  });
 });
 afterAll(async () => {
   await t.stop();

@@ -28,6 +28,7 @@ import {
   track,
   type RedisServer,
 } from "../helpers/redis-server.js";
+import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { kvLimiter } from "../helpers/limiters.js";
@@ -71,6 +72,9 @@ beforeAll(async () => {
       CACHE_KEY_PREFIX: "svc:",
       DISABLE_STATS: "true",
     },
+    undefined,
+    // Four hits and one stored key per minute window below: a clock 1 s into a minute.
+    { clock: windowAlignedClock(60) },
   );
   client = createClient(
     RateLimitService,

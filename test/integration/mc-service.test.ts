@@ -11,6 +11,7 @@ import {
   startMemcached,
   type MemcachedServer,
 } from "../helpers/memcached-server.js";
+import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 
 const config = `
@@ -36,6 +37,8 @@ describe("the service with BACKEND_TYPE=mc over gRPC", () => {
   let t: TestApp | undefined;
   let client: GrpcJsRateLimitClient | undefined;
   let raw: Client | undefined;
+  // Three hits on a 2-per-minute rule: a clock 1 s into a minute keeps them in one window.
+  const clock = windowAlignedClock(60);
 
   beforeAll(async () => {
     nodes = await Promise.all([startMemcached(), startMemcached()]);
@@ -47,6 +50,8 @@ describe("the service with BACKEND_TYPE=mc over gRPC", () => {
         CACHE_KEY_PREFIX: "it:",
         DISABLE_STATS: "true",
       },
+      undefined,
+      { clock },
     );
     client = new GrpcJsRateLimitClient(t.addresses.grpc);
   });
@@ -72,7 +77,7 @@ describe("the service with BACKEND_TYPE=mc over gRPC", () => {
   it("stores YEAR counters under the prefixed key on one of the nodes", async () => {
     await client!.shouldRateLimit(request(["plan", "pro"]));
     await t!.app.close();
-    const now = Math.floor(Date.now() / 1000);
+    const now = clock.nowSeconds();
     const key = `it:svc_plan_pro_${now - (now % 31_536_000)}`;
     const values: (string | null)[] = [];
     for (const node of nodes) {
@@ -93,9 +98,12 @@ describe("the service with BACKEND_TYPE=mc and a descriptor memcached cannot sto
 
   beforeAll(async () => {
     node = await startMemcached();
+    // Three hits on a 2-per-minute rule: a clock 1 s into a minute keeps them in one window.
     t = await startTestApp(
       { "svc.yaml": config },
       { BACKEND_TYPE: "mc", MC_HOST_PORT: node.address, DISABLE_STATS: "true" },
+      undefined,
+      { clock: windowAlignedClock(60) },
     );
     client = new GrpcJsRateLimitClient(t.addresses.grpc);
   });

@@ -23,6 +23,7 @@ import {
   versionField,
 } from "../../src/overrides/kv-override-store.js";
 import { OverrideTable } from "../../src/overrides/override-table.js";
+import type { Clock } from "../../src/util/clock.js";
 import { FakeClock } from "../helpers/fake-clock.js";
 import {
   AdminService,
@@ -38,6 +39,7 @@ import {
   track,
   type RedisServer,
 } from "../helpers/redis-server.js";
+import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -60,6 +62,11 @@ let store: RedisServer;
 let redis: Redis;
 let a: Replica;
 let b: Replica;
+/**
+ * Both replicas' clock, 1 s into a minute at start: the hits a test counts on the 2-per-minute
+ * rule (across a wait for B to see an override) stay in one window.
+ */
+let clock: Clock;
 
 async function replica(): Promise<Replica> {
   const app = await startTestApp(
@@ -72,6 +79,8 @@ async function replica(): Promise<Replica> {
       CACHE_KEY_PREFIX: prefix,
       ADMIN_ENABLED: "true",
     },
+    undefined,
+    { clock },
   );
   const transport = createGrpcTransport({
     baseUrl: `http://${app.addresses.grpc}`,
@@ -104,6 +113,7 @@ const tenant = (value: string) => [{ key: "tenant", value }];
 beforeAll(async () => {
   store = track(await startRedisServer());
   redis = store.client();
+  clock = windowAlignedClock(60);
   [a, b] = await Promise.all([replica(), replica()]);
 });
 afterEach(async () => {

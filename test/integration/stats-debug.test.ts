@@ -4,6 +4,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createSocket } from "node:dgram";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { RateLimitRequestSchema, RateLimitService } from "../../src/proto.js";
+import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -35,9 +36,12 @@ afterEach(async () => {
 });
 
 async function start(env: Record<string, string> = {}): Promise<TestApp> {
+  // Counts of hits on a 2-per-minute rule: a clock 1 s into a minute keeps them in one window.
   const t = await startTestApp(
     { "rl.yaml": config },
     { DISABLE_STATS: "false", ...env },
+    undefined,
+    { clock: windowAlignedClock(60) },
   );
   apps.push(t);
   return t;

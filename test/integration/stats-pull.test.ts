@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { RateLimitRequestSchema, RateLimitService } from "../../src/proto.js";
 import { SettingsError } from "../../src/settings/settings-error.js";
 import { loadSettings } from "../../src/settings/settings.js";
+import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { freePort } from "../helpers/spawn-service.js";
 
@@ -96,6 +97,9 @@ async function start(
       PULLSTATS_ADDR: `127.0.0.1:${port}`,
       ...env,
     },
+    undefined,
+    // Counts of hits on a 2-per-minute rule: a clock 1 s into a minute keeps them in one window.
+    { clock: windowAlignedClock(60) },
   );
   apps.push(t);
   return { t, port };

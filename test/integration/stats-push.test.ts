@@ -15,6 +15,7 @@ import {
   RateLimitResponse_Code as RlCode,
   RateLimitService,
 } from "../../src/proto.js";
+import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { freePort } from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
@@ -147,6 +148,8 @@ async function start(
     { "rl.yaml": config },
     { STATS_FLUSH_INTERVAL: "100ms", DISABLE_STATS: "false", ...env },
     logger,
+    // Counts of hits on a 2-per-minute rule: a clock 1 s into a minute keeps them in one window.
+    { clock: windowAlignedClock(60) },
   );
   cleanups.push(() => t.stop());
   return t;

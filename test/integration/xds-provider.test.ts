@@ -30,6 +30,7 @@ import {
   type AdsServer,
   type RecordedRequest,
 } from "../helpers/ads-server.js";
+import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -119,6 +120,9 @@ describe("xDS provider against a management server", () => {
           "authorization:Bearer it-token,x-tenant:rl",
         HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: "true",
       }),
+      undefined,
+      // Three hits on a 2-per-minute rule: a clock 1 s into a minute keeps them in one window.
+      { clock: windowAlignedClock(60) },
     );
     rls = rlsClient(t);
   });
