@@ -20,6 +20,7 @@ import {
 import { runClient } from "../../src/cli/client.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { minuteWithRoom } from "../helpers/windows.js";
 
 const config = `
 domain: api
@@ -123,6 +124,9 @@ describe("run-time overrides (memory backend)", () => {
       },
     });
 
+    // Ten hits counted in one minute window. Waited for, not a shifted clock: the CLI test
+    // below prints expiries against the wall clock ("in 1h").
+    await minuteWithRoom(2);
     const hitsBefore = counter(
       "ratelimit.service.rate_limit.api.tenant.total_hits",
     );
