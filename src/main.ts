@@ -1,5 +1,12 @@
 import cluster from "node:cluster";
 import { createApp, type App } from "./app/create-app.js";
+import {
+  isGroupMessage,
+  type ToPrimary,
+  type ToWorker,
+  type WorkerChannel,
+} from "./app/worker-messages.js";
+import { WorkerRelay } from "./app/worker-relay.js";
 import { legacyNameWarnings } from "./settings/legacy-names.js";
 import { SettingsError } from "./settings/settings-error.js";
 import { settingsMarkdown } from "./settings/settings-markdown.js";
@@ -100,7 +107,11 @@ async function runService(workerIndex: number): Promise<void> {
   let stopTracing: (() => Promise<void>) | undefined;
   try {
     stopTracing = await startTracingIfEnabled();
-    app = await createApp(settings, { logger, workerIndex });
+    app = await createApp(settings, {
+      logger,
+      workerIndex,
+      ...(cluster.isWorker ? { workerChannel: primaryChannel() } : {}),
+    });
     // Start-up garbage out before the listeners open (idle RSS, docs/performance.md).
     const compactStartMs = performance.now();
     if (compactHeapNow())
@@ -165,6 +176,20 @@ async function startTracingIfEnabled(): Promise<
   });
 }
 
+/** A worker's IPC channel to its primary (node:cluster), carrying the group's messages. */
+function primaryChannel(): WorkerChannel<ToWorker, ToPrimary> {
+  return {
+    send(message) {
+      process.send?.(message);
+    },
+    onMessage(listener) {
+      process.on("message", (message: unknown) => {
+        if (isGroupMessage(message)) listener(message as ToWorker);
+      });
+    },
+  };
+}
+
 /**
  * The primary of `WORKERS` > 1: forks the workers (they share the listening ports through
  * node:cluster), restarts one that dies unexpectedly, and on SIGTERM/SIGINT forwards the signal
@@ -172,9 +197,27 @@ async function startTracingIfEnabled(): Promise<
  */
 function superviseWorkers(count: number): void {
   let stopping = false;
+  const relay = new WorkerRelay({
+    logger: logger.child({ component: "workers" }),
+    overrides: settings.backendType !== "kv",
+    auditLogMax: settings.adminAuditLogMax,
+  });
+  void relay.start();
   const fork = (index: number): void => {
     const worker = cluster.fork({ RATELIMIT_WORKER_INDEX: String(index) });
+    const relayWorker = {
+      id: worker.id,
+      send(message: ToWorker): void {
+        // A worker that is gone misses nothing it could still use.
+        if (worker.isConnected()) worker.send(message);
+      },
+    };
+    worker.on("message", (message: unknown) => {
+      if (isGroupMessage(message))
+        relay.receive(relayWorker, message as ToPrimary);
+    });
     worker.on("exit", (code, signal) => {
+      relay.remove(worker.id);
       if (stopping) return;
       logger.error(
         { worker: index, code, signal },

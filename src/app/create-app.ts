@@ -20,6 +20,12 @@ import {
 import { OverrideTable } from "../overrides/override-table.js";
 import { createOverridesAdmin } from "../overrides/overrides-admin.js";
 import { createOffendersAdmin } from "../offenders/offenders-admin.js";
+import {
+  groupAdminParts,
+  ReplicatedOverrideStore,
+  WorkerGroup,
+} from "./worker-group.js";
+import type { ToPrimary, ToWorker, WorkerChannel } from "./worker-messages.js";
 import { createOffenderGauges } from "../offenders/offenders-metrics.js";
 import { OffendersTracker } from "../offenders/offenders-tracker.js";
 import { createDecider } from "../limiter/decide.js";
@@ -104,6 +110,12 @@ export interface AppDependencies {
    * @defaultValue 0
    */
   readonly workerIndex?: number;
+  /**
+   * This worker's IPC channel to the primary (`WORKERS` > 1, see worker-group.ts): run-time
+   * overrides of the memory store and the TopOffenders and canary answers then cover every
+   * worker. @defaultValue none (a single process)
+   */
+  readonly workerChannel?: WorkerChannel<ToWorker, ToPrimary>;
   /**
    * Backend failure handling of the kv and mc backends (docs/failure-modes.md), replacing
    * the `BACKEND_FAILURE_*` and `BACKEND_PROBE_INTERVAL` settings (tests).
@@ -245,6 +257,22 @@ export async function createApp(
   // Run-time overrides (docs/operations.md#overrides): the table the decision probes, kept by
   // the kv store on every replica (BACKEND_TYPE=kv), else in this process only.
   const overrideTable = new OverrideTable({ clock });
+  // WORKERS > 1: the workers share overrides and answer admin calls for the whole group.
+  const workerGroup =
+    deps.workerChannel === undefined
+      ? undefined
+      : new WorkerGroup({
+          channel: deps.workerChannel,
+          logger: logger.child({ component: "workers" }),
+        });
+  const memoryOverrideStore = (local: MemoryOverrideStore): OverrideStore =>
+    workerGroup === undefined
+      ? local
+      : new ReplicatedOverrideStore(
+          local,
+          workerGroup,
+          logger.child({ component: "overrides" }),
+        );
   const overrideStore: OverrideStore =
     settings.backendType === "kv"
       ? (await import("./kv-override-store.js")).createKvOverrideStore(
@@ -252,12 +280,14 @@ export async function createApp(
           context,
           overrideTable,
         )
-      : new MemoryOverrideStore({
-          table: overrideTable,
-          clock,
-          logger: logger.child({ component: "overrides" }),
-          auditLogMax: settings.adminAuditLogMax,
-        });
+      : memoryOverrideStore(
+          new MemoryOverrideStore({
+            table: overrideTable,
+            clock,
+            logger: logger.child({ component: "overrides" }),
+            auditLogMax: settings.adminAuditLogMax,
+          }),
+        );
   // Top offenders per rule (docs/operations.md#top-offenders): nothing at all with
   // TOP_OFFENDERS_K=0 (no observer, TopOffenders answers UNIMPLEMENTED).
   const offenders =
@@ -379,6 +409,10 @@ export async function createApp(
     auditLogMax: settings.adminAuditLogMax,
     logger: logger.child({ component: "overrides" }),
   });
+  const servedAdmin =
+    workerGroup === undefined
+      ? admin
+      : groupAdminParts(admin, workerGroup, settings.topOffendersK);
   const explainService = createExplainService({
     service,
     cache,
@@ -431,7 +465,7 @@ export async function createApp(
     rlqs: (requests) => rlqs.stream(requests),
     explainBuckets,
     ...(publicExplain !== undefined ? { explain: publicExplain } : {}),
-    ...(settings.adminEnabled ? { admin } : {}),
+    ...(settings.adminEnabled ? { admin: servedAdmin } : {}),
   });
   const startedAtMs = clock.nowMs();
   let listeners: Listening[] = [];
@@ -484,7 +518,7 @@ export async function createApp(
           statsStore: statsManager.store,
           explain: explainHandler,
           explainBuckets,
-          admin,
+          admin: servedAdmin,
           console: createConsole({
             currentConfig: () => service.currentConfig(),
             health,

@@ -110,17 +110,22 @@ export class MemoryOverrideStore implements OverrideStore {
     return Promise.resolve(before);
   }
 
+  /**
+   * As {@link OverrideStore.delete}; `timeMs` (ms since the epoch, default now) is the audit
+   * record's time, so that processes replaying one change (WORKERS > 1) record one time.
+   */
   delete(
     domain: string,
     entries: readonly OverrideEntry[],
     actor: string,
     reason: string,
+    timeMs?: number,
   ): Promise<OverrideRecord | undefined> {
     this.sweep();
     const before = this.table.remove(domain, entries);
     if (before !== undefined)
       this.append({
-        timeMs: this.clock.nowMs(),
+        timeMs: timeMs ?? this.clock.nowMs(),
         domain,
         actor,
         action: "delete",
@@ -160,6 +165,45 @@ export class MemoryOverrideStore implements OverrideStore {
   close(): Promise<void> {
     clearInterval(this.timer);
     return Promise.resolve();
+  }
+
+  /**
+   * The overrides in force and the audit log (oldest first, at most `ADMIN_AUDIT_LOG_MAX`), to
+   * hand to another process ({@link importState}).
+   */
+  exportState(): {
+    overrides: OverrideRecord[];
+    audit: AuditEntry[];
+  } {
+    this.sweep();
+    return {
+      overrides: this.table.list(undefined, this.clock.nowMs()),
+      audit: this.audit.slice(-this.auditLogMax),
+    };
+  }
+
+  /**
+   * Replaces the overrides and the audit log with another process's ({@link exportState});
+   * an override whose limit no longer compiles is skipped.
+   *
+   * @returns the overrides skipped, with why
+   */
+  importState(state: {
+    readonly overrides: readonly OverrideRecord[];
+    readonly audit: readonly AuditEntry[];
+  }): { record: OverrideRecord; error: unknown }[] {
+    const skipped: { record: OverrideRecord; error: unknown }[] = [];
+    for (const record of this.table.list(undefined, Number.NEGATIVE_INFINITY))
+      this.table.remove(record.domain, record.entries);
+    for (const record of state.overrides) {
+      try {
+        this.table.put(record);
+      } catch (error) {
+        skipped.push({ record, error });
+      }
+    }
+    this.audit = state.audit.slice(-this.auditLogMax);
+    return skipped;
   }
 
   /** Removes the overrides expired now and writes their `expire` records. */
