@@ -449,6 +449,8 @@ export async function createApp(
     abandonAfterMs: settings.rlqsAbandonAfterMs,
     globalShadowMode: settings.shadowMode,
     ...(rlqsLedger !== undefined ? { ledger: rlqsLedger } : {}),
+    limitOverride: (domain, descriptor, limit) =>
+      overrideTable.find(domain, descriptor, limit),
   });
   // Explain's ExplainBucket and ListBuckets read the RLQS service's buckets (docs/rlqs.md).
   const explainBuckets = createBucketExplainHandlers(

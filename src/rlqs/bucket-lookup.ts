@@ -23,7 +23,18 @@ import type {
 import {
   RateLimitDescriptorSchema,
   RateLimitDescriptor_EntrySchema,
+  type RateLimitDescriptor,
 } from "../proto.js";
+
+/**
+ * The run-time override of a rule's limit for one descriptor (the override table's `find`,
+ * docs/operations.md "Overrides"): the limit to use instead of `limit`, or `undefined`.
+ */
+export type LimitOverride = (
+  domain: string,
+  descriptor: RateLimitDescriptor,
+  limit: RateLimit,
+) => RateLimit | undefined;
 
 /** What the service tells every stream about a bucket, and why. */
 export type BucketPolicy =
@@ -127,6 +138,7 @@ export function bucketPolicy(
   domain: string,
   bucket: Readonly<Record<string, string>>,
   globalShadowMode = false,
+  limitOverride?: LimitOverride,
 ): BucketPolicy {
   const root = config.view?.domainRules(domain);
   if (root === undefined) {
@@ -136,17 +148,16 @@ export function bucketPolicy(
   if (entries === undefined) {
     return { kind: "allow_all", reason: "no_rule", rule: "" };
   }
-  const limit = config.getLimit(
-    domain,
-    create(RateLimitDescriptorSchema, {
-      entries: entries.map(([key, value]) =>
-        create(RateLimitDescriptor_EntrySchema, { key, value }),
-      ),
-    }),
-  );
-  if (limit === undefined) {
+  const descriptor = create(RateLimitDescriptorSchema, {
+    entries: entries.map(([key, value]) =>
+      create(RateLimitDescriptor_EntrySchema, { key, value }),
+    ),
+  });
+  const ruleLimit = config.getLimit(domain, descriptor);
+  if (ruleLimit === undefined) {
     return { kind: "allow_all", reason: "no_rule", rule: "" };
   }
+  const limit = limitOverride?.(domain, descriptor, ruleLimit) ?? ruleLimit;
   if (limit.unlimited) {
     return { kind: "allow_all", reason: "unlimited", rule: limit.fullKey };
   }

@@ -26,6 +26,7 @@ import {
   bucketKey,
   bucketPolicy,
   orderBucketEntries,
+  type LimitOverride,
 } from "./bucket-lookup.js";
 import { snapshotBucket, type BucketSnapshot } from "./bucket-snapshot.js";
 import { splitBucket } from "./bucket-split.js";
@@ -57,6 +58,11 @@ export interface RlqsServiceOptions {
   readonly maxBucketStats?: number;
   /** Buckets one stream may hold; reports of more are ignored. @defaultValue 10000 */
   readonly maxBucketsPerStream?: number;
+  /**
+   * Run-time overrides (the override table's `find`): a bucket whose descriptor has one is
+   * split at the override's rate from the next split on. @defaultValue none
+   */
+  readonly limitOverride?: LimitOverride;
 }
 
 /** The service: the stream handler, the split timer and a manual tick for tests. */
@@ -192,6 +198,7 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
     globalShadowMode = false,
     maxBucketStats = 1_000,
     maxBucketsPerStream = 10_000,
+    limitOverride,
   } = options;
   const ledger: QuotaLedger = options.ledger ?? new MemoryQuotaLedger();
   const ttlSeconds = Math.max(1, Math.floor(assignmentTtlMs / 1000));
@@ -251,6 +258,7 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
       domain,
       bucket.entries,
       globalShadowMode,
+      limitOverride,
     );
     const demands = await ledger.demands(bucket.ledgerKey);
     const ids = [...demands.keys()];
@@ -507,7 +515,13 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
   ): Promise<BucketSnapshot | undefined> {
     const config = currentConfig();
     if (config === undefined) return undefined;
-    const policy = bucketPolicy(config, domain, entries, globalShadowMode);
+    const policy = bucketPolicy(
+      config,
+      domain,
+      entries,
+      globalShadowMode,
+      limitOverride,
+    );
     const root = config.view?.domainRules(domain);
     const ordered =
       (root === undefined ? undefined : orderBucketEntries(root, entries)) ??

@@ -91,6 +91,34 @@ describe.each(["builtin", "node"] as const)(
       expect(await a.done).toBeUndefined();
     });
 
+    it("splits at a run-time override's rate from the next split on, and at the rule's once it is deleted", async () => {
+      const a = new FakeEnvoy(t);
+      a.report("gold");
+      await waitFor(() => a.rate("gold") === 100, "the rule's L");
+      const admin = async (method: string, body: unknown): Promise<void> => {
+        const res = await fetch(
+          `http://${t.addresses.debug}/ratelimit.admin.v1.AdminService/${method}`,
+          {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify(body),
+          },
+        );
+        expect(res.status).toBe(200);
+      };
+      const entries = [{ key: "tenant", value: "gold" }];
+      await admin("SetOverride", {
+        domain: "rlqs",
+        entries,
+        limit: { requestsPerUnit: 40 },
+      });
+      await waitFor(() => a.rate("gold") === 40, "the override's L");
+      await admin("DeleteOverride", { domain: "rlqs", entries });
+      await waitFor(() => a.rate("gold") === 100, "the rule's L again");
+      a.end();
+      expect(await a.done).toBeUndefined();
+    });
+
     it("ends a stream whose first report has no domain with INVALID_ARGUMENT", async () => {
       const a = new FakeEnvoy(t);
       a.report("gold", 0, 0, "");

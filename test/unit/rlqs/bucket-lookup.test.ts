@@ -7,6 +7,13 @@ import {
   orderBucketEntries,
 } from "../../../src/rlqs/bucket-lookup.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
+import { create } from "@bufbuild/protobuf";
+import { OverrideTable } from "../../../src/overrides/override-table.js";
+import {
+  OverrideLimitSchema,
+  RateLimitResponse_RateLimit_Unit as Unit,
+} from "../../../src/proto.js";
+import { FakeClock } from "../../helpers/fake-clock.js";
 
 const yaml = `
 domain: rlqs
@@ -104,5 +111,66 @@ describe("bucket lookup", () => {
   it("keys a bucket the same whatever its key order", () => {
     expect(bucketKey({ a: "A", b: "B" })).toBe(bucketKey({ b: "B", a: "A" }));
     expect(bucketKey({ a: "x&b=y" })).not.toBe(bucketKey({ a: "x", b: "y" }));
+  });
+
+  it("splits at a run-time override's rate, while it is in force", () => {
+    const c = config();
+    const clock = new FakeClock(1_800_000_000);
+    const table = new OverrideTable({ clock });
+    const override = table.find.bind(table);
+    const set = (
+      value: string,
+      init: Record<string, unknown>,
+      expireMs?: number,
+    ) =>
+      table.put({
+        domain: "rlqs",
+        entries: [{ key: "tenant", value }],
+        limit: create(OverrideLimitSchema, {
+          unitMultiplier: 1,
+          algorithm: "fixed_window",
+          ...init,
+        }),
+        expireMs,
+        reason: "",
+        actor: "test",
+        updateMs: clock.nowMs(),
+      });
+    set(
+      "gold",
+      { requestsPerUnit: 500, unit: Unit.SECOND },
+      clock.nowMs() + 10_000,
+    );
+    set("shared", { unlimited: true, unitMultiplier: 0, algorithm: "" });
+    set("tb", { requestsPerUnit: 0, unit: Unit.MINUTE });
+    expect(
+      bucketPolicy(c, "rlqs", { tenant: "gold" }, false, override),
+    ).toMatchObject({
+      kind: "limited",
+      ratePerSecond: 500,
+      rule: "rlqs.tenant_gold",
+    });
+    expect(
+      bucketPolicy(c, "rlqs", { tenant: "shared" }, false, override),
+    ).toMatchObject({
+      kind: "allow_all",
+      reason: "unlimited",
+    });
+    expect(
+      bucketPolicy(c, "rlqs", { tenant: "tb" }, false, override),
+    ).toMatchObject({
+      kind: "limited",
+      ratePerSecond: 0,
+    });
+    // Without the table, or once the override expired: the rule's rate.
+    expect(bucketPolicy(c, "rlqs", { tenant: "gold" })).toMatchObject({
+      ratePerSecond: 100,
+    });
+    clock.seconds += 11;
+    expect(
+      bucketPolicy(c, "rlqs", { tenant: "gold" }, false, override),
+    ).toMatchObject({
+      ratePerSecond: 100,
+    });
   });
 });
