@@ -124,6 +124,20 @@ interface StreamBucket {
   readonly entries: Readonly<Record<string, string>>;
   /** Last report with a request in it (or the subscription), server ms. */
   lastActiveMs: number;
+  /** The assignment last pushed to this stream ({@link actionSignature}). */
+  lastPushed?: string;
+}
+
+/** What a bucket action tells Envoy, as a string: equal strings, the same instruction. */
+function actionSignature(action: RateLimitQuotaResponse_BucketAction): string {
+  const kind = action.bucketAction;
+  if (kind.case !== "quotaAssignmentAction") return kind.case ?? "";
+  const strategy = kind.value.rateLimitStrategy?.strategy;
+  if (strategy?.case === "tokenBucket")
+    return `tb:${String(strategy.value.maxTokens)}:${String(strategy.value.tokensPerFill ?? 0)}:${String(strategy.value.fillInterval?.seconds ?? 0)}`;
+  if (strategy?.case === "blanketRule")
+    return `blanket:${String(strategy.value)}`;
+  return strategy?.case ?? "";
 }
 
 interface BucketStats {
@@ -202,6 +216,12 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
   } = options;
   const ledger: QuotaLedger = options.ledger ?? new MemoryQuotaLedger();
   const ttlSeconds = Math.max(1, Math.floor(assignmentTtlMs / 1000));
+  // A report with new demand re-splits its bucket at once, but a bucket is re-split so at most
+  // once per fifth of the interval: with N Envoys reporting every interval, that bounds the
+  // pushes per bucket to about 6N per interval (5 re-splits and the tick) instead of N².
+  const minResplitMs = Math.max(1, Math.floor(reportIntervalMs / 5));
+  /** Last split of each bucket (ledger key), server ms. */
+  const lastSplitMs = new Map<string, number>();
   const streams = new Map<string, QuotaStream>();
   const streamGauge = stats.gauge(statNames.rlqsStreams);
   const ignoredBuckets = stats.counter(statNames.rlqsIgnoredBuckets);
@@ -276,19 +296,32 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
     return out;
   }
 
-  /** Splits the given buckets and pushes one response per stream holding all its actions. */
+  /**
+   * Splits the given buckets and pushes one response per stream holding all its actions;
+   * with `onlyChanged`, an action equal to the one last pushed to that stream is left out
+   * (the tick pushes every action: it renews their time to live).
+   */
   async function pushSplits(
     buckets: Iterable<{ domain: string; bucket: StreamBucket }>,
     extra?: Map<QuotaStream, RateLimitQuotaResponse_BucketAction[]>,
+    onlyChanged = false,
   ): Promise<void> {
     const perStream =
       extra ?? new Map<QuotaStream, RateLimitQuotaResponse_BucketAction[]>();
+    const nowMs = clock.nowMs();
     for (const { domain, bucket } of buckets) {
       const actions = await splitStreams(domain, bucket);
       if (actions === undefined) continue;
+      lastSplitMs.set(bucket.ledgerKey, nowMs);
       for (const [id, action] of actions) {
         const stream = streams.get(id);
         if (stream === undefined) continue;
+        const held = stream.buckets.get(bucket.ledgerKey);
+        if (held !== undefined) {
+          const signature = actionSignature(action);
+          if (onlyChanged && held.lastPushed === signature) continue;
+          held.lastPushed = signature;
+        }
         let list = perStream.get(stream);
         if (list === undefined) {
           list = [];
@@ -378,11 +411,19 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
         bucket.lastActiveMs = nowMs;
       }
       // A new subscription, and a report that brings a new measurement of demand, are
-      // answered at once with every stream's new share: waiting for the next tick left a
-      // light Envoy's unused fair share idle for up to one report interval.
-      if (first || allowed + denied > 0) subscribed.push({ domain, bucket });
+      // answered at once with the new shares of the streams whose share changed: waiting for
+      // the next tick left a light Envoy's unused fair share idle for up to one report
+      // interval. A bucket split less than `minResplitMs` ago waits for the next report or
+      // the tick.
+      if (
+        first ||
+        (allowed + denied > 0 &&
+          nowMs - (lastSplitMs.get(ledgerKey) ?? Number.NEGATIVE_INFINITY) >=
+            minResplitMs)
+      )
+        subscribed.push({ domain, bucket });
     }
-    if (subscribed.length > 0) await pushSplits(subscribed);
+    if (subscribed.length > 0) await pushSplits(subscribed, undefined, true);
   }
 
   async function tick(): Promise<void> {
@@ -416,6 +457,8 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
       }
     }
     await pushSplits(buckets.values(), abandoned);
+    for (const ledgerKey of lastSplitMs.keys())
+      if (!buckets.has(ledgerKey)) lastSplitMs.delete(ledgerKey);
     // Buckets no stream holds any more show 0 streams and 0 tokens.
     for (const { domain, bucket } of buckets.values()) {
       const demands = await ledger.demands(bucket.ledgerKey);

@@ -258,6 +258,8 @@ describe("RLQS service", () => {
     a.report({ tenant: "gold" }, 300, 300); // 120/s
     b.report({ tenant: "gold" }, 100, 0); // 20/s
     await settle();
+    // B's report came in the same instant as A's re-split: it is pushed by the tick.
+    await service.tick();
     const gold = await service.describeBucket("rlqs", { tenant: "gold" });
     expect(gold!.streams.map((s) => s.local)).toEqual([true, true]);
     expect(gold!.streams.map((s) => s.demandPerSecond)).toEqual([120, 20]);
@@ -286,6 +288,39 @@ describe("RLQS service", () => {
     await Promise.all([a.done, b.done]);
     // Closed streams leave their buckets.
     expect((await service.listBuckets())!.buckets).toEqual([]);
+    service.close();
+  });
+
+  it("pushes about 6N actions per bucket per interval to N reporting streams, not N²", async () => {
+    const { clock, service } = setup();
+    const n = 40;
+    const clients = Array.from(
+      { length: n },
+      () => new Client((r) => service.stream(r)),
+    );
+    for (const c of clients) c.report({ tenant: "gold" });
+    await settle();
+    await service.tick();
+    const pushed = () =>
+      clients.reduce((sum, c) => sum + c.responses.length, 0);
+    const before = pushed();
+    // One interval (5 s): each stream reports its demand once, the reports spread evenly. The
+    // demands add up to less than L, so the surplus spread over all streams moves with each
+    // report: every re-split changes every stream's share.
+    for (let i = 0; i < n; i++) {
+      clock.seconds += 5 / n;
+      clients[i]!.report({ tenant: "gold" }, 1 + (i % 4), 0);
+      await settle();
+    }
+    await service.tick();
+    const perInterval = pushed() - before;
+    expect(perInterval).toBeGreaterThanOrEqual(n); // the tick reaches every stream
+    expect(perInterval).toBeLessThanOrEqual(6 * n);
+    // The shares pushed last add up to at most L.
+    const rates = clients.map((c) => c.last("gold") as number);
+    expect(rates.reduce((x, y) => x + y, 0)).toBeLessThanOrEqual(100);
+    for (const c of clients) c.end();
+    await Promise.all(clients.map((c) => c.done));
     service.close();
   });
 
