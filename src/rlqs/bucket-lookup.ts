@@ -180,6 +180,29 @@ export function bucketKey(bucket: Readonly<Record<string, string>>): string {
     .join("&");
 }
 
+/**
+ * The entries of a canonical bucket key ({@link bucketKey}); `undefined` for a string that is
+ * not one.
+ */
+export function parseBucketKey(
+  key: string,
+): Record<string, string> | undefined {
+  if (key === "") return undefined;
+  const entries: Record<string, string> = {};
+  for (const part of key.split("&")) {
+    const eq = part.indexOf("=");
+    if (eq < 0) return undefined;
+    entries[unescapePart(part.slice(0, eq))] = unescapePart(part.slice(eq + 1));
+  }
+  return entries;
+}
+
+function unescapePart(text: string): string {
+  return text.replace(/%(25|26|3d)/g, (_, hex: string) =>
+    String.fromCharCode(parseInt(hex, 16)),
+  );
+}
+
 function escapePart(text: string): string {
   return text.replace(/[%&=]/g, (c) => "%" + c.charCodeAt(0).toString(16));
 }

@@ -78,6 +78,14 @@ function replicaOf(stream: string): string | undefined {
   return dot > 0 ? stream.slice(0, dot) : undefined;
 }
 
+/**
+ * The set of the buckets (ledger keys) with a hash in the store, for ListBuckets: added to at
+ * every write of a stream's field, pruned of buckets whose hash expired when listed.
+ */
+export function kvLedgerBucketsKey(prefix: string): string {
+  return `${prefix}ratelimit_rlqs_buckets`;
+}
+
 /** The channel on which replicas announce changed buckets. */
 export function kvLedgerChannel(prefix: string): string {
   return `${prefix}ratelimit_rlqs_changes`;
@@ -382,6 +390,30 @@ export class KvQuotaLedger implements QuotaLedger {
     }
   }
 
+  /**
+   * Every bucket with a hash in the store (any replica's streams), from the bucket set; the
+   * members whose hash has expired are removed from the set. One SMEMBERS, then one EXISTS per
+   * member. `undefined` (and the failure counted) when the store fails.
+   */
+  async bucketKeys(): Promise<readonly string[] | undefined> {
+    const setKey = kvLedgerBucketsKey(this.prefix);
+    try {
+      const members = await this.client.smembers(setKey);
+      const exists = await Promise.all(
+        members.map((bucket) =>
+          this.client.exists(kvLedgerKey(this.prefix, bucket)),
+        ),
+      );
+      const gone = members.filter((_, i) => exists[i] === 0);
+      if (gone.length > 0) await this.client.srem(setKey, ...gone);
+      this.recovered();
+      return members.filter((_, i) => exists[i] !== 0);
+    } catch (err) {
+      this.failed(err);
+      return undefined;
+    }
+  }
+
   /** Writes a local stream's field (and the hash's expiry); announces a changed demand. */
   private async write(
     bucket: string,
@@ -403,6 +435,7 @@ export class KvQuotaLedger implements QuotaLedger {
         this.client.hset(key, stream, JSON.stringify(stored)),
         // A hash whose every holder is gone expires by itself.
         this.client.pexpire(key, 2 * this.staleAfterMs),
+        this.client.sadd(kvLedgerBucketsKey(this.prefix), bucket),
       ]);
       state.writtenMs = nowMs;
       // After the write: a replica that hears of it reads the new field.

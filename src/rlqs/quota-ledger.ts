@@ -52,6 +52,12 @@ export interface QuotaLedger {
    * Absent on a ledger that has nothing more than its demands to show.
    */
   peek?(bucket: string): Promise<LedgerReading>;
+  /**
+   * The buckets (ledger keys) some stream of any replica sharing the ledger holds, in no
+   * particular order, for ListBuckets; `undefined` when they cannot be read now. Absent on a
+   * ledger of one replica (the service lists its own streams' buckets).
+   */
+  bucketKeys?(): Promise<readonly string[] | undefined>;
 }
 
 /** One stream of a bucket as {@link QuotaLedger.peek} reads it. */

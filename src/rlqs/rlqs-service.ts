@@ -13,6 +13,7 @@ import type { Logger } from "pino";
 import type { RateLimitConfig } from "../config/rate-limit-config.js";
 import {
   RateLimitQuotaResponseSchema,
+  RateLimitStrategy_BlanketRule,
   type BucketId,
   type RateLimitQuotaResponse,
   type RateLimitQuotaResponse_BucketAction,
@@ -26,6 +27,7 @@ import {
   bucketKey,
   bucketPolicy,
   orderBucketEntries,
+  parseBucketKey,
   type LimitOverride,
 } from "./bucket-lookup.js";
 import { snapshotBucket, type BucketSnapshot } from "./bucket-snapshot.js";
@@ -98,8 +100,10 @@ export interface RlqsService {
     entries: Readonly<Record<string, string>>,
   ): Promise<BucketSnapshot | undefined>;
   /**
-   * Describes every bucket this replica's streams are subscribed to, as
-   * {@link RlqsService.describeBucket} does, sorted by domain then canonical entries.
+   * Describes every bucket a stream is subscribed to, as {@link RlqsService.describeBucket}
+   * does, sorted by domain then canonical entries: this replica's streams' buckets, and with a
+   * shared ledger (kv) the other replicas' too (a bucket whose every stream is gone is left
+   * out).
    *
    * @param domain - only this domain's buckets; every domain when undefined or ""
    * @param maxBuckets - at most this many are described (the first in that order)
@@ -126,6 +130,28 @@ interface StreamBucket {
   lastActiveMs: number;
   /** The assignment last pushed to this stream ({@link actionSignature}). */
   lastPushed?: string;
+  /** Its rate ({@link actionRate}). */
+  lastRate?: number;
+}
+
+/**
+ * The rate an action lets through, requests per second: a token bucket's tokens per fill over
+ * its interval, 0 for DENY_ALL, infinity for ALLOW_ALL (and anything else).
+ */
+function actionRate(action: RateLimitQuotaResponse_BucketAction): number {
+  const kind = action.bucketAction;
+  if (kind.case !== "quotaAssignmentAction") return Number.POSITIVE_INFINITY;
+  const strategy = kind.value.rateLimitStrategy?.strategy;
+  if (strategy?.case === "tokenBucket") {
+    const seconds = Number(strategy.value.fillInterval?.seconds ?? 0n);
+    return seconds > 0 ? (strategy.value.tokensPerFill ?? 0) / seconds : 0;
+  }
+  if (
+    strategy?.case === "blanketRule" &&
+    strategy.value === RateLimitStrategy_BlanketRule.DENY_ALL
+  )
+    return 0;
+  return Number.POSITIVE_INFINITY;
 }
 
 /** What a bucket action tells Envoy, as a string: equal strings, the same instruction. */
@@ -216,12 +242,47 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
   } = options;
   const ledger: QuotaLedger = options.ledger ?? new MemoryQuotaLedger();
   const ttlSeconds = Math.max(1, Math.floor(assignmentTtlMs / 1000));
-  // A report with new demand re-splits its bucket at once, but a bucket is re-split so at most
-  // once per fifth of the interval: with N Envoys reporting every interval, that bounds the
-  // pushes per bucket to about 6N per interval (5 re-splits and the tick) instead of N².
+  // Between ticks, a change of a bucket's streams or demands is split at once, but of the new
+  // shares only those that shrink are pushed at once (so that the shares in force never add
+  // up to more than L); those that grow wait until `minResplitMs` after the bucket's last
+  // growth push, and are pushed together. With N Envoys reporting every interval this bounds
+  // the growth pushes of a bucket to about 5N per interval instead of N².
   const minResplitMs = Math.max(1, Math.floor(reportIntervalMs / 5));
-  /** Last split of each bucket (ledger key), server ms. */
-  const lastSplitMs = new Map<string, number>();
+  /** Last push of grown shares of each bucket (ledger key), server ms. */
+  const lastGrowthMs = new Map<string, number>();
+  /** Growth pushes put off, by ledger key. */
+  const deferred = new Map<string, NodeJS.Timeout>();
+
+  /**
+   * Pushes a changed bucket's shrunk shares at once, and its grown shares at once when the
+   * last growth push of the bucket is `minResplitMs` old, else when it will be (one pending
+   * push per bucket).
+   */
+  async function resplit(domain: string, bucket: StreamBucket): Promise<void> {
+    const ledgerKey = bucket.ledgerKey;
+    const waitMs =
+      (lastGrowthMs.get(ledgerKey) ?? Number.NEGATIVE_INFINITY) +
+      minResplitMs -
+      clock.nowMs();
+    if (waitMs <= 0) {
+      await pushSplits([{ domain, bucket }], undefined, "changed");
+      return;
+    }
+    const held = await pushSplits([{ domain, bucket }], undefined, "shrunk");
+    if (!held || deferred.has(ledgerKey)) return;
+    const timer = setTimeout(() => {
+      deferred.delete(ledgerKey);
+      serially(() =>
+        pushSplits([{ domain, bucket }], undefined, "changed").then(
+          () => undefined,
+        ),
+      ).catch((err: unknown) => {
+        logger.error({ err }, "RLQS split failed");
+      });
+    }, waitMs);
+    timer.unref();
+    deferred.set(ledgerKey, timer);
+  }
   const streams = new Map<string, QuotaStream>();
   const streamGauge = stats.gauge(statNames.rlqsStreams);
   const ignoredBuckets = stats.counter(statNames.rlqsIgnoredBuckets);
@@ -297,30 +358,43 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
   }
 
   /**
-   * Splits the given buckets and pushes one response per stream holding all its actions;
-   * with `onlyChanged`, an action equal to the one last pushed to that stream is left out
-   * (the tick pushes every action: it renews their time to live).
+   * Splits the given buckets and pushes one response per stream holding all its actions.
+   * `mode`: `all` pushes every action (the tick: it renews their time to live); `changed`
+   * leaves out an action equal to the one last pushed to that stream; `shrunk` pushes only
+   * the actions that lower the stream's rate, and holds the others back.
+   *
+   * @returns whether an action was held back (`shrunk`)
    */
   async function pushSplits(
     buckets: Iterable<{ domain: string; bucket: StreamBucket }>,
     extra?: Map<QuotaStream, RateLimitQuotaResponse_BucketAction[]>,
-    onlyChanged = false,
-  ): Promise<void> {
+    mode: "all" | "changed" | "shrunk" = "all",
+  ): Promise<boolean> {
     const perStream =
       extra ?? new Map<QuotaStream, RateLimitQuotaResponse_BucketAction[]>();
     const nowMs = clock.nowMs();
+    let heldBack = false;
     for (const { domain, bucket } of buckets) {
       const actions = await splitStreams(domain, bucket);
       if (actions === undefined) continue;
-      lastSplitMs.set(bucket.ledgerKey, nowMs);
+      let grew = false;
       for (const [id, action] of actions) {
         const stream = streams.get(id);
         if (stream === undefined) continue;
         const held = stream.buckets.get(bucket.ledgerKey);
         if (held !== undefined) {
           const signature = actionSignature(action);
-          if (onlyChanged && held.lastPushed === signature) continue;
+          if (mode !== "all" && held.lastPushed === signature) continue;
+          const rate = actionRate(action);
+          if (rate > (held.lastRate ?? Number.POSITIVE_INFINITY)) {
+            if (mode === "shrunk") {
+              heldBack = true;
+              continue;
+            }
+            grew = true;
+          }
           held.lastPushed = signature;
+          held.lastRate = rate;
         }
         let list = perStream.get(stream);
         if (list === undefined) {
@@ -329,8 +403,10 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
         }
         list.push(action);
       }
+      if (grew || mode === "all") lastGrowthMs.set(bucket.ledgerKey, nowMs);
     }
     for (const [stream, actions] of perStream) stream.push(actions);
+    return heldBack;
   }
 
   async function receive(
@@ -365,6 +441,7 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
     const domain = stream.domain;
     const nowMs = clock.nowMs();
     const subscribed: { domain: string; bucket: StreamBucket }[] = [];
+    const changed: { domain: string; bucket: StreamBucket }[] = [];
     for (const usage of reports.bucketQuotaUsages) {
       const entries = usage.bucketId?.bucket ?? {};
       const isNew = usage.bucketId !== undefined;
@@ -410,20 +487,16 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
       } else if (allowed + denied > 0) {
         bucket.lastActiveMs = nowMs;
       }
-      // A new subscription, and a report that brings a new measurement of demand, are
-      // answered at once with the new shares of the streams whose share changed: waiting for
-      // the next tick left a light Envoy's unused fair share idle for up to one report
-      // interval. A bucket split less than `minResplitMs` ago waits for the next report or
-      // the tick.
-      if (
-        first ||
-        (allowed + denied > 0 &&
-          nowMs - (lastSplitMs.get(ledgerKey) ?? Number.NEGATIVE_INFINITY) >=
-            minResplitMs)
-      )
-        subscribed.push({ domain, bucket });
+      // A new subscription is answered at once (the newcomer's share, the others' shrunk
+      // ones); a report that brings a new measurement of demand re-splits the bucket (see
+      // `resplit`): waiting for the next tick left a light Envoy's unused fair share idle for
+      // up to one report interval.
+      if (first) subscribed.push({ domain, bucket });
+      else if (allowed + denied > 0) changed.push({ domain, bucket });
     }
-    if (subscribed.length > 0) await pushSplits(subscribed, undefined, true);
+    if (subscribed.length > 0)
+      await pushSplits(subscribed, undefined, "changed");
+    for (const { domain: d, bucket } of changed) await resplit(d, bucket);
   }
 
   async function tick(): Promise<void> {
@@ -456,9 +529,12 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
         buckets.set(ledgerKey, { domain, bucket });
       }
     }
+    // The tick splits every bucket: the re-splits put off are done.
+    for (const pending of deferred.values()) clearTimeout(pending);
+    deferred.clear();
     await pushSplits(buckets.values(), abandoned);
-    for (const ledgerKey of lastSplitMs.keys())
-      if (!buckets.has(ledgerKey)) lastSplitMs.delete(ledgerKey);
+    for (const ledgerKey of lastGrowthMs.keys())
+      if (!buckets.has(ledgerKey)) lastGrowthMs.delete(ledgerKey);
     // Buckets no stream holds any more show 0 streams and 0 tokens.
     for (const { domain, bucket } of buckets.values()) {
       const demands = await ledger.demands(bucket.ledgerKey);
@@ -529,8 +605,9 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
     for (const stream of streams.values()) {
       const bucket = stream.buckets.get(ledgerKey);
       if (bucket !== undefined && stream.domain !== undefined) {
-        // One split answers every local stream of the bucket.
-        await pushSplits([{ domain: stream.domain, bucket }]);
+        // One split answers every local stream of the bucket; as for a local report, shrunk
+        // shares at once, grown ones at most every `minResplitMs`.
+        await resplit(stream.domain, bucket);
         return;
       }
     }
@@ -600,6 +677,17 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
             entries: bucket.entries,
           });
     }
+    const local = new Set(held.keys());
+    for (const ledgerKey of (await ledger.bucketKeys?.()) ?? []) {
+      if (held.has(ledgerKey)) continue;
+      const bucket = parseLedgerKey(ledgerKey);
+      if (
+        bucket === undefined ||
+        (domain !== undefined && domain !== "" && bucket.domain !== domain)
+      )
+        continue;
+      held.set(ledgerKey, bucket);
+    }
     // The ledger key is the domain, a NUL, then the canonical entries: sorting by it sorts by
     // domain, then entries.
     const keys = [...held.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
@@ -608,7 +696,12 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
       const bucket = held.get(key);
       if (bucket === undefined) continue;
       const snapshot = await describeBucket(bucket.domain, bucket.entries);
-      if (snapshot !== undefined) buckets.push(snapshot);
+      // Another replica's bucket whose streams have all gone (stale fields) is not held.
+      if (
+        snapshot !== undefined &&
+        (local.has(key) || snapshot.streams.length > 0)
+      )
+        buckets.push(snapshot);
     }
     return { buckets, truncated: keys.length > maxBuckets };
   }
@@ -634,6 +727,8 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
     close() {
       if (timer !== undefined) clearInterval(timer);
       timer = undefined;
+      for (const pending of deferred.values()) clearTimeout(pending);
+      deferred.clear();
       for (const stream of streams.values()) stream.finish();
     },
     get streamCount() {
@@ -645,6 +740,18 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
 }
 
 /** The ledger's key of a bucket: its domain, a NUL, then its canonical entries ({@link bucketKey}). */
+/** The domain and entries of a ledger key ({@link ledgerKeyOf}); `undefined` if not one. */
+export function parseLedgerKey(
+  ledgerKey: string,
+): { domain: string; entries: Record<string, string> } | undefined {
+  const nul = ledgerKey.indexOf("\u0000");
+  if (nul < 0) return undefined;
+  const entries = parseBucketKey(ledgerKey.slice(nul + 1));
+  return entries === undefined
+    ? undefined
+    : { domain: ledgerKey.slice(0, nul), entries };
+}
+
 export function ledgerKeyOf(
   domain: string,
   entries: Readonly<Record<string, string>>,

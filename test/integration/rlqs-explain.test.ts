@@ -331,6 +331,36 @@ describe("ExplainBucket on two replicas sharing the kv store", () => {
     for (const s of [a1, a2, b1]) s.end();
     for (const s of [a1, a2, b1]) expect(await s.done).toBeUndefined();
   });
+
+  it("lists on one replica the buckets only the other replica's streams hold", async () => {
+    const a1 = new FakeEnvoy(replicaA);
+    a1.report("gold");
+    a1.report("no-rule");
+    await waitFor(() => a1.rate("gold") === 100, "a1 holds gold");
+    const listed = await debugExplain(replicaB).listBuckets({});
+    expect(
+      listed.buckets.map((b) => [
+        b.domain,
+        b.entries.map((e) => `${e.key}=${e.value}`).join(","),
+        b.streams.map((s) => s.local),
+      ]),
+    ).toEqual([
+      ["rlqs", "tenant=gold", [false]],
+      ["rlqs", "tenant=no-rule", [false]],
+    ]);
+    expect(listed.truncated).toBe(false);
+    expect(
+      (await debugExplain(replicaB).listBuckets({ domain: "other" })).buckets,
+    ).toEqual([]);
+    a1.end();
+    expect(await a1.done).toBeUndefined();
+    // A closed stream leaves its buckets: neither replica lists them any more.
+    await waitFor(
+      async () =>
+        (await debugExplain(replicaB).listBuckets({})).buckets.length === 0,
+      "B to list no bucket",
+    );
+  });
 });
 
 describe("KvQuotaLedger.peek", () => {

@@ -5,6 +5,7 @@ import {
   bucketKey,
   bucketPolicy,
   orderBucketEntries,
+  parseBucketKey,
 } from "../../../src/rlqs/bucket-lookup.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { create } from "@bufbuild/protobuf";
@@ -172,5 +173,16 @@ describe("bucket lookup", () => {
     ).toMatchObject({
       ratePerSecond: 100,
     });
+  });
+
+  it("reads a canonical bucket key back into its entries", () => {
+    for (const bucket of [
+      { tenant: "gold" },
+      { b: "B", a: "A" },
+      { "k=&%": "v=1&w=%26", "": "" },
+    ])
+      expect(parseBucketKey(bucketKey(bucket))).toEqual(bucket);
+    expect(parseBucketKey("")).toBeUndefined();
+    expect(parseBucketKey("novalue")).toBeUndefined();
   });
 });

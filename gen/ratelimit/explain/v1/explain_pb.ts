@@ -1433,9 +1433,9 @@ export const ExplainService: GenService<{
     output: typeof ExplainBucketResponseSchema;
   },
   /**
-   * Lists the RLQS buckets the streams of this replica are subscribed to, each explained as
-   * ExplainBucket would (with the kv ledger, the other replicas' streams of those buckets
-   * included), sorted by domain then entries.
+   * Lists the RLQS buckets streams are subscribed to, each explained as ExplainBucket would:
+   * this replica's streams' buckets, and with the kv ledger every replica's (a bucket with
+   * its streams of every replica), sorted by domain then entries.
    *
    * @generated from rpc ratelimit.explain.v1.ExplainService.ListBuckets
    */
