@@ -443,6 +443,114 @@ describe("OverrideTable", () => {
   });
 });
 
+describe("OverrideTable storage", () => {
+  const rpu = (table: OverrideTable, value: string): number | undefined =>
+    table.get("api", [{ key: "tenant", value }])?.limit.requestsPerUnit;
+
+  it("resyncs a domain in chunks, keeping what was set meanwhile and dropping what the store no longer holds", () => {
+    const { table, clock } = setup();
+    const minute = (n: number) => ({ requestsPerUnit: n, unit: Unit.MINUTE });
+    for (const [value, n] of [
+      ["kept", 1],
+      ["changed", 2],
+      ["gone", 3],
+      ["bad", 4],
+    ] as const)
+      table.put(record([["tenant", value]], minute(n)));
+    const resync = table.beginResync("api");
+    resync.put(record([["tenant", "kept"]], minute(1)));
+    resync.put(record([["tenant", "changed"]], minute(20)));
+    // Set through the table while the resync runs (an announcement heard between chunks).
+    table.put(record([["tenant", "meanwhile"]], minute(5)));
+    table.remove("api", [{ key: "tenant", value: "kept" }]);
+    resync.put(record([["tenant", "kept"]], minute(1)));
+    resync.put(record([["tenant", "new"]], minute(6)));
+    resync.put(record([["tenant", "new"]], minute(6))); // HSCAN may return a field twice
+    expect(() => {
+      resync.put(
+        record([["tenant", "bad"]], {
+          ...minute(0),
+          algorithm: "token_bucket",
+        }),
+      );
+    }).toThrow(/limit\./);
+    expect(() => {
+      resync.put({ ...record([["tenant", "x"]], minute(1)), domain: "other" });
+    }).toThrow(RangeError);
+    expect(resync.finish()).toBe(2); // gone, bad
+    expect(
+      table
+        .list("api", clock.nowMs())
+        .map((r) => [r.entries[0]?.value, r.limit.requestsPerUnit]),
+    ).toEqual([
+      ["changed", 20],
+      ["kept", 1],
+      ["meanwhile", 5],
+      ["new", 6],
+    ]);
+    expect(table.size).toBe(4);
+  });
+
+  it("reuses a removed override's slot, and its expiry takes only the override it was set for", () => {
+    const { config, table, clock } = setup();
+    table.put(
+      record(
+        [["tenant", "a"]],
+        { requestsPerUnit: 1, unit: Unit.MINUTE },
+        { expireMs: clock.nowMs() + 1000, reason: "first", actor: "alice" },
+      ),
+    );
+    table.remove("api", [{ key: "tenant", value: "a" }]);
+    // Takes the freed slot.
+    table.put(
+      record(
+        [["tenant", "b"]],
+        { requestsPerUnit: 2, unit: Unit.MINUTE },
+        { reason: "second", actor: "bob", updateMs: 5 },
+      ),
+    );
+    clock.seconds += 2;
+    expect(table.takeExpired(clock.nowMs())).toEqual([]);
+    expect(rpu(table, "a")).toBeUndefined();
+    expect(table.get("api", [{ key: "tenant", value: "b" }])).toMatchObject({
+      reason: "second",
+      actor: "bob",
+      updateMs: 5,
+      expireMs: undefined,
+    });
+    expect(
+      decided(config, table, descriptor(["tenant", "b"]))?.requestsPerUnit,
+    ).toBe(2);
+    expect(table.size).toBe(1);
+  });
+
+  it("holds as many overrides as are put, through growth and removal", () => {
+    const { config, table } = setup();
+    for (let i = 0; i < 5000; i++)
+      table.put(
+        record([["tenant", `t${String(i)}`]], {
+          requestsPerUnit: i,
+          unit: Unit.MINUTE,
+        }),
+      );
+    for (let i = 0; i < 5000; i += 2)
+      table.remove("api", [{ key: "tenant", value: `t${String(i)}` }]);
+    for (let i = 5000; i < 6000; i++)
+      table.put(
+        record([["tenant", `t${String(i)}`]], {
+          requestsPerUnit: i,
+          unit: Unit.MINUTE,
+        }),
+      );
+    expect(table.size).toBe(3500);
+    for (const i of [0, 1, 2, 4999, 5000, 5999])
+      expect(
+        decided(config, table, descriptor(["tenant", `t${String(i)}`]))
+          ?.requestsPerUnit,
+      ).toBe(i < 5000 && i % 2 === 0 ? 10 : i);
+  });
+});
+
 describe("override keys", () => {
   it("spells a descriptor canonically, in entry order, escaping separators", () => {
     const entries = [
