@@ -3,9 +3,12 @@
 //
 // Layout under `CACHE_KEY_PREFIX` (`<p>`):
 // - `<p>ratelimit_overrides_<domain>`: a hash per domain, field = the descriptor text
-//   (`tenant=acme,plan=gold`), value = the `Override` message's proto3 JSON; plus the field
-//   `#version` (no descriptor text lacks an `=`), raised by every change in the same script
-//   that makes it, so a replica can tell whether its copy of the domain is current;
+//   (`tenant=acme,plan=gold`), value = the `Override` message's proto3 JSON; plus two fields
+//   no descriptor text can be (each lacks an `=`), written by every change in the same script
+//   that makes it: `#version`, raised by one, so a replica can tell whether its copy of the
+//   domain is current, and `#changes`, the last 128 changes as a JSON array of
+//   `[version, field]`, so a replica that is behind reads the fields that changed instead of
+//   the whole hash;
 // - `<p>ratelimit_override_domains`: a set of the domains that ever had one;
 // - `<p>ratelimit_override_audit`: a list of `AuditRecord` JSON, newest first, trimmed to
 //   `ADMIN_AUDIT_LOG_MAX` (LPUSH, LTRIM);
@@ -14,8 +17,18 @@
 // A replica applies its own changes at once and a change announced by another as soon as the
 // message arrives (it reads the field). Messages can be missed (reconnect, a subscriber that
 // was down): every sync interval each replica compares the `#version` of every domain with the
-// one its copy was read at and reloads the domains that moved, so a change reaches every
-// replica within one interval (500 ms by default) even without its message.
+// one its copy was read at and, for a domain that moved, reads the fields `#changes` lists
+// since then; so a change reaches every replica within one interval (500 ms by default) even
+// without its message. Only when `#changes` does not cover the gap (more than 128 changes
+// missed, a change written by hand or by a replica of a version before `#changes`, the hash
+// recreated) is the domain read whole.
+//
+// Reading a domain whole (the first load, or such a gap) goes by HSCAN, a chunk of fields at
+// a time, each chunk parsed and put in the table before the next is asked for: a million
+// overrides never exist at once as one reply, one object of a million properties and a
+// million records (the HGETALL this replaced held the process at 1.5 GiB RSS after the
+// start, docs/operations.md "Cost"). `start` waits for the first load while the store
+// answers, so the port opens with the table complete.
 //
 // Expiry: an override stops applying at its expiry on every replica (the table checks it on a
 // hit). Every replica then tries to delete it with a compare-and-delete script; the one whose
@@ -52,6 +65,33 @@ import { compileOverrideLimit } from "./override-limit.js";
 /** The hash field holding a domain's version (a descriptor text always has an `=`). */
 export const versionField = "#version";
 
+/**
+ * The hash field listing a domain's last {@link changeLogLength} changes, oldest first: a
+ * JSON array of `[version, field]` (written by the change scripts with Lua's cjson).
+ */
+export const changesField = "#changes";
+
+/** Changes `#changes` keeps: a replica further behind reads its domain whole. */
+export const changeLogLength = 128;
+
+/** Fields per HSCAN call when a domain is read whole (COUNT; redis returns about as many). */
+const scanCount = 1000;
+
+// Appends { version, field } to KEYS[1]'s change list, keeping the last ${changeLogLength}. A
+// list that does not decode is started again (replicas behind it then read the domain whole).
+const logChange = `
+local function logChange(version, field)
+  local log = {}
+  local raw = redis.call('HGET', KEYS[1], '${changesField}')
+  if raw then
+    local ok, decoded = pcall(cjson.decode, raw)
+    if ok and type(decoded) == 'table' then log = decoded end
+  end
+  log[#log + 1] = { version, field }
+  while #log > ${String(changeLogLength)} do table.remove(log, 1) end
+  redis.call('HSET', KEYS[1], '${changesField}', cjson.encode(log))
+end`;
+
 /** The hash of a domain's overrides. */
 export function kvOverridesKey(prefix: string, domain: string): string {
   return `${prefix}ratelimit_overrides_${domain}`;
@@ -73,30 +113,34 @@ export function kvOverrideChannel(prefix: string): string {
 }
 
 // KEYS[1] hash; ARGV[1] field, ARGV[2] value. Returns { old value or false, new version }.
-const setScript = `
+const setScript = `${logChange}
 local old = redis.call('HGET', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local version = redis.call('HINCRBY', KEYS[1], '${versionField}', 1)
+logChange(version, ARGV[1])
 return { old, version }`;
 
 // KEYS[1] hash; ARGV[1] field. Returns { old value or false, new version (0: nothing deleted) }.
-const deleteScript = `
+const deleteScript = `${logChange}
 local old = redis.call('HGET', KEYS[1], ARGV[1])
 if not old then return { false, 0 } end
 redis.call('HDEL', KEYS[1], ARGV[1])
 local version = redis.call('HINCRBY', KEYS[1], '${versionField}', 1)
+logChange(version, ARGV[1])
 return { old, version }`;
 
 // KEYS[1] hash; ARGV[1] field, ARGV[2] the expireTime and ARGV[3] the updateTime (proto3 JSON)
 // of the expired override. Deletes the field only when it still holds that override (not one
 // set again since). Returns the new version, or 0 when nothing was deleted.
-const expireScript = `
+const expireScript = `${logChange}
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if not current then return 0 end
 local ok, stored = pcall(cjson.decode, current)
 if not ok or stored['expireTime'] ~= ARGV[2] or stored['updateTime'] ~= ARGV[3] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
-return redis.call('HINCRBY', KEYS[1], '${versionField}', 1)`;
+local version = redis.call('HINCRBY', KEYS[1], '${versionField}', 1)
+logChange(version, ARGV[1])
+return version`;
 
 /** Options of {@link KvOverrideStore}. */
 export interface KvOverrideStoreOptions {
@@ -116,6 +160,11 @@ export interface KvOverrideStoreOptions {
   readonly syncIntervalMs?: number;
   /** This replica's id in announcements (its own are ignored). @defaultValue random */
   readonly replicaId?: string;
+  /**
+   * Called once, when `start` has waited for the first load and it succeeded: the overrides
+   * the table holds and the ms the start took (the app compacts the heap after a large load).
+   */
+  readonly onFirstLoad?: (overrides: number, ms: number) => void;
   readonly clock: Clock;
   readonly logger: Logger;
 }
@@ -133,8 +182,14 @@ export class KvOverrideStore implements OverrideStore {
   private readonly syncIntervalMs: number;
   private readonly clock: Clock;
   private readonly logger: Logger;
+  private readonly onFirstLoad:
+    ((overrides: number, ms: number) => void) | undefined;
   /** Per domain, the `#version` the table's copy was read at. */
   private readonly versions = new Map<string, number>();
+  /** Per domain, fields to read again at the next sync (a read or a delete that failed). */
+  private readonly stale = new Map<string, Set<string>>();
+  /** Replies from the store during syncs: `start` waits while this moves. */
+  private answers = 0;
   private timer: NodeJS.Timeout | undefined;
   private syncing: Promise<void> | undefined;
   private degraded = false;
@@ -155,6 +210,7 @@ export class KvOverrideStore implements OverrideStore {
     this.replicaId = options.replicaId ?? randomBytes(6).toString("hex");
     this.clock = options.clock;
     this.logger = options.logger;
+    this.onFirstLoad = options.onFirstLoad;
     this.subscriber.on("message", (channel: string, message: string) => {
       if (channel === this.channel) this.heard(message);
     });
@@ -167,7 +223,11 @@ export class KvOverrideStore implements OverrideStore {
 
   /**
    * Connects, loads every domain's overrides and starts the sync; resolves after the first
-   * load or after `timeoutMs` (the table then fills when the store answers).
+   * load, or once the store has not answered for `timeoutMs` (the table then fills when it
+   * does). A load that goes on answering (a million overrides take seconds) is waited for, so
+   * the caller opens its ports with the table complete.
+   *
+   * @param timeoutMs - ms without a reply from the store after which the wait ends
    */
   async start(timeoutMs = 5_000): Promise<void> {
     for (const connection of [this.client, this.subscriber]) {
@@ -175,24 +235,34 @@ export class KvOverrideStore implements OverrideStore {
         connection.connect().catch(() => undefined);
     }
     if (this.subscriber.status === "ready") this.subscribe();
-    let timeout: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<void>((resolve) => {
-      timeout = setTimeout(resolve, timeoutMs);
-      timeout.unref();
-    });
+    const startedMs = performance.now();
     // The first load waits for the connection (commands fail fast while it is not ready).
     const client = this.client;
-    await Promise.race([
+    const loaded =
       client.status === "ready"
         ? this.sync()
         : new Promise<void>((resolve) => {
             client.once("ready", () => {
               resolve(this.sync());
             });
-          }),
-      timedOut,
-    ]);
-    clearTimeout(timeout);
+          });
+    for (;;) {
+      const answers = this.answers;
+      let timeout: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<boolean>((resolve) => {
+        timeout = setTimeout(resolve, timeoutMs, true);
+        timeout.unref();
+      });
+      const late = await Promise.race([loaded.then(() => false), timedOut]);
+      clearTimeout(timeout);
+      if (!late) {
+        if (!this.degraded)
+          this.onFirstLoad?.(this.table.size, performance.now() - startedMs);
+        break;
+      }
+      // Silent for timeoutMs: the table fills when the store answers.
+      if (this.answers === answers) break;
+    }
     this.timer ??= setInterval(() => {
       void this.sync();
     }, this.syncIntervalMs);
@@ -335,15 +405,24 @@ export class KvOverrideStore implements OverrideStore {
       const domains = await this.client.smembers(
         kvOverrideDomainsKey(this.prefix),
       );
+      this.answers++;
       const versions = await Promise.all(
         domains.map((domain) =>
           this.client.hget(kvOverridesKey(this.prefix, domain), versionField),
         ),
       );
-      const moved = domains.filter(
-        (domain, i) => this.versions.get(domain) !== Number(versions[i] ?? "0"),
-      );
-      for (const domain of moved) await this.reload(domain);
+      this.answers++;
+      for (const [i, domain] of domains.entries()) {
+        const version = Number(versions[i] ?? "0");
+        if (this.versions.get(domain) !== version)
+          await this.catchUp(domain, version);
+      }
+      for (const [domain, fields] of this.stale) {
+        const read = [...fields];
+        await this.reread(domain, read);
+        for (const field of read) fields.delete(field);
+        if (fields.size === 0) this.stale.delete(domain);
+      }
       // A domain gone from the set (the store was flushed): its overrides are gone too.
       const listed = new Set(domains);
       for (const domain of this.table.domainNames())
@@ -358,35 +437,145 @@ export class KvOverrideStore implements OverrideStore {
     }
   }
 
-  /** Reads one domain's hash whole and makes the table's copy of it. */
-  private async reload(domain: string): Promise<void> {
-    const fields = await this.client.hgetall(
-      kvOverridesKey(this.prefix, domain),
-    );
-    const records: OverrideRecord[] = [];
-    for (const [field, json] of Object.entries(fields)) {
-      if (field === versionField) continue;
-      try {
-        const record = overrideFromJson(json);
-        if (
-          record.domain === domain &&
-          descriptorText(record.entries) === field
-        )
-          records.push(record);
-        else throw new RangeError("its domain or entries differ from its key");
-      } catch (err) {
-        this.logger.warn(
-          { domain, field, err: errorText(err) },
-          "stored override skipped: not readable",
-        );
+  /**
+   * Brings a domain whose `#version` moved up to date: reads the fields its `#changes` lists
+   * since the version the table's copy was read at, or the whole hash when they do not cover
+   * the gap (or the table has no copy yet).
+   */
+  private async catchUp(domain: string, seen: number): Promise<void> {
+    const known = this.versions.get(domain);
+    if (known !== undefined && seen > known) {
+      const [versionText, logText] = await this.client.hmget(
+        kvOverridesKey(this.prefix, domain),
+        versionField,
+        changesField,
+      );
+      this.answers++;
+      const version = Number(versionText ?? "0");
+      const fields = changedSince(logText ?? null, known, version);
+      if (fields !== undefined) {
+        await this.reread(domain, fields);
+        this.raise(domain, version);
+        return;
       }
     }
-    for (const { record, error } of this.table.replaceDomain(domain, records))
+    await this.reload(domain);
+  }
+
+  /** Reads some fields of a domain's hash and applies each to the table. */
+  private async reread(
+    domain: string,
+    fields: readonly string[],
+  ): Promise<void> {
+    if (fields.length === 0) return;
+    const values = await this.client.hmget(
+      kvOverridesKey(this.prefix, domain),
+      ...fields,
+    );
+    this.answers++;
+    for (const [i, field] of fields.entries())
+      this.applyField(domain, field, values[i] ?? null);
+  }
+
+  /**
+   * Applies one field of a domain's hash to the table: its override, or its removal when
+   * `json` is `null`. A value that does not parse, or whose limit does not compile here, is
+   * skipped with a warning naming the field (the table then holds no override for it, as
+   * after reading the domain whole).
+   */
+  private applyField(domain: string, field: string, json: string | null): void {
+    let entries: OverrideEntry[];
+    try {
+      entries = parseDescriptorText(field);
+    } catch (err) {
       this.logger.warn(
-        { domain, entries: record.entries, err: errorText(error) },
-        "stored override skipped: its limit does not compile here",
+        { domain, field, err: errorText(err) },
+        "stored override skipped: not readable",
       );
-    this.versions.set(domain, Number(fields[versionField] ?? "0"));
+      return;
+    }
+    if (json === null) {
+      this.table.remove(domain, entries);
+      return;
+    }
+    const record = this.readStored(domain, field, json);
+    if (record === undefined) {
+      this.table.remove(domain, entries);
+      return;
+    }
+    try {
+      this.table.put(record);
+    } catch (err) {
+      this.table.remove(domain, entries);
+      this.compileWarning(record, err);
+    }
+  }
+
+  /**
+   * The record of one stored field, or `undefined` (with a warning naming the field) when it
+   * does not parse or is not the override of its domain and field.
+   */
+  private readStored(
+    domain: string,
+    field: string,
+    json: string,
+  ): OverrideRecord | undefined {
+    try {
+      const record = overrideFromJson(json);
+      if (record.domain === domain && descriptorText(record.entries) === field)
+        return record;
+      throw new RangeError("its domain or entries differ from its key");
+    } catch (err) {
+      this.logger.warn(
+        { domain, field, err: errorText(err) },
+        "stored override skipped: not readable",
+      );
+      return undefined;
+    }
+  }
+
+  private compileWarning(record: OverrideRecord, err: unknown): void {
+    this.logger.warn(
+      { domain: record.domain, entries: record.entries, err: errorText(err) },
+      "stored override skipped: its limit does not compile here",
+    );
+  }
+
+  /**
+   * Reads one domain's hash whole, `scanCount` fields at a time (HSCAN), and makes the table's
+   * copy of it: each chunk is parsed and put before the next is asked for, so the memory the
+   * load takes beyond the table is one chunk's. Its version is read first: a change made
+   * while the scan runs has a later one, and is read again from `#changes` at the next sync.
+   */
+  private async reload(domain: string): Promise<void> {
+    const key = kvOverridesKey(this.prefix, domain);
+    const version = Number((await this.client.hget(key, versionField)) ?? "0");
+    this.answers++;
+    const resync = this.table.beginResync(domain);
+    const scan = (cursor: string) =>
+      this.client.hscan(key, cursor, "COUNT", scanCount);
+    let asked = scan("0");
+    for (;;) {
+      const [cursor, chunk] = await asked;
+      this.answers++;
+      // The next chunk is asked for before this one is parsed: the store reads it meanwhile.
+      if (cursor !== "0") asked = scan(cursor);
+      // Field, value, field, value, …
+      for (let i = 0; i + 1 < chunk.length; i += 2) {
+        const field = chunk[i] ?? "";
+        if (field === versionField || field === changesField) continue;
+        const record = this.readStored(domain, field, chunk[i + 1] ?? "");
+        if (record === undefined) continue;
+        try {
+          resync.put(record);
+        } catch (err) {
+          this.compileWarning(record, err);
+        }
+      }
+      if (cursor === "0") break;
+    }
+    resync.finish();
+    this.versions.set(domain, version);
   }
 
   /**
@@ -426,9 +615,9 @@ export class KvOverrideStore implements OverrideStore {
           after: undefined,
         });
       } catch (err) {
-        // Re-read the domain at the next sync: the expired override comes back (from the
+        // Re-read the field at the next sync: the expired override comes back (from the
         // store) and its deletion is tried again.
-        this.versions.delete(record.domain);
+        this.markStale(record.domain, field);
         this.failed(err);
       }
     }
@@ -447,6 +636,23 @@ export class KvOverrideStore implements OverrideStore {
     const known = this.versions.get(domain);
     if (known !== undefined && known + 1 === version)
       this.versions.set(domain, version);
+  }
+
+  /** Moves a domain's known version up to `version` (never down: a change may have passed it). */
+  private raise(domain: string, version: number): void {
+    const known = this.versions.get(domain);
+    if (known === undefined || known < version)
+      this.versions.set(domain, version);
+  }
+
+  /** Reads a field again at the next sync. */
+  private markStale(domain: string, field: string): void {
+    let fields = this.stale.get(domain);
+    if (fields === undefined) {
+      fields = new Set();
+      this.stale.set(domain, fields);
+    }
+    fields.add(field);
   }
 
   /** Appends the audit record and announces the change. */
@@ -497,26 +703,19 @@ export class KvOverrideStore implements OverrideStore {
     field: string,
     version: number,
   ): Promise<void> {
+    let json: string | null;
     try {
-      const json = await this.client.hget(
-        kvOverridesKey(this.prefix, domain),
-        field,
-      );
-      const entries = parseDescriptorText(field);
-      if (json === null) this.table.remove(domain, entries);
-      else {
-        const record = overrideFromJson(json);
-        this.table.put(record);
-      }
-      this.advance(domain, version);
+      json = await this.client.hget(kvOverridesKey(this.prefix, domain), field);
     } catch (err) {
-      // The next sync reloads the domain.
-      this.versions.delete(domain);
+      this.markStale(domain, field);
       this.logger.warn(
         { domain, field, err: errorText(err) },
-        "announced override change not applied: the next sync reloads its domain",
+        "announced override change not applied: the next sync reads it again",
       );
+      return;
     }
+    this.applyField(domain, field, json);
+    this.advance(domain, version);
   }
 
   private subscribe(): void {
@@ -549,6 +748,46 @@ export class KvOverrideStore implements OverrideStore {
     this.degraded = false;
     this.logger.warn("override store reachable again");
   }
+}
+
+/**
+ * The fields changed after version `known` up to `version`, from a `#changes` value; or
+ * `undefined` when it does not list every one of those versions (too far behind, a change
+ * written without it, a value that does not parse).
+ */
+export function changedSince(
+  log: string | null,
+  known: number,
+  version: number,
+): string[] | undefined {
+  if (
+    log === null ||
+    !Number.isSafeInteger(version) ||
+    version <= known ||
+    version - known > changeLogLength
+  )
+    return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(log);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(parsed)) return undefined;
+  const byVersion = new Map<number, string>();
+  for (const item of parsed as unknown[]) {
+    if (!Array.isArray(item)) return undefined;
+    const [at, field] = item as unknown[];
+    if (typeof at !== "number" || typeof field !== "string") return undefined;
+    if (at > known && at <= version) byVersion.set(at, field);
+  }
+  const fields = new Set<string>();
+  for (let at = known + 1; at <= version; at++) {
+    const field = byVersion.get(at);
+    if (field === undefined) return undefined;
+    fields.add(field);
+  }
+  return [...fields];
 }
 
 function parseStored(json: string): OverrideRecord | undefined {

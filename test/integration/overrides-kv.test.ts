@@ -19,9 +19,11 @@ import { pino } from "pino";
 import {
   KvOverrideStore,
   kvOverrideAuditKey,
+  kvOverrideDomainsKey,
   kvOverridesKey,
   versionField,
 } from "../../src/overrides/kv-override-store.js";
+import { overrideToJson } from "../../src/overrides/override-message.js";
 import { OverrideTable } from "../../src/overrides/override-table.js";
 import type { Clock } from "../../src/util/clock.js";
 import { FakeClock } from "../helpers/fake-clock.js";
@@ -34,6 +36,8 @@ import {
   RateLimitService,
 } from "../../src/proto.js";
 import {
+  commandCalls,
+  freePort,
   startRedisServer,
   stopAllRedisServers,
   track,
@@ -387,6 +391,162 @@ describe("KvOverrideStore expiry", () => {
       expect(s1.table.size + s2.table.size).toBe(0);
     } finally {
       await Promise.all(stores.map((s) => s.close()));
+    }
+  });
+});
+
+describe("KvOverrideStore with many overrides in a domain", () => {
+  const bigPrefix = "big_";
+  const key = kvOverridesKey(bigPrefix, "api");
+  const updateMs = 1_800_000_000_000;
+  const minute = (requestsPerUnit: number) =>
+    create(OverrideLimitSchema, {
+      requestsPerUnit,
+      unit: Unit.MINUTE,
+      unitMultiplier: 1,
+      algorithm: "fixed_window",
+    });
+  const stored = (value: string, requestsPerUnit: number) =>
+    overrideToJson({
+      domain: "api",
+      entries: tenant(value),
+      limit: minute(requestsPerUnit),
+      expireMs: undefined,
+      reason: "bulk",
+      actor: "import",
+      updateMs,
+    });
+
+  /** Writes `count` overrides `tenant=t<i>` straight into the store, as a bulk import would. */
+  async function preload(count: number): Promise<void> {
+    for (let from = 0; from < count; from += 1000) {
+      const fields: string[] = [];
+      for (let i = from; i < Math.min(count, from + 1000); i++)
+        fields.push(`tenant=t${String(i)}`, stored(`t${String(i)}`, i));
+      await redis.hset(key, ...fields);
+    }
+    await redis.hset(key, versionField, "1");
+    await redis.sadd(kvOverrideDomainsKey(bigPrefix), "api");
+  }
+
+  function kvStore(
+    options: {
+      client?: Redis;
+      deafSubscriber?: number;
+      logLines?: string[];
+    } = {},
+  ): KvOverrideStore {
+    const clock = new FakeClock(1_800_000_000);
+    const subscriber = new RedisClient(
+      options.deafSubscriber ?? store.port,
+      "127.0.0.1",
+      { lazyConnect: true, retryStrategy: () => null },
+    );
+    subscriber.on("error", () => undefined);
+    const lines = options.logLines;
+    return new KvOverrideStore({
+      table: new OverrideTable({ clock }),
+      client:
+        options.client ??
+        new RedisClient(store.port, "127.0.0.1", { lazyConnect: true }),
+      subscriber,
+      keyPrefix: bigPrefix,
+      auditLogMax: 10,
+      syncIntervalMs: 60_000,
+      clock,
+      logger: pino(
+        { level: "warn" },
+        { write: (line: string) => lines?.push(line) },
+      ),
+    });
+  }
+
+  const limitOf = (s: KvOverrideStore, value: string) =>
+    s.table.get("api", tenant(value))?.limit.requestsPerUnit;
+
+  it("reads only the fields #changes lists when a replica missed the announcements, and the whole hash when they do not cover the gap", async () => {
+    await preload(3000);
+    const lines: string[] = [];
+    // A replica whose subscriber never connects: it learns of changes by the version sync.
+    const deaf = kvStore({ deafSubscriber: await freePort(), logLines: lines });
+    const other = kvStore();
+    try {
+      await deaf.start();
+      expect(deaf.table.size).toBe(3000);
+      expect(limitOf(deaf, "t2999")).toBe(2999);
+      await other.start();
+      const record = (value: string, requestsPerUnit: number) => ({
+        domain: "api",
+        entries: tenant(value),
+        limit: minute(requestsPerUnit),
+        expireMs: undefined,
+        reason: "change",
+        actor: "alice",
+        updateMs: updateMs + 1,
+      });
+      await other.set(record("t1", 77));
+      await other.set(record("fresh", 5));
+      await other.delete("api", tenant("t2"), "alice", "gone");
+      const scans = await commandCalls(redis, "hscan");
+      await deaf.sync();
+      expect(await commandCalls(redis, "hscan")).toBe(scans);
+      expect(deaf.table.size).toBe(3000);
+      expect(limitOf(deaf, "t1")).toBe(77);
+      expect(limitOf(deaf, "fresh")).toBe(5);
+      expect(limitOf(deaf, "t2")).toBeUndefined();
+      expect(deaf.table.get("api", tenant("t1"))?.actor).toBe("alice");
+
+      // Written by hand (no #changes entry), with a value that does not parse: read whole.
+      await redis.hset(key, "tenant=t3", stored("t3", 33));
+      await redis.hset(key, "tenant=broken", "{not json");
+      await redis.hincrby(key, versionField, 2);
+      await deaf.sync();
+      expect(await commandCalls(redis, "hscan")).toBeGreaterThan(scans);
+      expect(limitOf(deaf, "t3")).toBe(33);
+      expect(limitOf(deaf, "t1")).toBe(77);
+      expect(deaf.table.size).toBe(3000);
+      expect(
+        lines.some(
+          (line) =>
+            line.includes("stored override skipped: not readable") &&
+            line.includes('"field":"tenant=broken"'),
+        ),
+      ).toBe(true);
+    } finally {
+      await Promise.all([deaf.close(), other.close()]);
+      await redis.del(key, kvOverrideDomainsKey(bigPrefix));
+    }
+  });
+
+  it("waits at the start for a load that goes on answering past timeoutMs", async () => {
+    await preload(5000);
+    const client = new RedisClient(store.port, "127.0.0.1", {
+      lazyConnect: true,
+    });
+    // Each HSCAN chunk answers 60 ms late: the whole load takes longer than the timeout,
+    // but no gap between answers does.
+    const slow = new Proxy(client, {
+      get(target, property, receiver): unknown {
+        const value: unknown = Reflect.get(target, property, receiver);
+        if (typeof value !== "function") return value;
+        const method = value as (...args: unknown[]) => unknown;
+        if (property === "hscan")
+          return async (...args: unknown[]): Promise<unknown> => {
+            await new Promise((resolve) => setTimeout(resolve, 60));
+            return method.apply(target, args);
+          };
+        return (...args: unknown[]): unknown => method.apply(target, args);
+      },
+    });
+    const s = kvStore({ client: slow });
+    try {
+      const began = Date.now();
+      await s.start(200);
+      expect(Date.now() - began).toBeGreaterThan(200);
+      expect(s.table.size).toBe(5000);
+    } finally {
+      await s.close();
+      await redis.del(key, kvOverrideDomainsKey(bigPrefix));
     }
   });
 });
