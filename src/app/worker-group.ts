@@ -15,6 +15,7 @@ import {
   toJson,
   type DescMessage,
   type JsonValue,
+  type MessageInitShape,
   type MessageShape,
 } from "@bufbuild/protobuf";
 import {
@@ -49,7 +50,10 @@ import {
   TopOffendersResponseSchema,
   type AuditRecord,
 } from "../proto.js";
-import { auditEntryFromJson } from "./worker-audit-json.js";
+import {
+  applyOverrideChange,
+  auditEntryFromJson,
+} from "./worker-override-changes.js";
 import type {
   FanoutMethod,
   OverrideChange,
@@ -356,16 +360,7 @@ export class ReplicatedOverrideStore implements OverrideStore {
     const { change } = message;
     let result: Promise<OverrideRecord | undefined>;
     try {
-      result =
-        change.op === "set"
-          ? this.local.set(overrideFromJson(change.record))
-          : this.local.delete(
-              change.domain,
-              change.entries,
-              change.actor,
-              change.reason,
-              change.timeMs,
-            );
+      result = applyOverrideChange(this.local, change);
     } catch (err) {
       // The primary applied it first, so this worker should too; say so if it cannot.
       this.logger.error(
@@ -388,14 +383,29 @@ export class ReplicatedOverrideStore implements OverrideStore {
   }
 }
 
-/** The context of an admin call made for another worker. */
-function ipcContext(method: FanoutMethod): HandlerContext {
-  return createHandlerContext({
-    service: AdminService,
-    method: AdminService.method[method],
-    protocolName: "worker-ipc",
-    requestMethod: "POST",
-    url: `ipc:///${AdminService.typeName}/${method}`,
+/**
+ * Serves the other workers' fanned-out calls of `method` with this worker's own part: the
+ * request and the answer cross the channel as proto3 JSON.
+ */
+function serveLocally<I extends DescMessage, O extends DescMessage>(
+  group: WorkerGroup,
+  method: FanoutMethod,
+  desc: { readonly input: I; readonly output: O },
+  impl: (
+    request: MessageShape<I>,
+    context: HandlerContext,
+  ) => Promise<MessageInitShape<O>> | MessageInitShape<O>,
+): void {
+  group.serve(method, async (json) => {
+    const context = createHandlerContext({
+      service: AdminService,
+      method: AdminService.method[method],
+      protocolName: "worker-ipc",
+      requestMethod: "POST",
+      url: `ipc:///${AdminService.typeName}/${method}`,
+    });
+    const answer = await impl(fromJson(desc.input, json), context);
+    return toJson(desc.output, create(desc.output, answer));
   });
 }
 
@@ -438,17 +448,12 @@ export function groupAdminParts(
   };
   const { offenders, canary } = parts;
   if (offenders !== undefined) {
-    group.serve("topOffenders", async (json) => {
-      const request = fromJson(AdminService.method.topOffenders.input, json);
-      const answer = await offenders.topOffenders(
-        request,
-        ipcContext("topOffenders"),
-      );
-      return toJson(
-        TopOffendersResponseSchema,
-        create(TopOffendersResponseSchema, answer),
-      );
-    });
+    serveLocally(
+      group,
+      "topOffenders",
+      AdminService.method.topOffenders,
+      (request, context) => offenders.topOffenders(request, context),
+    );
     const grouped: OffendersAdmin = {
       async topOffenders(request, context) {
         const k =
@@ -472,34 +477,24 @@ export function groupAdminParts(
     out.offenders = grouped;
   }
   if (canary !== undefined) {
-    group.serve("startCanary", async (json) => {
-      const request = fromJson(AdminService.method.startCanary.input, json);
-      const answer = await canary.startCanary(
-        request,
-        ipcContext("startCanary"),
-      );
-      const schema = AdminService.method.startCanary.output;
-      return toJson(schema, create(schema, answer));
-    });
-    group.serve("getCanaryReport", async (json) => {
-      const request = fromJson(AdminService.method.getCanaryReport.input, json);
-      const answer = await canary.getCanaryReport(
-        request,
-        ipcContext("getCanaryReport"),
-      );
-      return toJson(
-        GetCanaryReportResponseSchema,
-        create(GetCanaryReportResponseSchema, answer),
-      );
-    });
-    group.serve("stopCanary", async (json) => {
-      const request = fromJson(AdminService.method.stopCanary.input, json);
-      const answer = await canary.stopCanary(request, ipcContext("stopCanary"));
-      return toJson(
-        StopCanaryResponseSchema,
-        create(StopCanaryResponseSchema, answer),
-      );
-    });
+    serveLocally(
+      group,
+      "startCanary",
+      AdminService.method.startCanary,
+      (request, context) => canary.startCanary(request, context),
+    );
+    serveLocally(
+      group,
+      "getCanaryReport",
+      AdminService.method.getCanaryReport,
+      (request, context) => canary.getCanaryReport(request, context),
+    );
+    serveLocally(
+      group,
+      "stopCanary",
+      AdminService.method.stopCanary,
+      (request, context) => canary.stopCanary(request, context),
+    );
     const grouped: CanaryAdmin = {
       async startCanary(request, context) {
         const schema = AdminService.method.startCanary.output;

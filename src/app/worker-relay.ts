@@ -4,14 +4,14 @@
 // calls to the other workers and their answers back.
 
 import type { Logger } from "pino";
-import {
-  overrideFromJson,
-  overrideToJson,
-} from "../overrides/override-message.js";
+import { overrideToJson } from "../overrides/override-message.js";
 import { MemoryOverrideStore } from "../overrides/override-store.js";
 import { OverrideTable } from "../overrides/override-table.js";
 import { systemClock, type Clock } from "../util/clock.js";
-import { auditEntryToJson } from "./worker-audit-json.js";
+import {
+  applyOverrideChange,
+  auditEntryToJson,
+} from "./worker-override-changes.js";
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { ToPrimary, ToWorker } from "./worker-messages.js";
 
@@ -138,15 +138,7 @@ export class WorkerRelay {
       return;
     }
     try {
-      if (change.op === "set") await store.set(overrideFromJson(change.record));
-      else
-        await store.delete(
-          change.domain,
-          change.entries,
-          change.actor,
-          change.reason,
-          change.timeMs,
-        );
+      await applyOverrideChange(store, change);
     } catch (err) {
       origin.send({
         t: "rls-override-failed",
