@@ -123,7 +123,7 @@ const flags = {
   admin_url: {
     kind: "string",
     default: "",
-    help: "the debug port serving the admin API, http://<host>:<port>; without it, DEBUG_HOST:DEBUG_PORT from the environment (http://localhost:6070 when unset)",
+    help: "the debug port serving the admin API, http://<host>:<port>; without it, DEBUG_HOST:DEBUG_PORT from the environment (http://localhost:6070 when unset). An https://<host>:<port> URL calls the gRPC port over TLS instead (it serves the admin API with ADMIN_ENABLED=true), with -grpc-server-ca-file, and -grpc-cert-file and -grpc-key-file for mutual TLS: the audit log then records the certificate's identity",
   },
   "grpc-use-tls": { kind: "bool", help: "use TLS to connect to the server" },
   "grpc-server-ca-file": {
@@ -386,8 +386,26 @@ export async function runClient(
     err(e instanceof Error ? e.message : String(e));
     return 2;
   }
+  const read = (flag: string): Buffer | undefined => {
+    const path = parsed.values.get(flag) ?? "";
+    return path === "" ? undefined : readFileSync(path);
+  };
   if (overrideCommand !== undefined) {
     const value = (flag: string): string => parsed.values.get(flag) ?? "";
+    let tls;
+    try {
+      const ca = read("grpc-server-ca-file");
+      const cert = read("grpc-cert-file");
+      const key = read("grpc-key-file");
+      tls = {
+        ...(ca !== undefined ? { ca } : {}),
+        ...(cert !== undefined ? { cert } : {}),
+        ...(key !== undefined ? { key } : {}),
+      };
+    } catch (e) {
+      err(e instanceof Error ? e.message : String(e));
+      return 2;
+    }
     const actor = value("actor");
     return runOverrideCommand(
       {
@@ -402,6 +420,7 @@ export async function runClient(
         reason: value("reason"),
         actor: actor !== "" ? actor : (env["USER"] ?? ""),
         json: value("json") === "true",
+        tls,
       },
       out,
       err,
@@ -434,10 +453,6 @@ export async function runClient(
   const useTls = parsed.values.get("grpc-use-tls") === "true";
   const dialFlag = parsed.values.get("dial_string") ?? "";
   const dialString = dialFlag !== "" ? dialFlag : defaultDialString(env);
-  const read = (flag: string): Buffer | undefined => {
-    const path = parsed.values.get(flag) ?? "";
-    return path === "" ? undefined : readFileSync(path);
-  };
   const ca = read("grpc-server-ca-file");
   const cert = read("grpc-cert-file");
   const key = read("grpc-key-file");

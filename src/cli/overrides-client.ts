@@ -10,7 +10,10 @@ import {
 } from "@bufbuild/protobuf";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import {
+  createConnectTransport,
+  createGrpcTransport,
+} from "@connectrpc/connect-node";
 import {
   AdminService,
   DeleteOverrideResponseSchema,
@@ -186,6 +189,15 @@ export interface OverrideCommandInput {
   /** Sent as `x-ratelimit-actor`; "" sends none. */
   readonly actor: string;
   readonly json: boolean;
+  /**
+   * With an `https://` `adminUrl` (the gRPC port over TLS): the CA that signed the server's
+   * certificate, and the client certificate and key for mutual TLS (PEM). @defaultValue none
+   */
+  readonly tls?: {
+    readonly ca?: Buffer;
+    readonly cert?: Buffer;
+    readonly key?: Buffer;
+  };
 }
 
 /**
@@ -218,12 +230,21 @@ export async function runOverrideCommand(
   }
   const entries =
     input.entries?.map((e) => ({ key: e.key, value: e.value })) ?? [];
+  const baseUrl = input.adminUrl !== "" ? input.adminUrl : defaultAdminUrl(env);
+  // The debug port: Connect JSON over HTTP/1.1. An https:// URL: gRPC over TLS to the gRPC
+  // port (ADMIN_ENABLED=true), where a client certificate names the actor in the audit log.
   const client = createClient(
     AdminService,
-    createConnectTransport({
-      baseUrl: input.adminUrl !== "" ? input.adminUrl : defaultAdminUrl(env),
-      httpVersion: "1.1",
-    }),
+    baseUrl.startsWith("https://")
+      ? createGrpcTransport({
+          baseUrl,
+          nodeOptions: {
+            ...(input.tls?.ca !== undefined ? { ca: input.tls.ca } : {}),
+            ...(input.tls?.cert !== undefined ? { cert: input.tls.cert } : {}),
+            ...(input.tls?.key !== undefined ? { key: input.tls.key } : {}),
+          },
+        })
+      : createConnectTransport({ baseUrl, httpVersion: "1.1" }),
   );
   const options = {
     timeoutMs: 10_000,

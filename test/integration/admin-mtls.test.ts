@@ -12,6 +12,7 @@ import {
 } from "../../src/proto.js";
 import { TestPki, type CertFiles } from "../helpers/certs.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
+import { spawnNode } from "../helpers/spawn-service.js";
 
 const config = `
 domain: api
@@ -105,6 +106,36 @@ describe.each(["builtin", "node"])(
     it("falls back to the DNS SAN, then the subject CN", async () => {
       expect(await setBy(dnsClient, "c")).toBe("deployer.example");
       expect(await setBy(cnClient, "d")).toBe("cn-only");
+    });
+
+    it("records the identity of bin/ratelimit-client's certificate over https -admin_url", async () => {
+      const client = spawnNode(
+        "dist/src/cli/client.js",
+        [
+          "-set-override",
+          "-admin_url",
+          `https://${t.addresses.grpc}`,
+          "-grpc-server-ca-file",
+          ca.cert,
+          "-grpc-cert-file",
+          spiffeClient.cert,
+          "-grpc-key-file",
+          spiffeClient.key,
+          "-actor",
+          "",
+          "-domain",
+          "api",
+          "-descriptors",
+          "tenant=e",
+          "-limit",
+          "9/minute",
+        ],
+        {},
+      );
+      expect(await client.exited).toBe(0);
+      expect(client.output()).toContain(
+        "set by spiffe://example.org/ns/ops/sa/cli",
+      );
     });
 
     it("writes the same actors to the audit log", async () => {
