@@ -12,9 +12,10 @@
 //    uniformly drawn tenants none of which has an override, and on one where each has. Each
 //    mode runs in its own process (its heap holds only its own table); rounds run inside it
 //    and the median is printed (the machine is shared). No network.
-// 3. Heap bytes per override: 1,000,000 exact overrides (`tenant=t<i>`, one shared limit, a
-//    reason and an actor each), heapUsed after a full GC, before and after; measured first,
-//    in a heap holding nothing else.
+// 3. Memory per override: 1,000,000 exact overrides (`tenant=t<i>`, one shared limit, a
+//    reason and an actor each), heapUsed after a full GC, before and after, and the bytes of
+//    the table's typed arrays (outside the heap); measured first, in a heap holding nothing
+//    else.
 //
 // Environment: BENCH_OVERRIDES (default 1000000), BENCH_OVERRIDES_CALLS (resolveLimits calls
 // per measure, default 500000), BENCH_OVERRIDES_DECISIONS (per round and mode, default
@@ -286,16 +287,17 @@ async function servicePart(mode: ServiceMode): Promise<number> {
   return median(samples);
 }
 
-/** 3. Heap bytes per override, in a fresh heap. */
+/** 3. Heap bytes per override, in a fresh heap (and typed-array bytes, outside it). */
 function heapPart(): void {
   collect();
-  const heapBefore = process.memoryUsage().heapUsed;
+  const before = process.memoryUsage();
   const measured = new OverrideTable({ clock: systemClock });
   fill(measured, overrideCount);
   collect();
-  const heapAfter = process.memoryUsage().heapUsed;
+  const after = process.memoryUsage();
+  const per = (bytes: number): string => (bytes / measured.size).toFixed(0);
   console.log(
-    `heap per override: ${((heapAfter - heapBefore) / measured.size).toFixed(0)} bytes (${String(measured.size)} exact overrides, one shared limit; heapUsed ${(heapBefore / 1048576).toFixed(1)} -> ${(heapAfter / 1048576).toFixed(1)} MiB)`,
+    `heap per override: ${per(after.heapUsed - before.heapUsed)} bytes, plus ${per(after.arrayBuffers - before.arrayBuffers)} in typed arrays (${String(measured.size)} exact overrides, one shared limit; heapUsed ${(before.heapUsed / 1048576).toFixed(1)} -> ${(after.heapUsed / 1048576).toFixed(1)} MiB)`,
   );
 }
 
