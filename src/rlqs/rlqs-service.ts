@@ -403,7 +403,7 @@ export function createRlqsService(options: RlqsServiceOptions): RlqsService {
         }
         list.push(action);
       }
-      if (grew || mode === "all") lastGrowthMs.set(bucket.ledgerKey, nowMs);
+      if (grew) lastGrowthMs.set(bucket.ledgerKey, nowMs);
     }
     for (const [stream, actions] of perStream) stream.push(actions);
     return heldBack;
