@@ -194,241 +194,251 @@ const requestArb = fc
     }),
   );
 
-describe("Explain agrees with ShouldRateLimit (property)", () => {
-  it("predicts the decision without charging, and with charge equals ShouldRateLimit on an identical fresh backend", async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        fc.array(ruleArb, { minLength: 1, maxLength: 5 }),
-        // Each request of the history comes some seconds after the previous one, so sliding
-        // windows see previous windows' counters fade.
-        fc.array(
-          fc.tuple(
-            requestArb,
-            fc.oneof(
-              fc.integer({ min: 0, max: 3 }),
-              fc.integer({ min: 0, max: 120 }),
+// Seeded sequences of hundreds of calls: seconds on a loaded machine, so not the 5 s default.
+describe(
+  "Explain agrees with ShouldRateLimit (property)",
+  { timeout: 30_000 },
+  () => {
+    it("predicts the decision without charging, and with charge equals ShouldRateLimit on an identical fresh backend", async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(ruleArb, { minLength: 1, maxLength: 5 }),
+          // Each request of the history comes some seconds after the previous one, so sliding
+          // windows see previous windows' counters fade.
+          fc.array(
+            fc.tuple(
+              requestArb,
+              fc.oneof(
+                fc.integer({ min: 0, max: 3 }),
+                fc.integer({ min: 0, max: 120 }),
+              ),
             ),
+            {
+              maxLength: 6,
+            },
           ),
-          {
-            maxLength: 6,
+          requestArb,
+          fc.record({
+            stop: fc.boolean(),
+            localCache: fc.boolean(),
+            shadow: fc.boolean(),
+            allOrNothing: fc.boolean(),
+          }),
+          async (rules, history, request, setup) => {
+            const text = JSON.stringify({
+              domain: "d",
+              ...(setup.allOrNothing ? { charge: "all_or_nothing" } : {}),
+              descriptors: yamlRules(rules),
+            });
+            const a = build(text, setup);
+            const b = build(text, setup);
+            for (const [r, wait] of history) {
+              a.clock.seconds += wait;
+              b.clock.seconds += wait;
+              await a.service.shouldRateLimit(r);
+              await b.service.shouldRateLimit(r);
+            }
+            const limits = limitsOf(a, request);
+            const peekBefore = await a.cache.peekCounters(
+              "d",
+              request.descriptors,
+              limits,
+            );
+            const countersBefore = a.statsManager.store
+              .snapshot()
+              .counters.map((c) => [c.name, c.value()]);
+            const sizeBefore = a.cache.backend.size;
+            const predicted = await a.explain.explain(
+              create(ExplainRequestSchema, { request, charge: false }),
+            );
+            // Reading changed nothing: no counter, no statistic.
+            expect(a.cache.backend.size).toBe(sizeBefore);
+            expect(
+              await a.cache.peekCounters("d", request.descriptors, limits),
+            ).toEqual(peekBefore);
+            expect(
+              a.statsManager.store
+                .snapshot()
+                .counters.map((c) => [c.name, c.value()]),
+            ).toEqual(countersBefore);
+            const charged = await a.explain.explain(
+              create(ExplainRequestSchema, { request, charge: true }),
+            );
+            const reference = await b.service.shouldRateLimit(request);
+            const actual = charged.response!;
+            expect(actual.overallCode).toBe(reference.overallCode);
+            expect(actual.statuses.map(comparable)).toEqual(
+              reference.statuses.map(comparable),
+            );
+            expect(charged.overallCode).toBe(reference.overallCode);
+            expect(predicted.overallCode).toBe(reference.overallCode);
+            expect(
+              predicted.descriptors.map((d) => comparable(d.status!)),
+            ).toEqual(reference.statuses.map(comparable));
+            // The predicted counters are what the charge left behind.
+            const peekAfter = await a.cache.peekCounters(
+              "d",
+              request.descriptors,
+              limits,
+            );
+            predicted.descriptors.forEach((d, i) => {
+              const after = peekAfter[i];
+              if (d.counter === undefined || after === undefined) return;
+              if (after.key !== d.counter.key) return;
+              expect(d.counter.previousValue).toBe(
+                BigInt(after.previousValue ?? 0),
+              );
+              if (!d.counter.localCacheHit && !sharesKey(peekAfter, i))
+                expect(d.counter.valueAfter).toBe(BigInt(after.value));
+            });
+            // A refused all-or-nothing request charged no counter (the charge may have entered
+            // a key in the local cache).
+            const values = (rs: typeof peekAfter) =>
+              rs.map((r) => r && [r.key, r.value, r.previousValue]);
+            if (predicted.allOrNothingRefused)
+              expect(values(peekAfter)).toEqual(values(peekBefore));
           },
         ),
-        requestArb,
-        fc.record({
-          stop: fc.boolean(),
-          localCache: fc.boolean(),
-          shadow: fc.boolean(),
-          allOrNothing: fc.boolean(),
-        }),
-        async (rules, history, request, setup) => {
-          const text = JSON.stringify({
-            domain: "d",
-            ...(setup.allOrNothing ? { charge: "all_or_nothing" } : {}),
-            descriptors: yamlRules(rules),
-          });
-          const a = build(text, setup);
-          const b = build(text, setup);
-          for (const [r, wait] of history) {
-            a.clock.seconds += wait;
-            b.clock.seconds += wait;
-            await a.service.shouldRateLimit(r);
-            await b.service.shouldRateLimit(r);
-          }
-          const limits = limitsOf(a, request);
-          const peekBefore = await a.cache.peekCounters(
-            "d",
-            request.descriptors,
-            limits,
-          );
-          const countersBefore = a.statsManager.store
-            .snapshot()
-            .counters.map((c) => [c.name, c.value()]);
-          const sizeBefore = a.cache.backend.size;
-          const predicted = await a.explain.explain(
-            create(ExplainRequestSchema, { request, charge: false }),
-          );
-          // Reading changed nothing: no counter, no statistic.
-          expect(a.cache.backend.size).toBe(sizeBefore);
-          expect(
-            await a.cache.peekCounters("d", request.descriptors, limits),
-          ).toEqual(peekBefore);
-          expect(
-            a.statsManager.store
-              .snapshot()
-              .counters.map((c) => [c.name, c.value()]),
-          ).toEqual(countersBefore);
-          const charged = await a.explain.explain(
-            create(ExplainRequestSchema, { request, charge: true }),
-          );
-          const reference = await b.service.shouldRateLimit(request);
-          const actual = charged.response!;
-          expect(actual.overallCode).toBe(reference.overallCode);
-          expect(actual.statuses.map(comparable)).toEqual(
-            reference.statuses.map(comparable),
-          );
-          expect(charged.overallCode).toBe(reference.overallCode);
-          expect(predicted.overallCode).toBe(reference.overallCode);
-          expect(
-            predicted.descriptors.map((d) => comparable(d.status!)),
-          ).toEqual(reference.statuses.map(comparable));
-          // The predicted counters are what the charge left behind.
-          const peekAfter = await a.cache.peekCounters(
-            "d",
-            request.descriptors,
-            limits,
-          );
-          predicted.descriptors.forEach((d, i) => {
-            const after = peekAfter[i];
-            if (d.counter === undefined || after === undefined) return;
-            if (after.key !== d.counter.key) return;
-            expect(d.counter.previousValue).toBe(
-              BigInt(after.previousValue ?? 0),
-            );
-            if (!d.counter.localCacheHit && !sharesKey(peekAfter, i))
-              expect(d.counter.valueAfter).toBe(BigInt(after.value));
-          });
-          // A refused all-or-nothing request charged no counter (the charge may have entered
-          // a key in the local cache).
-          const values = (rs: typeof peekAfter) =>
-            rs.map((r) => r && [r.key, r.value, r.previousValue]);
-          if (predicted.allOrNothingRefused)
-            expect(values(peekAfter)).toEqual(values(peekBefore));
-        },
-      ),
-      { numRuns: 300 },
-    );
-  });
-});
+        { numRuns: 300 },
+      );
+    });
+  },
+);
 
-describe("Explain agrees with ShouldRateLimit on windows extensions (property)", () => {
-  // Flat configs where every request matches, long histories with short waits: sliding
-  // windows see their previous window, multi-unit windows roll over, all-or-nothing domains
-  // refuse and admit.
-  const flatRuleArb = fc.record({
-    key: keyArb,
-    rpu: fc.integer({ min: 0, max: 6 }),
-    unit: fc.constantFrom("second", "minute"),
-    multiplier: fc.constantFrom(undefined, 1, 2, 5),
-    sliding: fc.boolean(),
-    shadow: fc.integer({ min: 0, max: 5 }).map((x) => x === 0),
-  });
-  const flatRequestArb = fc
-    .record({
-      keys: fc.array(fc.tuple(keyArb, fc.constantFrom("x", "y")), {
-        minLength: 1,
-        maxLength: 3,
-      }),
-      hitsAddend: fc.integer({ min: 0, max: 3 }),
-    })
-    .map(({ keys, hitsAddend }) =>
-      create(RateLimitRequestSchema, {
-        domain: "d",
-        hitsAddend,
-        descriptors: keys.map(([key, value]) => ({
-          entries: [{ key, value }],
-        })),
-      }),
-    );
-
-  it("predicts every status, reset and counter without charging", async () => {
-    let slidingWithPrevious = 0;
-    let refusedSeen = 0;
-    await fc.assert(
-      fc.asyncProperty(
-        fc.uniqueArray(flatRuleArb, {
+// Seeded sequences of hundreds of calls: seconds on a loaded machine, so not the 5 s default.
+describe(
+  "Explain agrees with ShouldRateLimit on windows extensions (property)",
+  { timeout: 30_000 },
+  () => {
+    // Flat configs where every request matches, long histories with short waits: sliding
+    // windows see their previous window, multi-unit windows roll over, all-or-nothing domains
+    // refuse and admit.
+    const flatRuleArb = fc.record({
+      key: keyArb,
+      rpu: fc.integer({ min: 0, max: 6 }),
+      unit: fc.constantFrom("second", "minute"),
+      multiplier: fc.constantFrom(undefined, 1, 2, 5),
+      sliding: fc.boolean(),
+      shadow: fc.integer({ min: 0, max: 5 }).map((x) => x === 0),
+    });
+    const flatRequestArb = fc
+      .record({
+        keys: fc.array(fc.tuple(keyArb, fc.constantFrom("x", "y")), {
           minLength: 1,
           maxLength: 3,
-          selector: (r) => r.key,
         }),
-        fc.array(
-          fc.tuple(
-            flatRequestArb,
-            fc.oneof(
-              fc.integer({ min: 0, max: 2 }),
-              fc.integer({ min: 0, max: 150 }),
+        hitsAddend: fc.integer({ min: 0, max: 3 }),
+      })
+      .map(({ keys, hitsAddend }) =>
+        create(RateLimitRequestSchema, {
+          domain: "d",
+          hitsAddend,
+          descriptors: keys.map(([key, value]) => ({
+            entries: [{ key, value }],
+          })),
+        }),
+      );
+
+    it("predicts every status, reset and counter without charging", async () => {
+      let slidingWithPrevious = 0;
+      let refusedSeen = 0;
+      await fc.assert(
+        fc.asyncProperty(
+          fc.uniqueArray(flatRuleArb, {
+            minLength: 1,
+            maxLength: 3,
+            selector: (r) => r.key,
+          }),
+          fc.array(
+            fc.tuple(
+              flatRequestArb,
+              fc.oneof(
+                fc.integer({ min: 0, max: 2 }),
+                fc.integer({ min: 0, max: 150 }),
+              ),
             ),
+            { maxLength: 12 },
           ),
-          { maxLength: 12 },
-        ),
-        flatRequestArb,
-        fc.record({
-          stop: fc.boolean(),
-          localCache: fc.boolean(),
-          shadow: fc.constant(false),
-          allOrNothing: fc.boolean(),
-        }),
-        async (rules, history, request, setup) => {
-          const text = JSON.stringify({
-            domain: "d",
-            ...(setup.allOrNothing ? { charge: "all_or_nothing" } : {}),
-            descriptors: rules.map((r) => ({
-              key: r.key,
-              ...(r.shadow ? { shadow_mode: true } : {}),
-              rate_limit: {
-                unit: r.unit,
-                requests_per_unit: r.rpu,
-                ...(r.multiplier !== undefined
-                  ? { unit_multiplier: r.multiplier }
-                  : {}),
-                ...(r.sliding ? { algorithm: "sliding_window" } : {}),
-              },
-            })),
-          });
-          const a = build(text, setup);
-          const b = build(text, setup);
-          for (const [r, wait] of history) {
-            a.clock.seconds += wait;
-            b.clock.seconds += wait;
-            await a.service.shouldRateLimit(r);
-            await b.service.shouldRateLimit(r);
-          }
-          const limits = limitsOf(a, request);
-          const before = await a.cache.peekCounters(
-            "d",
-            request.descriptors,
-            limits,
-          );
-          const predicted = await a.explain.explain(
-            create(ExplainRequestSchema, { request }),
-          );
-          expect(
-            await a.cache.peekCounters("d", request.descriptors, limits),
-          ).toEqual(before);
-          const reference = await b.service.shouldRateLimit(request);
-          expect(predicted.overallCode).toBe(reference.overallCode);
-          expect(
-            predicted.descriptors.map((d) => comparable(d.status!)),
-          ).toEqual(reference.statuses.map(comparable));
-          const after = await b.cache.peekCounters(
-            "d",
-            request.descriptors,
-            limits,
-          );
-          predicted.descriptors.forEach((d, i) => {
-            const c = d.counter;
-            const found = after[i];
-            if (c === undefined || found === undefined) return;
-            expect(c.previousKey).toBe(found.previousKey ?? "");
-            expect(c.previousValue).toBe(BigInt(found.previousValue ?? 0));
-            if ((found.previousValue ?? 0) > 0) slidingWithPrevious++;
-            if (!c.localCacheHit && !sharesKey(after, i))
-              expect(c.valueAfter).toBe(BigInt(found.value));
-          });
-          if (predicted.allOrNothingRefused) {
-            refusedSeen++;
-            expect(after.map((r) => r && [r.key, r.value])).toEqual(
-              before.map((r) => r && [r.key, r.value]),
+          flatRequestArb,
+          fc.record({
+            stop: fc.boolean(),
+            localCache: fc.boolean(),
+            shadow: fc.constant(false),
+            allOrNothing: fc.boolean(),
+          }),
+          async (rules, history, request, setup) => {
+            const text = JSON.stringify({
+              domain: "d",
+              ...(setup.allOrNothing ? { charge: "all_or_nothing" } : {}),
+              descriptors: rules.map((r) => ({
+                key: r.key,
+                ...(r.shadow ? { shadow_mode: true } : {}),
+                rate_limit: {
+                  unit: r.unit,
+                  requests_per_unit: r.rpu,
+                  ...(r.multiplier !== undefined
+                    ? { unit_multiplier: r.multiplier }
+                    : {}),
+                  ...(r.sliding ? { algorithm: "sliding_window" } : {}),
+                },
+              })),
+            });
+            const a = build(text, setup);
+            const b = build(text, setup);
+            for (const [r, wait] of history) {
+              a.clock.seconds += wait;
+              b.clock.seconds += wait;
+              await a.service.shouldRateLimit(r);
+              await b.service.shouldRateLimit(r);
+            }
+            const limits = limitsOf(a, request);
+            const before = await a.cache.peekCounters(
+              "d",
+              request.descriptors,
+              limits,
             );
-          }
-        },
-      ),
-      { numRuns: 300 },
-    );
-    // The generators reach the cases this property is about.
-    expect(slidingWithPrevious).toBeGreaterThan(0);
-    expect(refusedSeen).toBeGreaterThan(0);
-  });
-});
+            const predicted = await a.explain.explain(
+              create(ExplainRequestSchema, { request }),
+            );
+            expect(
+              await a.cache.peekCounters("d", request.descriptors, limits),
+            ).toEqual(before);
+            const reference = await b.service.shouldRateLimit(request);
+            expect(predicted.overallCode).toBe(reference.overallCode);
+            expect(
+              predicted.descriptors.map((d) => comparable(d.status!)),
+            ).toEqual(reference.statuses.map(comparable));
+            const after = await b.cache.peekCounters(
+              "d",
+              request.descriptors,
+              limits,
+            );
+            predicted.descriptors.forEach((d, i) => {
+              const c = d.counter;
+              const found = after[i];
+              if (c === undefined || found === undefined) return;
+              expect(c.previousKey).toBe(found.previousKey ?? "");
+              expect(c.previousValue).toBe(BigInt(found.previousValue ?? 0));
+              if ((found.previousValue ?? 0) > 0) slidingWithPrevious++;
+              if (!c.localCacheHit && !sharesKey(after, i))
+                expect(c.valueAfter).toBe(BigInt(found.value));
+            });
+            if (predicted.allOrNothingRefused) {
+              refusedSeen++;
+              expect(after.map((r) => r && [r.key, r.value])).toEqual(
+                before.map((r) => r && [r.key, r.value]),
+              );
+            }
+          },
+        ),
+        { numRuns: 300 },
+      );
+      // The generators reach the cases this property is about.
+      expect(slidingWithPrevious).toBeGreaterThan(0);
+      expect(refusedSeen).toBeGreaterThan(0);
+    });
+  },
+);
 
 describe("Explain answers", () => {
   const config = `domain: d
