@@ -2,12 +2,14 @@
 // against the same candidate (the workers of WORKERS > 1).
 
 import { create } from "@bufbuild/protobuf";
-import { timestampMs } from "@bufbuild/protobuf/wkt";
-import { mergeOffenderLists } from "../offenders/merge-offenders.js";
+import {
+  earlier,
+  groupByRule,
+  mergeOffenderLists,
+} from "../offenders/merge-offenders.js";
 import {
   CanaryRuleReportSchema,
   GetCanaryReportResponseSchema,
-  type CanaryRuleReport,
   type GetCanaryReportResponse,
 } from "../proto.js";
 
@@ -30,27 +32,15 @@ export function mergeCanaryReports(
   let requests = 0n;
   let changedRequests = 0n;
   let unevaluatedRequests = 0n;
-  const byRule = new Map<string, [CanaryRuleReport, ...CanaryRuleReport[]]>();
   for (const report of reports) {
     active ||= report.active;
-    if (
-      report.startTime !== undefined &&
-      (startTime === undefined ||
-        timestampMs(report.startTime) < timestampMs(startTime))
-    )
-      startTime = report.startTime;
+    startTime = earlier(startTime, report.startTime);
     if (source === "") source = report.source;
     requests += report.requests;
     changedRequests += report.changedRequests;
     unevaluatedRequests += report.unevaluatedRequests;
-    for (const rule of report.rules) {
-      const key = `${rule.domain}\u0000${rule.rule}`;
-      const list = byRule.get(key);
-      if (list === undefined) byRule.set(key, [rule]);
-      else list.push(rule);
-    }
   }
-  const rules = [...byRule.values()].map((parts) => {
+  const rules = groupByRule(reports.flatMap((r) => r.rules)).map((parts) => {
     const first = parts[0];
     let wouldRefuse = 0n;
     let wouldAdmit = 0n;

@@ -3,13 +3,12 @@
 // Space-Saving error bounds.
 
 import { create } from "@bufbuild/protobuf";
-import { timestampMs } from "@bufbuild/protobuf/wkt";
+import { timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   OffenderSchema,
   RuleOffendersSchema,
   TopOffendersResponseSchema,
   type Offender,
-  type RuleOffenders,
   type TopOffendersResponse,
 } from "../proto.js";
 
@@ -80,6 +79,33 @@ export function mergeOffenderLists(
 }
 
 /**
+ * Groups the per-rule parts of several processes' answers by rule (domain and stats key), in
+ * the order the rules first appear.
+ */
+export function groupByRule<
+  T extends { readonly domain: string; readonly rule: string },
+>(parts: Iterable<T>): [T, ...T[]][] {
+  const byRule = new Map<string, [T, ...T[]]>();
+  for (const part of parts) {
+    const key = `${part.domain}\u0000${part.rule}`;
+    const list = byRule.get(key);
+    if (list === undefined) byRule.set(key, [part]);
+    else list.push(part);
+  }
+  return [...byRule.values()];
+}
+
+/** The earlier of two optional timestamps (either when the other is unset). */
+export function earlier(
+  a: Timestamp | undefined,
+  b: Timestamp | undefined,
+): Timestamp | undefined {
+  if (a === undefined) return b;
+  if (b === undefined) return a;
+  return timestampMs(b) < timestampMs(a) ? b : a;
+}
+
+/**
  * Merges `TopOffenders` answers of several processes: per rule (by domain and stats key), the
  * exact `hits` add up, `since` is the earliest, `window` and `counters` are the first
  * answer's (every process runs the same config and settings), and the offenders merge as
@@ -91,25 +117,13 @@ export function mergeTopOffenders(
   answers: readonly TopOffendersResponse[],
   k: number,
 ): TopOffendersResponse {
-  const byRule = new Map<string, [RuleOffenders, ...RuleOffenders[]]>();
-  for (const answer of answers)
-    for (const rule of answer.rules) {
-      const key = `${rule.domain}\u0000${rule.rule}`;
-      const list = byRule.get(key);
-      if (list === undefined) byRule.set(key, [rule]);
-      else list.push(rule);
-    }
-  const rules = [...byRule.values()].map((parts) => {
+  const rules = groupByRule(answers.flatMap((a) => a.rules)).map((parts) => {
     const first = parts[0];
     let since = first.since;
     let hits = 0n;
     for (const part of parts) {
       hits += part.hits;
-      if (
-        part.since !== undefined &&
-        (since === undefined || timestampMs(part.since) < timestampMs(since))
-      )
-        since = part.since;
+      since = earlier(since, part.since);
     }
     return create(RuleOffendersSchema, {
       rule: first.rule,
