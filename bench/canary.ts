@@ -22,6 +22,7 @@
 // rounds' ratios, which a shared machine's changing load moves far less than either time.
 // BENCH_CANARY_DECISIONS (default 50000) per round, BENCH_CANARY_ROUNDS (default 21),
 // BENCH_CANARY_ROWS (row names, comma-separated). Numbers are for comparison on one machine.
+import { createDecisionChannel } from "../src/limiter/decision-channel.js";
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { MemoryCounterBackend } from "../src/backends/memory/memory-rate-limit-cache.js";
@@ -109,8 +110,9 @@ function setup(row: Row) {
     statsStore: statsManager.store,
   });
   const logger = pino({ level: "silent" });
+  const decisions = createDecisionChannel();
   const canary = createCanary({
-    livePipeline: pipeline,
+    decisions,
     readConfigDir: () => Promise.resolve([]),
     clock,
     logger,
@@ -120,7 +122,7 @@ function setup(row: Row) {
     statsManager,
     clock,
     logger,
-    observers: [canary.observer],
+    decisions,
   });
   service.applyConfigUpdate({
     ok: true,

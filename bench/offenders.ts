@@ -14,6 +14,8 @@
 // Environment: BENCH_OFFENDERS_DECISIONS (per round and mode, default 100000),
 // BENCH_OFFENDERS_ROUNDS (default 7), BENCH_OFFENDERS_RULES (default 200).
 
+import { createDecisionChannel } from "../src/limiter/decision-channel.js";
+import { LimitRequest } from "../src/limiter/limit-request.js";
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
@@ -149,12 +151,18 @@ function service(k: number): {
     decider: createDecider({ clock }),
     statsStore: statsManager.store,
   });
+  // Subscribed only with a tracker: without one the service publishes to no one.
+  const decisions = createDecisionChannel();
+  if (tracker !== undefined)
+    decisions.subscribe((decision) => {
+      tracker.observe(decision);
+    });
   const rls = createRateLimitService({
     cache,
     statsManager,
     clock,
     logger: pino({ level: "silent" }),
-    observers: tracker !== undefined ? [tracker] : [],
+    decisions,
   });
   rls.applyConfigUpdate({
     ok: true,
@@ -251,23 +259,24 @@ function bytesPerRule(k: number, full: boolean): number {
         // A fresh request per rule, as a service decodes one per call: the tracker keeps the
         // value strings it monitors, so their bytes are its cost.
         const i = window * values + d;
+        const descriptors = [
+          create(RateLimitDescriptorSchema, {
+            entries: [
+              {
+                key: "remote_address",
+                value: `10.${(i >>> 16) & 255}.${(i >>> 8) & 255}.${i & 255}`,
+              },
+            ],
+          }),
+        ];
         tracker.observe({
-          domain: "bench",
-          descriptors: [
-            create(RateLimitDescriptorSchema, {
-              entries: [
-                {
-                  key: "remote_address",
-                  value: `10.${(i >>> 16) & 255}.${(i >>> 8) & 255}.${i & 255}`,
-                },
-              ],
-            }),
-          ],
-          limits: [limits[r]],
-          hitsAddends: [1],
+          request: new LimitRequest("bench", descriptors, [limits[r]], [1]),
+          config,
+          counted: undefined,
           statuses,
           overallCode: Code.OK,
-          config,
+          deciding: -1,
+          quota: [false],
         });
       }
     }

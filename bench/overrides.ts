@@ -1,7 +1,7 @@
 // `make bench-overrides` (`node --expose-gc dist/bench/overrides.js`): what run-time overrides
 // (docs/operations.md#overrides) cost on the hot path and in memory.
 //
-// 1. `resolveLimits` (the tree walk plus the override probe, limiter/decision-rules.ts), ns per
+// 1. `resolveRequest` (the tree walk plus the override probe, limiter/decision-rules.ts), ns per
 //    call for a request of one descriptor: without an override table; with a table holding no
 //    override of the domain; with 1,000 (a table that fits in the CPU caches) and with
 //    1,000,000 exact overrides, for a descriptor that has one (a hit) and one that has none (a
@@ -17,7 +17,7 @@
 //    the table's typed arrays (outside the heap); measured first, in a heap holding nothing
 //    else.
 //
-// Environment: BENCH_OVERRIDES (default 1000000), BENCH_OVERRIDES_CALLS (resolveLimits calls
+// Environment: BENCH_OVERRIDES (default 1000000), BENCH_OVERRIDES_CALLS (resolveRequest calls
 // per measure, default 500000), BENCH_OVERRIDES_DECISIONS (per round and mode, default
 // 200000), BENCH_OVERRIDES_ROUNDS (default 5).
 
@@ -27,13 +27,10 @@ import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { MemoryCounterBackend } from "../src/backends/memory/memory-rate-limit-cache.js";
 import { loadConfig } from "../src/config/load-config.js";
-import type {
-  RateLimit,
-  RateLimitConfig,
-} from "../src/config/rate-limit-config.js";
+import type { RateLimitConfig } from "../src/config/rate-limit-config.js";
 import { createDecider } from "../src/limiter/decide.js";
 import type { OverrideLookup } from "../src/limiter/decision-hooks.js";
-import { resolveLimits } from "../src/limiter/decision-rules.js";
+import { resolveRequest } from "../src/limiter/limit-request.js";
 import { RateLimitPipeline } from "../src/limiter/pipeline.js";
 import { OverrideTable } from "../src/overrides/override-table.js";
 import {
@@ -116,25 +113,23 @@ const median = (values: number[]): number => {
   return sorted[Math.floor(sorted.length / 2)] ?? NaN;
 };
 
-/** ns per resolveLimits call over `descriptors` (cycled), one measure of `calls` calls. */
+/** ns per resolveRequest call over `descriptors` (cycled), one measure of `calls` calls. */
 function resolveNs(
   config: RateLimitConfig,
   descriptors: readonly RateLimitDescriptor[],
   overrides: OverrideLookup | undefined,
 ): number {
-  const limits: (RateLimit | undefined)[] = [undefined];
-  const hits = [0];
   const one: RateLimitDescriptor[] = [descriptors[0]!];
   const mask = descriptors.length - 1;
   const start = process.hrtime.bigint();
   for (let i = 0; i < calls; i++) {
     one[0] = descriptors[i & mask]!;
-    resolveLimits(config, "bench", one, 1, limits, hits, overrides);
+    resolveRequest(config, "bench", one, 1, overrides);
   }
   return Number(process.hrtime.bigint() - start) / calls;
 }
 
-/** 1. resolveLimits with 0, 1,000 and 1,000,000 overrides. */
+/** 1. resolveRequest with 0, 1,000 and 1,000,000 overrides. */
 function resolvePart(): void {
   const statsManager = createStatsManager();
   const config = loadConfig([{ name: "bench.yaml", text: yaml }], {
@@ -192,7 +187,7 @@ function resolvePart(): void {
       resolveSamples[i]!.push(resolveNs(config, descriptors, overrides));
     });
   console.log(
-    `resolveLimits, one descriptor (${String(calls)} calls per measure, median of ${String(rounds)} rounds)`,
+    `resolveRequest, one descriptor (${String(calls)} calls per measure, median of ${String(rounds)} rounds)`,
   );
   cases.forEach(([name], i) => {
     console.log(

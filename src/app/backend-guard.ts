@@ -65,6 +65,8 @@ export function guardBackend(
     createLocalBackend: () => new MemoryCounterBackend({ clock }),
     createLocalLimiter: (counters) =>
       new RateLimitPipeline({
+        // Local limiters count copies of the request: its `counted` stays the store's.
+        recordsCounts: false,
         backend: counters,
         decider: createDecider({
           clock,

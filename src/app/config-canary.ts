@@ -5,6 +5,7 @@ import { createCanary, type Canary } from "../canary/canary.js";
 import { ConfigError } from "../config/config-error.js";
 import type { CanaryAdmin } from "../admin/admin-routes.js";
 import type { OverrideLookup } from "../limiter/decision-hooks.js";
+import type { DecisionChannel } from "../limiter/decision-channel.js";
 import type { RateLimitPipeline } from "../limiter/pipeline.js";
 import { loadRuntimeFiles } from "../provider/file/load-runtime-files.js";
 import type { Settings } from "../settings/settings.js";
@@ -31,18 +32,20 @@ export interface ConfigCanary {
  * service runs without a canary: a canary never stops the live service.
  *
  * @param storePipeline - the pipeline over the live store (inside the backend guard for kv and
- *   mc), whose counter readings the canary reads
+ *   mc): it leaves each decision's counter readings in `Decision.counted`
+ * @param decisions - where the live decisions are published (a running canary subscribes)
  */
 export async function createConfigCanary(
   settings: Settings,
   context: AppContext,
   storePipeline: RateLimitPipeline,
+  decisions: DecisionChannel,
   overrides?: OverrideLookup,
 ): Promise<ConfigCanary> {
   const { clock } = context;
   const logger = context.logger.child({ component: "canary" });
   const canary = createCanary({
-    livePipeline: storePipeline,
+    decisions,
     ...(settings.backendType === "kv"
       ? {
           remoteStore: suffixedCounterBackend(

@@ -12,7 +12,7 @@ import type { RateLimitConfig } from "../config/rate-limit-config.js";
 import { HealthChecker, type HealthComponent } from "../health/health.js";
 import type { AdminParts } from "../admin/admin-routes.js";
 import type { BackendGuard } from "../limiter/backend-guard.js";
-import type { DecisionObserver } from "../limiter/decision-hooks.js";
+import { createDecisionChannel } from "../limiter/decision-channel.js";
 import {
   MemoryOverrideStore,
   type OverrideStore,
@@ -248,12 +248,13 @@ export async function createApp(
     });
   // Day-2 operations (docs/operations.md): run-time overrides, top offenders and the config
   // canary. Each part is built by its own module and plugs in here: overrides as the lookup
-  // the decision probes, top offenders and the canary as observers of decided requests; all
+  // the decision probes, top offenders and the canary as subscribers of published decisions; all
   // three serve their share of the admin API.
   const admin: {
     -readonly [K in keyof AdminParts]: AdminParts[K];
   } = {};
-  const decisionObservers: DecisionObserver[] = [];
+  // Each answer's Decision is published once; top offenders and the canary subscribe.
+  const decisions = createDecisionChannel();
   // Run-time overrides (docs/operations.md#overrides): the table the decision probes, kept by
   // the kv store on every replica (BACKEND_TYPE=kv), else in this process only.
   const overrideTable = new OverrideTable({ clock });
@@ -295,7 +296,9 @@ export async function createApp(
       ? new OffendersTracker({ k: settings.topOffendersK, clock })
       : undefined;
   if (offenders !== undefined) {
-    decisionObservers.push(offenders);
+    decisions.subscribe((decision) => {
+      offenders.observe(decision);
+    });
     admin.offenders = createOffendersAdmin(offenders);
     if (settings.topOffendersMetrics && settings.statsSink !== "pullstats")
       logger.warn(
@@ -313,10 +316,10 @@ export async function createApp(
           settings,
           context,
           storePipeline,
+          decisions,
           overrideTable,
         );
   if (configCanary !== undefined) {
-    decisionObservers.push(configCanary.canary.observer);
     admin.canary = configCanary.admin;
   }
   const service = createRateLimitService({
@@ -329,7 +332,7 @@ export async function createApp(
     globalQuotaMode: settings.quotaMode,
     dynamicMetadata: settings.responseDynamicMetadata,
     requestBounds,
-    observers: decisionObservers,
+    decisions,
     overrides: overrideTable,
     ...(settings.tracingEnabled
       ? { tracing: { backend: settings.backendType } }

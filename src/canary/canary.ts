@@ -1,8 +1,8 @@
 // The config canary (docs/operations.md#config-canary): a candidate config loaded beside the
 // live one, every ShouldRateLimit request evaluated against it too, and a report of what it would
 // have answered differently. It never changes an answer, a live counter or a live statistic:
-// it observes decided requests (`DecisionObserver`), reads the counters the live decision saw
-// (`RateLimitPipeline.countObserver`), and decides again after the answer has left, with the
+// while it runs it subscribes to the published decisions (`DecisionChannel`), reads the counters
+// the live decision saw (`Decision.counted`), and decides again after the answer has left, with the
 // live decision code over a `CanaryCounterBackend`: shared keys from the live reading plus the
 // canary's `CanaryLedger`, candidate-only keys in the ledger (or, for kv, the store).
 
@@ -15,16 +15,9 @@ import type {
 } from "../config/rate-limit-config.js";
 import type { ChargeMode } from "../config/yaml-types.js";
 import type { CounterBackend } from "../limiter/counter-backend.js";
-import type {
-  DecidedRequest,
-  DecisionObserver,
-  OverrideLookup,
-} from "../limiter/decision-hooks.js";
-import {
-  decidingDescriptor,
-  unlimitedRemaining,
-} from "../limiter/decision-rules.js";
-import type { CountObserver } from "../limiter/pipeline.js";
+import type { OverrideLookup } from "../limiter/decision-hooks.js";
+import type { DecisionChannel } from "../limiter/decision-channel.js";
+import type { Decision } from "../limiter/decision.js";
 import type { RequestPlan } from "../limiter/request-plan.js";
 import {
   RateLimitResponse_Code as Code,
@@ -44,7 +37,6 @@ import {
 } from "./candidate-evaluator.js";
 import { CanaryLedger } from "./canary-ledger.js";
 import { liveCounters, type LiveCounters } from "./live-counters.js";
-import { LiveReadings, type LiveReading } from "./live-readings.js";
 import {
   hasReplaces,
   hasTokenBuckets,
@@ -56,11 +48,11 @@ import {
 /** Options of {@link createCanary}; the decision settings are the live ones. */
 export interface CanaryOptions {
   /**
-   * The live backend's pipeline: its `countObserver` is set while a canary runs, so the canary
-   * reads the counters each live decision saw (with the kv and mc backends, the pipeline inside
-   * the backend guard).
+   * Where the live decisions are published: a running canary subscribes, and reads the
+   * counters each live decision saw (`Decision.counted`, left by the store's pipeline; with
+   * the kv and mc backends, the pipeline inside the backend guard).
    */
-  readonly livePipeline: { countObserver: CountObserver | undefined };
+  readonly decisions: DecisionChannel;
   /**
    * Where candidate-only counters live when not in this process: for kv, the live store under
    * keys of their own (replicas running the same canary then add up, as live counters do).
@@ -135,8 +127,6 @@ export interface CanaryStarted {
 
 /** The config canary of one process (see the file comment). */
 export interface Canary {
-  /** Told every decided request; does nothing while no canary runs. */
-  readonly observer: DecisionObserver;
   /**
    * Loads a candidate config and starts a canary with it, replacing a running one (whose
    * report is dropped). A bad candidate leaves everything as it was.
@@ -164,10 +154,9 @@ export interface Canary {
 
 /**
  * The live side of one request of a changed domain, kept for its evaluation: what the live
- * pipeline read (set by its `countObserver` call), then the rest of the live decision (set by
- * the observer call). One object per request from the first call on.
+ * store read (the decision's `counted` plan) and the rest of the live decision.
  */
-class PendingRequest implements LiveReading {
+class PendingRequest {
   readonly statuses: readonly RateLimitResponse_DescriptorStatus[];
   readonly plan: RequestPlan;
   readonly charged: boolean;
@@ -195,7 +184,7 @@ class PendingRequest implements LiveReading {
 
 /** Builds the config canary of one process; none runs until {@link Canary.start}. */
 export function createCanary(options: CanaryOptions): Canary {
-  const { clock, logger, livePipeline } = options;
+  const { clock, logger, decisions } = options;
   const maxPending = options.maxPending ?? 10_000;
   const globalQuotaMode = options.globalQuotaMode ?? false;
   const accumulates = options.sameKeyAccumulates ?? true;
@@ -214,8 +203,8 @@ export function createCanary(options: CanaryOptions): Canary {
     readonly ledger: CanaryLedger;
     readonly startMs: number;
     readonly source: string;
-    /** What each live decision saw, until its observer call takes it. */
-    readonly readings = new LiveReadings<PendingRequest>();
+    /** Removes the run's decision listener (set when it starts). */
+    unsubscribe: () => void = () => undefined;
     /**
      * Domains with the same rules in both configs (for {@link liveSeen}); computed when the
      * first request decided with a live config arrives, again after each live reload.
@@ -321,29 +310,25 @@ export function createCanary(options: CanaryOptions): Canary {
             );
     }
 
-    /** The live pipeline's hook: keeps what it read for requests of changed domains. */
-    readonly hook: CountObserver = (statuses, plan, charged) => {
-      if (!this.unchanged.has(plan.domain))
-        this.readings.push(new PendingRequest(statuses, plan, charged));
-    };
-
-    observe(r: DecidedRequest): void {
+    /** Keeps a live decision of a changed domain, with what the store read, for evaluation. */
+    observe(d: Decision): void {
       const report = this.report;
       report.requests++;
-      if (r.config !== this.liveSeen) this.compare(r.config);
+      if (d.config !== this.liveSeen) this.compare(d.config);
+      const r = d.request;
       if (this.unchanged.has(r.domain)) return;
-      const item = this.readings.take(r.statuses);
-      if (item === undefined || this.queue.length >= maxPending) {
+      const plan = d.counted;
+      if (plan === undefined || this.queue.length >= maxPending) {
         report.unevaluated++;
         return;
       }
+      const item = new PendingRequest(d.statuses, plan, plan.charged);
       const liveDeciding =
-        r.overallCode === Code.OVER_LIMIT
-          ? liveDecidingDescriptor(r, globalQuotaMode)
+        d.overallCode === Code.OVER_LIMIT && d.deciding >= 0
+          ? d.deciding
           : undefined;
       const liveLimit =
         liveDeciding === undefined ? undefined : r.limits[liveDeciding];
-      const plan = item.plan;
       // Milliseconds for the candidate's token buckets: the live plan's when it had a bucket,
       // else now (read only when the candidate has token buckets), kept within the live
       // request's second.
@@ -356,12 +341,13 @@ export function createCanary(options: CanaryOptions): Canary {
       if (Math.floor(nowMs / 1000) !== plan.nowSeconds)
         nowMs = plan.nowSeconds * 1000;
       item.domain = r.domain;
-      item.descriptors = r.descriptors.slice();
-      item.hitsAddends = r.hitsAddends.slice();
-      item.liveOverall = r.overallCode;
+      // A request's lists are never written after it is resolved: kept, not copied.
+      item.descriptors = r.descriptors;
+      item.hitsAddends = r.hitsAddends;
+      item.liveOverall = d.overallCode;
       item.liveDeciding = liveDeciding;
       if (liveLimit !== undefined && liveDeciding !== undefined)
-        item.liveRule = ruleKey(liveLimit, r.statuses[liveDeciding]);
+        item.liveRule = ruleKey(liveLimit, d.statuses[liveDeciding]);
       item.nowMs = nowMs;
       this.queue.push(item);
       this.queued++;
@@ -582,19 +568,12 @@ export function createCanary(options: CanaryOptions): Canary {
     const run = running;
     if (run === undefined) return undefined;
     running = undefined;
-    if (livePipeline.countObserver === run.hook)
-      livePipeline.countObserver = undefined;
+    run.unsubscribe();
     await run.settled();
     return run.message(false);
   }
 
   return {
-    observer: {
-      observe(request) {
-        running?.observe(request);
-      },
-    },
-
     async start(source) {
       const isDir = "dir" in source;
       const files = isDir
@@ -617,7 +596,9 @@ export function createCanary(options: CanaryOptions): Canary {
       await stopRunning();
       const run = new CanaryRun(candidate, where);
       running = run;
-      livePipeline.countObserver = run.hook;
+      run.unsubscribe = decisions.subscribe((decision) => {
+        run.observe(decision);
+      });
       logger.info(
         { source: where, domains: candidate.domains },
         "config canary started",
@@ -691,30 +672,3 @@ function ruleKey(
 
 /** The stats key of each rule met in a change (limits are long-lived objects of a config). */
 const ruleKeys = new WeakMap<RateLimit, string>();
-
-/**
- * The descriptor that made a live request over limit, by the live rule (`decidingDescriptor`).
- * The live unlimited flags are not passed to observers: an unlimited descriptor is one without
- * a counted limit answered with `limit_remaining` 4294967295.
- */
-function liveDecidingDescriptor(
-  r: DecidedRequest,
-  globalQuotaMode: boolean,
-): number | undefined {
-  const n = r.statuses.length;
-  let unlimited: boolean[] | undefined;
-  for (let i = 0; i < n; i++) {
-    if (
-      r.limits[i] === undefined &&
-      r.statuses[i]?.limitRemaining === unlimitedRemaining
-    )
-      (unlimited ??= new Array<boolean>(n).fill(false))[i] = true;
-  }
-  return decidingDescriptor(
-    r.statuses,
-    r.limits,
-    unlimited,
-    globalQuotaMode,
-    new Array<boolean>(n),
-  );
-}

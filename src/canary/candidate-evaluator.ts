@@ -27,6 +27,7 @@ import {
   applyLimitRules,
   decidingDescriptor,
 } from "../limiter/decision-rules.js";
+import { LimitRequest } from "../limiter/limit-request.js";
 import { createLocalCache } from "../limiter/local-cache.js";
 import { RateLimitPipeline } from "../limiter/pipeline.js";
 import {
@@ -76,7 +77,7 @@ export interface CandidateEvaluatorOptions {
 
 /** What the candidate decided for one request. */
 export interface CandidateDecision {
-  /** The overall code before `SHADOW_MODE` (as `DecidedRequest.overallCode`). */
+  /** The overall code before `SHADOW_MODE` (as `Decision.overallCode`). */
   readonly overallCode: Code;
   /** Parallel to the descriptors: the rule each matched (before `unlimited` and `replaces`). */
   readonly matched: readonly (RateLimit | undefined)[];
@@ -185,15 +186,8 @@ export function createCandidateEvaluator(
   // bound to that request's live counters there, before any reaches the backend.
   const planning: Decider = {
     ...decider,
-    plan(domain, descriptors, limits, hitsAddends, charge, expirations) {
-      const plan = decider.plan(
-        domain,
-        descriptors,
-        limits,
-        hitsAddends,
-        charge,
-        expirations,
-      );
+    plan(request, charge, expirations) {
+      const plan = decider.plan(request, charge, expirations);
       backend.bind(plan, pendingLive);
       return plan;
     },
@@ -203,6 +197,7 @@ export function createCandidateEvaluator(
     decider: planning,
     stopCacheKeyIncrementWhenOverlimit:
       options.stopCacheKeyIncrementWhenOverlimit ?? false,
+    recordsCounts: false,
   });
 
   const arithmetic =
@@ -387,8 +382,7 @@ export function createCandidateEvaluator(
       }
       const deciding = decidingDescriptor(
         statuses,
-        limits,
-        unlimited,
+        { limits, unlimited },
         globalQuotaMode,
         s.quota,
       );
@@ -409,7 +403,9 @@ export function createCandidateEvaluator(
       pendingLive = live;
       let counted: Promise<RateLimitResponse_DescriptorStatus[]>;
       try {
-        counted = pipeline.doLimit(domain, descriptors, limits, hitsAddends);
+        counted = pipeline.doLimit(
+          new LimitRequest(domain, descriptors, limits, hitsAddends, unlimited),
+        );
       } finally {
         pendingLive = noLiveCounters;
       }
@@ -417,8 +413,7 @@ export function createCandidateEvaluator(
       if (unlimited !== undefined) answerUnlimited(statuses, unlimited);
       const deciding = decidingDescriptor(
         statuses,
-        limits,
-        unlimited,
+        { limits, unlimited },
         globalQuotaMode,
         new Array<boolean>(n),
       );
@@ -450,10 +445,7 @@ export function createCandidateEvaluator(
     if (dropped === undefined) return noKeys;
     // A read-only plan (no statistic, no binding) only to build the keys.
     const plan = decider.plan(
-      domain,
-      descriptors,
-      dropped,
-      undefined,
+      new LimitRequest(domain, descriptors, dropped),
       false,
       false,
     );

@@ -1,6 +1,6 @@
 // The live store's counters as the live decision of one request saw them: what the canary's
 // candidate reads (never writes) for a limit that uses the same cache key as a live one. Built
-// from the live pipeline's request plan (`RateLimitPipeline.countObserver`), so nothing is read
+// from the live request plan (`Decision.counted`), so nothing is read
 // from the store a second time and the value is exactly the one the live decision compared
 // with its limit.
 

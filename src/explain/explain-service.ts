@@ -5,6 +5,7 @@ import {
   unlimitedRemaining,
 } from "../limiter/decision-rules.js";
 import { hitsAddendFor } from "../limiter/hits-addend.js";
+import { LimitRequest } from "../limiter/limit-request.js";
 import { counterReading } from "../limiter/pipeline.js";
 import type {
   ChargePreview,
@@ -131,6 +132,13 @@ export function createExplainService(
     const hits = request.descriptors.map((d) =>
       hitsAddendFor(d, request.hitsAddend),
     );
+    const limited = new LimitRequest(
+      request.domain,
+      request.descriptors,
+      limits,
+      hits,
+      unlimited,
+    );
     // What a charge would do, decided by the decision pipeline itself without changing
     // anything: the counters it reads, the all-or-nothing check (a refused request charges no
     // counter) and STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
@@ -138,12 +146,7 @@ export function createExplainService(
     const preview =
       cache.previewCharge === undefined || limits.every((l) => l === undefined)
         ? undefined
-        : await cache.previewCharge(
-            request.domain,
-            request.descriptors,
-            limits,
-            hits,
-          );
+        : await cache.previewCharge(limited);
     const plan = preview?.plan;
     const nowSeconds = plan?.nowSeconds ?? clock.nowSeconds();
     // Token buckets decide in µs; the plan reads the clock once for them.
@@ -362,8 +365,7 @@ export function createExplainService(
     const quota = new Array<boolean>(n);
     const deciding = decidingDescriptor(
       statuses,
-      limits,
-      unlimited,
+      limited,
       globalQuotaMode,
       quota,
     );

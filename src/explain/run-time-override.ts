@@ -1,6 +1,6 @@
 // Run-time overrides (admin API, docs/operations.md#overrides) as Explain sees them: the
 // override that replaced a descriptor's rule limit, probed after the config walk exactly where
-// ShouldRateLimit probes it (limiter/decision-rules.ts `resolveLimits`), so the explanation
+// ShouldRateLimit probes it (limiter/limit-request.ts `resolveRequest`), so the explanation
 // counts with the limit the decision counts with and says which override decided it.
 
 import { create } from "@bufbuild/protobuf";

@@ -3,7 +3,6 @@ import type { FailureMode } from "../config/failure-mode.js";
 import type { RateLimit } from "../config/rate-limit-config.js";
 import {
   RateLimitResponse_Code as Code,
-  type RateLimitDescriptor,
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
 import type { RateLimitStats } from "../stats/stats-manager.js";
@@ -14,6 +13,7 @@ import { BackendError } from "./backend-error.js";
 import type { CounterBackend, CounterSlot } from "./counter-backend.js";
 import { OutageJournal, recordingBackend } from "./outage-journal.js";
 import { limitStatus, okWithoutLimitStatus } from "./decide.js";
+import type { LimitRequest } from "./limit-request.js";
 import type {
   ChargePreview,
   CounterReading,
@@ -236,35 +236,13 @@ export class BackendGuard implements RateLimitCache {
    *   clock, in milliseconds; undefined: none
    */
   doLimit(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[],
+    request: LimitRequest,
     deadlineAtMs?: number,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     if (this.mode === "local")
-      return this.doLimitShadowed(
-        domain,
-        descriptors,
-        limits,
-        hitsAddends,
-        deadlineAtMs,
-      );
-    if (!this.open)
-      return this.doLimitClosed(
-        domain,
-        descriptors,
-        limits,
-        hitsAddends,
-        deadlineAtMs,
-      );
-    return this.doLimitOpen(
-      domain,
-      descriptors,
-      limits,
-      hitsAddends,
-      deadlineAtMs,
-    );
+      return this.doLimitShadowed(request, deadlineAtMs);
+    if (!this.open) return this.doLimitClosed(request, deadlineAtMs);
+    return this.doLimitOpen(request, deadlineAtMs);
   }
 
   /**
@@ -272,27 +250,18 @@ export class BackendGuard implements RateLimitCache {
    * for the Explain API. The breaker is neither consulted nor moved: Explain shows the store's
    * counters, and a failing store answers with its {@link BackendError}.
    */
-  peekCounters(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-  ): Promise<(CounterReading | undefined)[]> {
+  peekCounters(request: LimitRequest): Promise<(CounterReading | undefined)[]> {
     const backend = this.backend;
     if (backend.peekCounters === undefined)
-      return Promise.resolve(limits.map(() => undefined));
-    return backend.peekCounters(domain, descriptors, limits);
+      return Promise.resolve(request.limits.map(() => undefined));
+    return backend.peekCounters(request);
   }
 
   /**
    * Previews a charge through the guarded backend (see {@link RateLimitCache.previewCharge}),
    * for the Explain API; like {@link peekCounters} it neither consults nor moves the breaker.
    */
-  previewCharge(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[],
-  ): Promise<ChargePreview> {
+  previewCharge(request: LimitRequest): Promise<ChargePreview> {
     const backend = this.backend;
     if (backend.previewCharge === undefined)
       return Promise.reject(
@@ -300,7 +269,7 @@ export class BackendGuard implements RateLimitCache {
           `the ${this.backendName} backend cannot preview a charge`,
         ),
       );
-    return backend.previewCharge(domain, descriptors, limits, hitsAddends);
+    return backend.previewCharge(request);
   }
 
   flush(): Promise<void> {
@@ -319,15 +288,12 @@ export class BackendGuard implements RateLimitCache {
 
   /** Closed circuit, no shadow counting: the hot path, one counter reset beyond the backend. */
   private async doLimitClosed(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[],
+    request: LimitRequest,
     deadlineAtMs: number | undefined,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     try {
       const statuses = await this.bounded(
-        this.backend.doLimit(domain, descriptors, limits, hitsAddends),
+        this.backend.doLimit(request),
         deadlineAtMs,
       );
       this.consecutiveFailures = 0;
@@ -335,10 +301,7 @@ export class BackendGuard implements RateLimitCache {
     } catch (err) {
       return this.degradedAnswer(
         this.recordFailure(err, false),
-        domain,
-        descriptors,
-        limits,
-        hitsAddends,
+        request,
         false,
       );
     }
@@ -346,27 +309,17 @@ export class BackendGuard implements RateLimitCache {
 
   /** Open circuit: the failure mode answers; one request per probe interval probes. */
   private async doLimitOpen(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[],
+    request: LimitRequest,
     deadlineAtMs: number | undefined,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     if (this.probing || this.clock.nowMs() < this.nextProbeAtMs) {
-      return this.degradedAnswer(
-        this.circuitOpenError(),
-        domain,
-        descriptors,
-        limits,
-        hitsAddends,
-        true,
-      );
+      return this.degradedAnswer(this.circuitOpenError(), request, true);
     }
     this.probing = true;
     this.probeStartedAtMs = this.clock.nowMs();
     try {
       const statuses = await this.bounded(
-        this.backend.doLimit(domain, descriptors, limits, hitsAddends),
+        this.backend.doLimit(request),
         deadlineAtMs,
       );
       this.probing = false;
@@ -374,14 +327,7 @@ export class BackendGuard implements RateLimitCache {
       return statuses;
     } catch (err) {
       this.probing = false;
-      return this.degradedAnswer(
-        this.recordFailure(err, true),
-        domain,
-        descriptors,
-        limits,
-        hitsAddends,
-        false,
-      );
+      return this.degradedAnswer(this.recordFailure(err, true), request, false);
     }
   }
 
@@ -393,41 +339,21 @@ export class BackendGuard implements RateLimitCache {
    * backend's for a while after the circuit closes.
    */
   private async doLimitShadowed(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[],
+    request: LimitRequest,
     deadlineAtMs: number | undefined,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
-    const domainMode = this.domainModes.get(domain);
+    const domainMode = this.domainModes.get(request.domain);
     if (domainMode !== undefined && domainMode !== "local") {
       return this.open
-        ? this.doLimitOpen(
-            domain,
-            descriptors,
-            limits,
-            hitsAddends,
-            deadlineAtMs,
-          )
-        : this.doLimitClosed(
-            domain,
-            descriptors,
-            limits,
-            hitsAddends,
-            deadlineAtMs,
-          );
+        ? this.doLimitOpen(request, deadlineAtMs)
+        : this.doLimitClosed(request, deadlineAtMs);
     }
     const probe =
       this.open && !this.probing && this.clock.nowMs() >= this.nextProbeAtMs;
     if (this.open && !probe) {
       this.countDegradedDecision();
-      this.noteLocalDecision(limits);
-      return this.localLimiter().doLimit(
-        domain,
-        descriptors,
-        this.scaledLimits(limits, true),
-        hitsAddends,
-      );
+      this.noteLocalDecision(request.limits);
+      return this.localLimiter().doLimit(this.scaledRequest(request, true));
     }
     if (probe) {
       this.probing = true;
@@ -436,22 +362,17 @@ export class BackendGuard implements RateLimitCache {
     let statuses: RateLimitResponse_DescriptorStatus[];
     try {
       statuses = await this.bounded(
-        this.backend.doLimit(domain, descriptors, limits, hitsAddends),
+        this.backend.doLimit(request),
         deadlineAtMs,
       );
     } catch (err) {
       if (probe) this.probing = false;
       this.recordFailure(err, probe);
-      this.noteLocalDecision(limits);
+      this.noteLocalDecision(request.limits);
       this.countDegradedDecision();
       // The store did not count this request (or may not have): the local limiter answers,
       // and its charge is replayed into the store when it answers again.
-      return this.localLimiter().doLimit(
-        domain,
-        descriptors,
-        this.scaledLimits(limits, false),
-        hitsAddends,
-      );
+      return this.localLimiter().doLimit(this.scaledRequest(request, false));
     }
     this.consecutiveFailures = 0;
     if (probe) {
@@ -460,10 +381,7 @@ export class BackendGuard implements RateLimitCache {
     }
     // Counted by the store: the local limiter counts it too, unrecorded.
     const local = await this.shadowLimiter().doLimit(
-      domain,
-      descriptors,
-      this.scaledLimits(limits, false),
-      hitsAddends,
+      this.scaledRequest(request, false),
     );
     if (this.recoveringUntilSeconds === 0) return statuses;
     if (this.clock.nowSeconds() >= this.recoveringUntilSeconds) {
@@ -632,25 +550,18 @@ export class BackendGuard implements RateLimitCache {
    */
   private degradedAnswer(
     err: BackendError,
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[],
+    request: LimitRequest,
     counted: boolean,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
-    const mode = this.domainModes.get(domain) ?? this.mode;
+    const mode = this.domainModes.get(request.domain) ?? this.mode;
     if (mode === "error") return Promise.reject(err);
     this.countDegradedDecision();
     if (mode === "local") {
-      this.noteLocalDecision(limits);
-      return this.localLimiter().doLimit(
-        domain,
-        descriptors,
-        this.scaledLimits(limits, counted),
-        hitsAddends,
-      );
+      this.noteLocalDecision(request.limits);
+      return this.localLimiter().doLimit(this.scaledRequest(request, counted));
     }
     const now = this.clock.nowSeconds();
+    const limits = request.limits;
     const statuses = new Array<RateLimitResponse_DescriptorStatus>(
       limits.length,
     );
@@ -718,20 +629,14 @@ export class BackendGuard implements RateLimitCache {
   }
 
   /**
-   * The limits scaled by the local share (⌊limit × share⌋, at least 1 for a non-zero limit),
-   * one copy per rate limit, kept while the rate limit lives.
+   * The request with its limits scaled by the local share (⌊limit × share⌋, at least 1 for a
+   * non-zero limit), one copy per rate limit, kept while the rate limit lives.
    *
    * @param counted - live statistics (the backend was not called), else muted ones
    */
-  private scaledLimits(
-    limits: readonly (RateLimit | undefined)[],
-    counted: boolean,
-  ): (RateLimit | undefined)[] {
+  private scaledRequest(request: LimitRequest, counted: boolean): LimitRequest {
     const cache = counted ? this.countedLimits : this.mutedLimits;
-    const out = new Array<RateLimit | undefined>(limits.length);
-    for (let i = 0; i < limits.length; i++) {
-      const limit = limits[i];
-      if (limit === undefined) continue;
+    return request.withLimits((limit) => {
       let scaled = cache.get(limit);
       if (scaled === undefined) {
         const perUnit = limit.requestsPerUnit;
@@ -745,9 +650,8 @@ export class BackendGuard implements RateLimitCache {
         };
         cache.set(limit, scaled);
       }
-      out[i] = scaled;
-    }
-    return out;
+      return scaled;
+    });
   }
 
   private guardStats(): GuardStats {

@@ -3,11 +3,11 @@ import type { Duration } from "@bufbuild/protobuf/wkt";
 import type { RateLimit } from "../config/rate-limit-config.js";
 import {
   RateLimitResponse_Code as Code,
-  type RateLimitDescriptor,
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
 import type { Clock } from "../util/clock.js";
-import { cacheKeyStem, isPerSecond, type CacheKey } from "./cache-key.js";
+import { cacheKeyStem, isPerSecond } from "./cache-key.js";
+import type { LimitRequest } from "./limit-request.js";
 import type { LocalCache } from "./local-cache.js";
 import {
   noRefunds,
@@ -61,41 +61,18 @@ export interface Decider {
    * cache key(s), expiration, and local-cache verdict; a plan to charge counts `total_hits`
    * (upstream `GenerateCacheKeys`).
    *
-   * @param limits - parallel to `descriptors`: the limit to apply, or `undefined` for "not
-   *   checked" (no match, unlimited, replaced)
-   * @param hitsAddends - parallel to `descriptors`: hits to add (≥ 0), or to give back (< 0:
-   *   a refund, planned in `refunds`, counting no statistic and clearing its local-cache
-   *   entry when charged); undefined: 0 each
+   * @param request - the request after the decision rules: a descriptor whose limit is
+   *   `undefined` is not planned; a negative hits addend is a refund (planned in `refunds`,
+   *   counting no statistic and clearing its local-cache entry when charged)
    * @param charge - false for a read-only plan (Explain): no statistic is counted
    * @param expirations - draw each counter's expiration (with jitter) for the backend; false
    *   for read-only plans and in-process backends, which expire counters with their window
    */
   plan(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[] | undefined,
+    request: LimitRequest,
     charge: boolean,
     expirations: boolean,
   ): RequestPlan;
-  /**
-   * Returns the cache keys of a request and counts `total_hits` for every descriptor with a
-   * limit (upstream `GenerateCacheKeys`).
-   *
-   * @returns parallel to `descriptors`; `undefined` where `limits[i]` is undefined
-   */
-  generateCacheKeys(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[],
-    nowSeconds: number,
-  ): (CacheKey | undefined)[];
-  /**
-   * Whether a cache key is known over limit in the local cache (always false without one);
-   * such a key needs no backend round trip (upstream `IsOverLimitWithLocalCache`).
-   */
-  isOverLimitWithLocalCache(cacheKey: string): boolean;
   /**
    * Status of a descriptor answered from the local cache: OVER_LIMIT (OK in shadow mode),
    * counting all hits as over limit and as `over_limit_with_local_cache`.
@@ -282,7 +259,8 @@ export function createDecider(options: DeciderOptions): Decider {
   return {
     nowSeconds: () => clock.nowSeconds(),
 
-    plan(domain, descriptors, limits, hitsAddends, charge, expirations) {
+    plan(request, charge, expirations) {
+      const { domain, descriptors, limits, hitsAddends } = request;
       const nowSeconds = clock.nowSeconds();
       let nowUs = 0;
       const counted: PlannedDescriptor[] = [];
@@ -298,7 +276,7 @@ export function createDecider(options: DeciderOptions): Decider {
         allOrNothing ??= limit.allOrNothing;
         const descriptor = descriptors[i]!;
         const stem = cacheKeyStem(prefix, domain, descriptor, limit);
-        const hits = hitsAddends === undefined ? 0 : hitsAddends[i]!;
+        const hits = hitsAddends[i]!;
         // A refund (negative hits) counts no statistic and is never answered by the local
         // cache, whose entry it makes stale.
         const refund = hits < 0;
@@ -373,6 +351,7 @@ export function createDecider(options: DeciderOptions): Decider {
         }
       }
       return {
+        request,
         domain,
         nowSeconds,
         nowUs,
@@ -382,35 +361,8 @@ export function createDecider(options: DeciderOptions): Decider {
         buckets: buckets ?? noRefunds,
         allOrNothing: allOrNothing ?? false,
         refunds: refunds ?? noRefunds,
+        charged: true,
       };
-    },
-
-    generateCacheKeys(domain, descriptors, limits, hitsAddends, nowSeconds) {
-      const keys: (CacheKey | undefined)[] = new Array<CacheKey | undefined>(
-        descriptors.length,
-      );
-      for (let i = 0; i < descriptors.length; i++) {
-        const limit = limits[i];
-        if (limit === undefined) {
-          keys[i] = undefined;
-          continue;
-        }
-        const stem = cacheKeyStem(prefix, domain, descriptors[i]!, limit);
-        const start = windowStartSeconds(nowSeconds, limit.windowSeconds);
-        keys[i] = {
-          key: stem + String(start) + limit.cacheKeySuffix,
-          perSecond: isPerSecond(limit),
-          previousKey: limit.sliding
-            ? stem + String(start - limit.windowSeconds) + limit.cacheKeySuffix
-            : undefined,
-        };
-        limit.stats.totalHits.add(hitsAddends[i]!);
-      }
-      return keys;
-    },
-
-    isOverLimitWithLocalCache(cacheKey) {
-      return localCache?.has(cacheKey) === true;
     },
 
     localCacheStatus(limit, hits, nowSeconds) {

@@ -1,64 +1,20 @@
 // The request-level decision rules, written once for ShouldRateLimit and Explain: which limits
 // a request counts (`unlimited`, `replaces`), the 4294967295 remaining of unlimited rules, and
-// the overall code with quota mode (upstream `ratelimit.go` `shouldRateLimitWorker`;
+// the deciding descriptor with quota mode (upstream `ratelimit.go` `shouldRateLimitWorker`;
 // docs/reference-parity.md#request-order, #unlimited-replaced and #overall-code). They run on the
 // hot path: they fill arrays the caller allocates and create nothing per request beyond what the
 // decision needs (the `replaces` set when a matched rule has `replaces`, the unlimited flags when
 // one is unlimited).
 
-import type {
-  RateLimit,
-  RateLimitConfig,
-} from "../config/rate-limit-config.js";
+import type { RateLimit } from "../config/rate-limit-config.js";
 import {
   RateLimitResponse_Code as Code,
-  type RateLimitDescriptor,
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
-import type { OverrideLookup } from "./decision-hooks.js";
-import { hitsAddendFor } from "./hits-addend.js";
+import type { LimitRequest } from "./limit-request.js";
 
 /** `limit_remaining` of an unlimited descriptor: the largest uint32. */
 export const unlimitedRemaining = 4294967295;
-
-/**
- * Finds the limits of one ShouldRateLimit request and applies {@link applyLimitRules}: looks up
- * each descriptor (`config.getLimit`, which counts `domain_not_found`), resolves its hits addend,
- * and counts the hits of unlimited rules in their `total_hits` and `within_limit` (they never
- * reach the backend; a deliberate difference, docs/reference-parity.md#diff-unlimited-stats).
- *
- * @param limits - filled, parallel to `descriptors`: the limit to count, or `undefined` where no
- *   rule matches, the rule is unlimited, or it is replaced
- * @param hitsAddends - filled, parallel to `descriptors`: each descriptor's hits addend
- * @param overrides - run-time overrides (admin API), probed where the lookup found a limit
- * @returns parallel to `descriptors`, whether its rule is unlimited; `undefined` when none is
- */
-export function resolveLimits(
-  config: RateLimitConfig,
-  domain: string,
-  descriptors: readonly RateLimitDescriptor[],
-  requestHitsAddend: number,
-  limits: (RateLimit | undefined)[],
-  hitsAddends: number[],
-  overrides?: OverrideLookup,
-): boolean[] | undefined {
-  const n = descriptors.length;
-  for (let i = 0; i < n; i++) {
-    const descriptor = descriptors[i]!;
-    let limit = config.getLimit(domain, descriptor);
-    if (limit !== undefined && overrides !== undefined)
-      limit = overrides.find(domain, descriptor, limit) ?? limit;
-    const hits = hitsAddendFor(descriptor, requestHitsAddend);
-    hitsAddends[i] = hits;
-    limits[i] = limit;
-    // A refund (negative hits) counts in no statistic.
-    if (limit?.unlimited === true && hits >= 0) {
-      limit.stats.totalHits.add(hits);
-      limit.stats.withinLimit.add(hits);
-    }
-  }
-  return applyLimitRules(limits);
-}
 
 /**
  * Applies the `unlimited` and `replaces` rules, in place, to the limits found for one request
@@ -126,7 +82,7 @@ function isReplaced(limit: RateLimit, replaced: ReadonlySet<string>): boolean {
  * Answers every unlimited descriptor with `limit_remaining` 4294967295 (its status comes back
  * from the backend as an uncounted OK).
  *
- * @param unlimited - from {@link resolveLimits} / {@link applyLimitRules}, parallel to `statuses`
+ * @param unlimited - from {@link applyLimitRules} (`LimitRequest.unlimited`), parallel to `statuses`
  */
 export function answerUnlimited(
   statuses: readonly RateLimitResponse_DescriptorStatus[],
@@ -145,19 +101,18 @@ export function answerUnlimited(
  * `undefined` (the overall code is OK). Unlimited descriptors take no part. Also fills `quota`.
  *
  * @param statuses - one per descriptor, after shadow mode (a shadowed descriptor is OK)
- * @param limits - the counted limits, parallel to `statuses` ({@link applyLimitRules})
- * @param unlimited - parallel to `statuses`, or `undefined` when no rule is unlimited
+ * @param request - the request's counted limits and unlimited flags ({@link applyLimitRules})
  * @param quota - filled, parallel to `statuses`: whether the descriptor is a quota descriptor
  * @returns the index of the deciding descriptor, or `undefined`
  */
 export function decidingDescriptor(
   statuses: readonly RateLimitResponse_DescriptorStatus[],
-  limits: readonly (RateLimit | undefined)[],
-  unlimited: readonly boolean[] | undefined,
+  request: Pick<LimitRequest, "limits" | "unlimited">,
   globalQuotaMode: boolean,
   quota: boolean[],
 ): number | undefined {
   const n = statuses.length;
+  const { limits, unlimited } = request;
   let deciding: number | undefined;
   let firstQuotaOver: number | undefined;
   let quotaCount = 0;
@@ -183,26 +138,4 @@ export function decidingDescriptor(
   if (deciding === undefined && quotaCount > 0 && quotaOver === quotaCount)
     return firstQuotaOver;
   return deciding;
-}
-
-/**
- * Returns the overall code of a request before `SHADOW_MODE`: OVER_LIMIT when
- * {@link decidingDescriptor} finds a deciding descriptor, else OK. Fills `quota` the same way.
- */
-export function overallCode(
-  statuses: readonly RateLimitResponse_DescriptorStatus[],
-  limits: readonly (RateLimit | undefined)[],
-  unlimited: readonly boolean[] | undefined,
-  globalQuotaMode: boolean,
-  quota: boolean[],
-): Code {
-  return decidingDescriptor(
-    statuses,
-    limits,
-    unlimited,
-    globalQuotaMode,
-    quota,
-  ) === undefined
-    ? Code.OK
-    : Code.OVER_LIMIT;
 }

@@ -4,10 +4,8 @@
  * rule (near and over limit, shadow mode, local cache, stop-increment, all-or-nothing charging
  * and its compensation, statistics) runs here, identically for memory, kv and mc.
  */
-import type { RateLimit } from "../config/rate-limit-config.js";
 import {
   RateLimitResponse_Code as Code,
-  type RateLimitDescriptor,
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
 import type { Counter, StatsStore } from "../stats/stats-store.js";
@@ -16,29 +14,13 @@ import type { Decider } from "./decide.js";
 import { cacheKeyError, type CacheKeyError } from "./cache-key-error.js";
 import type { CounterBackend } from "./counter-backend.js";
 import { gcraDecide } from "./gcra.js";
+import { LimitRequest } from "./limit-request.js";
 import type {
   ChargePreview,
   CounterReading,
   RateLimitCache,
 } from "./rate-limit-cache.js";
 import type { PlannedDescriptor, RequestPlan } from "./request-plan.js";
-
-/**
- * Told the plan of each request a {@link RateLimitPipeline} decided, right after its statuses
- * are built and before `doLimit` resolves (the config canary, src/canary/, reads the counters the
- * decision saw this way). The plan's entries hold what the backend read: `current` and
- * `previous` (after the entry's `increment` when `charged`, before it otherwise; not read for a
- * local-cache hit), and each token bucket's `decision`. Read-only; must not throw.
- *
- * @param statuses - the array `doLimit` resolves with (the service's `statuses`)
- * @param charged - false only when all-or-nothing charging refused the request (no window
- *   counter was charged)
- */
-export type CountObserver = (
-  statuses: readonly RateLimitResponse_DescriptorStatus[],
-  plan: RequestPlan,
-  charged: boolean,
-) => void;
 
 /** Options of {@link RateLimitPipeline}. */
 export interface RateLimitPipelineOptions<B extends CounterBackend> {
@@ -59,6 +41,12 @@ export interface RateLimitPipelineOptions<B extends CounterBackend> {
    * @defaultValue none
    */
   readonly statsStore?: StatsStore;
+  /**
+   * Leave each counted request's plan in `LimitRequest.counted` (what the store read, for the
+   * request's `Decision`: the config canary reads it). The store's pipeline does; the backend
+   * guard's local limiters do not. @defaultValue true
+   */
+  readonly recordsCounts?: boolean;
 }
 
 /**
@@ -80,12 +68,7 @@ export class RateLimitPipeline<
   /** Whether the backend needs each counter's expiration (not for in-process counters). */
   private readonly expirations: boolean;
   private readonly compensated: Pick<Counter, "add"> | undefined;
-  /**
-   * Told every decided request's plan ({@link CountObserver}); set only while a config canary
-   * runs. Undefined (the default) costs one property read per request (measured with
-   * bench/canary.ts, docs/operations.md#config-canary).
-   */
-  countObserver: CountObserver | undefined = undefined;
+  private readonly recordsCounts: boolean;
 
   constructor(options: RateLimitPipelineOptions<B>) {
     this.backend = options.backend;
@@ -93,6 +76,7 @@ export class RateLimitPipeline<
     this.stopIncrement = options.stopCacheKeyIncrementWhenOverlimit ?? false;
     this.expirations = options.backend.inProcess !== true;
     this.compensated = lazyCompensatedCounter(options.statsStore);
+    this.recordsCounts = options.recordsCounts ?? true;
   }
 
   /**
@@ -104,19 +88,9 @@ export class RateLimitPipeline<
    *   upstream)
    */
   doLimit(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[],
+    request: LimitRequest,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
-    const plan = this.base.plan(
-      domain,
-      descriptors,
-      limits,
-      hitsAddends,
-      true,
-      this.expirations,
-    );
+    const plan = this.base.plan(request, true, this.expirations);
     if (this.backend.cacheKeyRules !== undefined) {
       const error = this.keyError(plan);
       if (error !== undefined) return Promise.reject(error);
@@ -204,19 +178,17 @@ export class RateLimitPipeline<
    * keys the backend cannot store are not read, nor, on remote stores, keys the local cache
    * knows over limit.
    *
-   * @returns parallel to `descriptors`; `undefined` where `limits[i]` is undefined
+   * @param request - its hits addends are not read
+   * @returns one per request descriptor; `undefined` where its limit is undefined
    * @throws {@link BackendError} when the backend fails
    */
   async peekCounters(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
+    request: LimitRequest,
   ): Promise<(CounterReading | undefined)[]> {
     const plan = this.base.plan(
-      domain,
-      descriptors,
-      limits,
-      undefined,
+      request.hitsAddends.every((hits) => hits === 0)
+        ? request
+        : new LimitRequest(request.domain, request.descriptors, request.limits),
       false,
       false,
     );
@@ -234,25 +206,13 @@ export class RateLimitPipeline<
    * changing any counter, statistic or the local cache (the Explain API): reads the counters
    * as {@link peekCounters} does, then runs the all-or-nothing check and stop-increment.
    *
-   * @param hitsAddends - parallel to `descriptors`: the hits the request would add
+   * @param request - the request, with the hits it would add
    * @returns the plan, whose descriptors hold the counters read (`current`, `previous`) and
    *   what the charge would add to each (`increment`), and the charge's outcome
    * @throws {@link BackendError} when the backend fails
    */
-  async previewCharge(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[],
-  ): Promise<ChargePreview> {
-    const plan = this.base.plan(
-      domain,
-      descriptors,
-      limits,
-      hitsAddends,
-      false,
-      false,
-    );
+  async previewCharge(request: LimitRequest): Promise<ChargePreview> {
+    const plan = this.base.plan(request, false, false);
     await Promise.all([this.read(plan), this.previewBuckets(plan)]);
     if (plan.allOrNothing) {
       const refused = !this.allFit(plan, true) || this.bucketRefuses(plan);
@@ -435,7 +395,7 @@ export class RateLimitPipeline<
    * Completes the statuses of a request whose window counters are decided: adds those of its
    * token buckets (from their `decision`) and refunds, merges the limits of a descriptor
    * into the tightest ({@link put}), and answers OK for descriptors without a limit; then
-   * tells the {@link RateLimitPipeline.countObserver}, if any.
+   * leaves the plan in the request's `counted` (with `recordsCounts`).
    *
    * @param charged - false when all-or-nothing charging refused the request
    */
@@ -460,8 +420,10 @@ export class RateLimitPipeline<
           : base.refundStatus(d.limit, d.current, d.previous, plan.nowSeconds),
       );
     for (let i = 0; i < plan.size; i++) statuses[i] ??= base.okWithoutLimit();
-    const observer = this.countObserver;
-    if (observer !== undefined) observer(statuses, plan, charged);
+    if (this.recordsCounts) {
+      plan.charged = charged;
+      plan.request.counted = plan;
+    }
     return statuses;
   }
 

@@ -1,9 +1,6 @@
-import type { RateLimit } from "../config/rate-limit-config.js";
+import type { LimitRequest } from "./limit-request.js";
 import type { RequestPlan } from "./request-plan.js";
-import type {
-  RateLimitDescriptor,
-  RateLimitResponse_DescriptorStatus,
-} from "../proto.js";
+import type { RateLimitResponse_DescriptorStatus } from "../proto.js";
 
 /** One counter as {@link RateLimitCache.peekCounters} found it. */
 export interface CounterReading {
@@ -51,12 +48,9 @@ export interface RateLimitCache {
   /**
    * Counts the hits of one request and returns one status per descriptor.
    *
-   * @param domain - the request domain
-   * @param descriptors - the request descriptors
-   * @param limits - parallel to `descriptors`: the limit to apply, or `undefined` for "not
-   *   checked" (no match, unlimited, replaced); such descriptors get `{code: OK}` and no
-   *   backend traffic
-   * @param hitsAddends - parallel to `descriptors`: hits to add (≥ 0)
+   * @param request - the request after the decision rules: a descriptor whose limit is
+   *   `undefined` ("not checked": no match, unlimited, replaced) gets `{code: OK}` and no
+   *   backend traffic; the store's pipeline sets `request.counted` once it has the statuses
    * @param deadlineAtMs - the caller's deadline (`grpc-timeout`) on the `performance.now()`
    *   clock, in milliseconds, or undefined; only the backend guard reads it (it answers by the
    *   failure mode before it passes)
@@ -64,10 +58,7 @@ export interface RateLimitCache {
    * @throws {@link BackendError} when the backend fails (no partial result)
    */
   doLimit(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[],
+    request: LimitRequest,
     deadlineAtMs?: number,
   ): Promise<RateLimitResponse_DescriptorStatus[]>;
   /**
@@ -76,30 +67,20 @@ export interface RateLimitCache {
    * instance), mc one multi-get. Sliding windows read the previous window's counter too (the
    * same keys `doLimit` reads). Optional: a backend without it explains without counters.
    *
-   * @param limits - as for {@link RateLimitCache.doLimit}
-   * @returns parallel to `descriptors`; `undefined` where `limits[i]` is undefined
+   * @param request - as for {@link RateLimitCache.doLimit} (its hits addends are not read)
+   * @returns one per request descriptor; `undefined` where its limit is undefined
    * @throws {@link BackendError} when the backend fails
    */
-  peekCounters?(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-  ): Promise<(CounterReading | undefined)[]>;
+  peekCounters?(request: LimitRequest): Promise<(CounterReading | undefined)[]>;
   /**
    * Decides what charging a request would do without changing any counter, statistic or the
    * local cache (the Explain API with `charge` false), with the rules of `doLimit`.
    * Optional: without it Explain predicts from counters read as absent.
    *
-   * @param limits - as for {@link RateLimitCache.doLimit}
-   * @param hitsAddends - as for {@link RateLimitCache.doLimit}
+   * @param request - as for {@link RateLimitCache.doLimit} (`request.counted` is not set)
    * @throws {@link BackendError} when the backend fails
    */
-  previewCharge?(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[],
-  ): Promise<ChargePreview>;
+  previewCharge?(request: LimitRequest): Promise<ChargePreview>;
   /**
    * Connects and waits until the backend answers, retrying as the backend's options say;
    * the service opens its listeners only after it resolves. Absent for in-process backends.

@@ -6,6 +6,7 @@
  */
 import type { RateLimit } from "../config/rate-limit-config.js";
 import type { RateLimitDescriptor } from "../proto.js";
+import type { LimitRequest } from "./limit-request.js";
 import type { BucketSlot, CounterSlot } from "./counter-backend.js";
 import type { GcraDecision, GcraParams } from "./gcra.js";
 
@@ -91,6 +92,8 @@ export class PlannedDescriptor implements CounterSlot, BucketSlot {
 
 /** What is decided about one request before counting (see the file comment). */
 export interface RequestPlan {
+  /** The request the plan was built from. */
+  readonly request: LimitRequest;
   /** The request domain. */
   readonly domain: string;
   /** Request time, whole seconds since the Unix epoch (one clock read per request). */
@@ -130,6 +133,11 @@ export interface RequestPlan {
    * array) in requests without refunds.
    */
   readonly refunds: readonly PlannedDescriptor[];
+  /**
+   * Set by the pipeline once counted: false only when all-or-nothing charging refused the
+   * request (no window counter was charged; the entries hold the values before it).
+   */
+  charged: boolean;
 }
 
 /** The `refunds` of every plan without refunds (never written). */

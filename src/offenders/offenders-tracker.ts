@@ -1,15 +1,12 @@
 /* eslint-disable @typescript-eslint/no-non-null-assertion -- the decision path's parallel
    arrays (descriptors, limits, hits addends, statuses) are indexed in plain loops within their
    known length, as in limiter/ and service/ (eslint.config.js exempts those folders). */
-// Top offenders per rule (docs/operations.md#top-offenders): a decision observer that counts
+// Top offenders per rule (docs/operations.md#top-offenders): a decision subscriber that counts
 // every decided descriptor under its rule, in a heavy-hitters sketch per rule and window, and
 // answers the heaviest descriptor values of each rule. Each process counts its own traffic.
 
 import type { RateLimit } from "../config/rate-limit-config.js";
-import type {
-  DecidedRequest,
-  DecisionObserver,
-} from "../limiter/decision-hooks.js";
+import type { Decision } from "../limiter/decision.js";
 import {
   RateLimitResponse_Code as Code,
   type RateLimitDescriptor_Entry,
@@ -84,7 +81,7 @@ export interface RuleTop {
  * sift and, for a descriptor of two entries or more, its text (a one-entry descriptor is
  * counted under its value, which the request already holds); bench/offenders.ts measures it.
  */
-export class OffendersTracker implements DecisionObserver {
+export class OffendersTracker {
   /** Offenders kept per rule. */
   readonly k: number;
   /** Space-Saving counters per rule and window (`m`). */
@@ -99,7 +96,7 @@ export class OffendersTracker implements DecisionObserver {
   private failed = 0;
   /** No sweep for idle rules before this time (one sweep per second at most). */
   private nextSweepSeconds = 0;
-  private lastConfig: DecidedRequest["config"] | undefined;
+  private lastConfig: Decision["config"] | undefined;
   private generation = 0;
 
   /**
@@ -135,10 +132,10 @@ export class OffendersTracker implements DecisionObserver {
     return this.failed;
   }
 
-  /** Counts one decided request (a {@link DecisionObserver}; never throws). */
-  observe(request: DecidedRequest): void {
+  /** Counts one decided request (a subscriber of the published decisions; never throws). */
+  observe(decision: Decision): void {
     try {
-      this.count(request);
+      this.count(decision);
     } catch {
       // Top offenders are diagnostics: a bug in them must not fail the decision, which the
       // service would otherwise answer with an error. Counted, so tests and the bench see it.
@@ -146,8 +143,10 @@ export class OffendersTracker implements DecisionObserver {
     }
   }
 
-  private count(request: DecidedRequest): void {
-    const { descriptors, limits, hitsAddends, statuses } = request;
+  private count(decision: Decision): void {
+    const request = decision.request;
+    const { descriptors, limits, hitsAddends } = request;
+    const statuses = decision.statuses;
     const n = descriptors.length;
     let nowSeconds = -1;
     let rules: Map<string, RuleTracker> | undefined;
@@ -159,8 +158,8 @@ export class OffendersTracker implements DecisionObserver {
       if (nowSeconds < 0) {
         // Once per request, and only for a request that counts anything.
         nowSeconds = this.clock.nowSeconds();
-        if (request.config !== this.lastConfig) {
-          this.lastConfig = request.config;
+        if (decision.config !== this.lastConfig) {
+          this.lastConfig = decision.config;
           this.generation++;
         }
         rules = this.domains.get(request.domain);

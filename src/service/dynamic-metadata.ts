@@ -1,10 +1,9 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import type { RateLimit } from "../config/rate-limit-config.js";
+import type { Decision } from "../limiter/decision.js";
 import {
   OverrideRateLimitUnit,
   RateLimitResponse_Code as Code,
   type RateLimitRequest,
-  type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
 
 /**
@@ -21,15 +20,15 @@ import {
  *   unlimited, with a limit), merged in request order: the first value of a key wins, except
  *   that two objects merge recursively; only when non-empty.
  *
- * @param statuses - one per request descriptor
- * @param limits - parallel to `statuses`; the applied limits (undefined: none, unlimited or
+ * @param decision - the request's statuses and applied limits (undefined: none, unlimited or
  *   replaced)
  */
 export function dynamicMetadata(
   request: RateLimitRequest,
-  statuses: readonly RateLimitResponse_DescriptorStatus[],
-  limits: readonly (RateLimit | undefined)[],
+  decision: Decision,
 ): JsonObject {
+  const statuses = decision.statuses;
+  const limits = decision.request.limits;
   const descriptors: JsonValue[] = request.descriptors.map((descriptor) => {
     const out: JsonObject = {
       entries: descriptor.entries.map((e) => `${e.key}=${e.value}`),

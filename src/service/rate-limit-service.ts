@@ -13,21 +13,12 @@ import {
   type ConfigReloadStatus,
   type FailedReload,
 } from "../config/reload-status.js";
-import type {
-  RateLimit,
-  RateLimitConfig,
-} from "../config/rate-limit-config.js";
+import type { RateLimitConfig } from "../config/rate-limit-config.js";
 import type { HealthChecker } from "../health/health.js";
-import {
-  answerUnlimited,
-  overallCode,
-  resolveLimits,
-} from "../limiter/decision-rules.js";
-import type {
-  DecidedRequest,
-  DecisionObserver,
-  OverrideLookup,
-} from "../limiter/decision-hooks.js";
+import type { OverrideLookup } from "../limiter/decision-hooks.js";
+import type { DecisionChannel } from "../limiter/decision-channel.js";
+import { decideRequest } from "../limiter/decision.js";
+import { resolveRequest, type LimitRequest } from "../limiter/limit-request.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
 import {
   RateLimitResponse_Code as Code,
@@ -92,10 +83,10 @@ export interface RateLimitServiceOptions {
    */
   readonly overrides?: OverrideLookup;
   /**
-   * Told every decided request after its statuses are known (top offenders, the config
-   * canary). @defaultValue none
+   * Where each request's `Decision` is published once its answer is built (top offenders,
+   * the config canary subscribe there; limiter/decision-channel.ts). @defaultValue none
    */
-  readonly observers?: readonly DecisionObserver[];
+  readonly decisions?: DecisionChannel;
 }
 
 /** Tracing options of {@link createRateLimitService}. */
@@ -164,10 +155,7 @@ export function createRateLimitService(
   const withDynamicMetadata = options.dynamicMetadata ?? false;
   const bounds = resolveRequestBounds(options.requestBounds);
   const overrides = options.overrides;
-  const observers =
-    options.observers !== undefined && options.observers.length > 0
-      ? options.observers
-      : undefined;
+  const decisions = options.decisions;
   let config: RateLimitConfig | undefined;
   let loadedAt: string | null = null;
   let lastFailedReload: FailedReload | null = null;
@@ -194,52 +182,23 @@ export function createRateLimitService(
   return {
     async shouldRateLimit(request, deadlineAtMs) {
       const snapshot = validate(request);
-      const domain = request.domain;
-      const descriptors = request.descriptors;
-      const n = descriptors.length;
-      const limits = new Array<RateLimit | undefined>(n);
-      const hitsAddends = new Array<number>(n);
-      const unlimited = resolveLimits(
+      const limited = resolveRequest(
         snapshot,
-        domain,
-        descriptors,
+        request.domain,
+        request.descriptors,
         request.hitsAddend,
-        limits,
-        hitsAddends,
         overrides,
       );
-
       const statuses = await (tracedDoLimit === undefined
-        ? cache.doLimit(domain, descriptors, limits, hitsAddends, deadlineAtMs)
-        : tracedDoLimit(
-            domain,
-            descriptors,
-            limits,
-            hitsAddends,
-            deadlineAtMs,
-          ));
-
-      if (unlimited !== undefined) answerUnlimited(statuses, unlimited);
-      const quota = new Array<boolean>(n);
-      let overall = overallCode(
+        ? cache.doLimit(limited, deadlineAtMs)
+        : tracedDoLimit(limited, deadlineAtMs));
+      const decision = decideRequest(
+        limited,
+        snapshot,
         statuses,
-        limits,
-        unlimited,
         globalQuotaMode,
-        quota,
       );
-      if (observers !== undefined) {
-        const decided: DecidedRequest = {
-          domain,
-          descriptors,
-          limits,
-          hitsAddends,
-          statuses,
-          overallCode: overall,
-          config: snapshot,
-        };
-        for (const observer of observers) observer.observe(decided);
-      }
+      let overall = decision.overallCode;
       // A complete message literal: `create()` walks the schema on every call.
       const response: RateLimitResponse = {
         $typeName: "envoy.service.ratelimit.v3.RateLimitResponse",
@@ -254,21 +213,20 @@ export function createRateLimitService(
       if (headerNames !== undefined) {
         const headers = rateLimitHeaders(
           headerNames,
-          statuses,
-          limits,
-          quota,
+          decision,
           clock.nowSeconds(),
         );
         if (headers !== undefined) response.responseHeadersToAdd = headers;
       }
       if (withDynamicMetadata) {
-        response.dynamicMetadata = dynamicMetadata(request, statuses, limits);
+        response.dynamicMetadata = dynamicMetadata(request, decision);
       }
       if (overall === Code.OVER_LIMIT && globalShadowMode) {
         overall = Code.OK;
         response.overallCode = overall;
         statsManager.service.globalShadowMode.add(1);
       }
+      decisions?.publish(decision);
       return response;
     },
 
@@ -338,31 +296,19 @@ function createTracedDoLimit(
     kind: tracing.backend === "memory" ? SpanKind.INTERNAL : SpanKind.CLIENT,
   };
   const attributes = { "ratelimit.backend": tracing.backend };
-  return async (domain, descriptors, limits, hitsAddends, deadlineAtMs) => {
+  return async (request: LimitRequest, deadlineAtMs?: number) => {
     const parent = context.active();
     // Under a server span that is not recorded (trace not sampled) this one would not be
     // either, and spans the backend starts inherit the parent's decision: skip the work.
     if (trace.getSpan(parent)?.isRecording() === false)
-      return cache.doLimit(
-        domain,
-        descriptors,
-        limits,
-        hitsAddends,
-        deadlineAtMs,
-      );
+      return cache.doLimit(request, deadlineAtMs);
     const span = tracer.startSpan(backendSpanName, spanOptions, parent);
     try {
       if (!span.isRecording())
-        return await cache.doLimit(
-          domain,
-          descriptors,
-          limits,
-          hitsAddends,
-          deadlineAtMs,
-        );
+        return await cache.doLimit(request, deadlineAtMs);
       span.setAttributes(attributes);
       return await context.with(trace.setSpan(parent, span), () =>
-        cache.doLimit(domain, descriptors, limits, hitsAddends, deadlineAtMs),
+        cache.doLimit(request, deadlineAtMs),
       );
     } catch (err) {
       span.setStatus({

@@ -1,10 +1,9 @@
 import { create } from "@bufbuild/protobuf";
-import type { RateLimit } from "../config/rate-limit-config.js";
+import type { Decision } from "../limiter/decision.js";
 import {
   HeaderValueSchema,
   RateLimitResponse_Code as Code,
   type HeaderValue,
-  type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
 
 /** Names of the custom rate-limit response headers (`LIMIT_*_HEADER`). */
@@ -26,17 +25,16 @@ const maxUint32 = 4294967295;
  * such one wins (upstream `ratelimit.go` `rateLimitLimitHeader` selection,
  * docs/reference-parity.md#rate-limit-headers).
  *
- * @param statuses - one per request descriptor
- * @param limits - parallel to `statuses`; the applied limits (undefined = none)
+ * @param decision - the request's statuses, applied limits and quota flags
  * @param nowSeconds - seconds since the Unix epoch, for the reset header
  */
 export function rateLimitHeaders(
   names: ResponseHeaderNames,
-  statuses: readonly RateLimitResponse_DescriptorStatus[],
-  limits: readonly (RateLimit | undefined)[],
-  quotaDescriptor: readonly boolean[],
+  decision: Decision,
   nowSeconds: number,
 ): HeaderValue[] | undefined {
+  const { statuses, quota: quotaDescriptor } = decision;
+  const limits = decision.request.limits;
   let chosen = -1;
   let minRemaining = maxUint32;
   for (let i = 0; i < statuses.length; i++) {

@@ -22,6 +22,7 @@ import {
   type TestCertificates,
 } from "../helpers/redis-server.js";
 import { kvLimiter } from "../helpers/limiters.js";
+import { LimitRequest } from "../../src/limiter/limit-request.js";
 
 const nowSeconds = 1_700_000_040;
 const windowStart = nowSeconds - (nowSeconds % 60);
@@ -96,7 +97,9 @@ async function decide(
   });
   try {
     await cache.start();
-    const [status] = await cache.doLimit("d", [descriptor], [limit], [1]);
+    const [status] = await cache.doLimit(
+      new LimitRequest("d", [descriptor], [limit], [1]),
+    );
     return status!.limitRemaining;
   } finally {
     await cache.close();

@@ -19,6 +19,7 @@ import {
 import { kvLimiter } from "../helpers/limiters.js";
 import type { KvCounterBackend } from "../../src/backends/kv/kv-rate-limit-cache.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
+import { LimitRequest } from "../../src/limiter/limit-request.js";
 
 const nowSeconds = 1_700_000_200;
 const windowStart = nowSeconds - (nowSeconds % 60);
@@ -115,8 +116,8 @@ describe("KvCounterBackend with KV_TYPE=cluster", () => {
         }),
       );
       await Promise.all([
-        cache.doLimit("d", descriptors, limits, hits),
-        cache.doLimit("d", descriptors, limits, hits),
+        cache.doLimit(new LimitRequest("d", descriptors, limits, hits)),
+        cache.doLimit(new LimitRequest("d", descriptors, limits, hits)),
       ]);
       for (let i = 0; i < values.length; i++) {
         expect(await admin.get(`d_k_${values[i]}_${windowStart}`)).toBe(
@@ -147,9 +148,9 @@ describe("KvCounterBackend with KV_TYPE=cluster", () => {
     }
     const d = [descriptor("migrating"), descriptor(companion)];
     const remaining = async () =>
-      (await cache.doLimit("d", d, [limit, limit], [1, 1])).map(
-        (s) => s.limitRemaining,
-      );
+      (
+        await cache.doLimit(new LimitRequest("d", d, [limit, limit], [1, 1]))
+      ).map((s) => s.limitRemaining);
     expect(await remaining()).toEqual([999, 999]);
 
     const source = cluster.nodes.find((n) => n.port === sourcePort)!.client();

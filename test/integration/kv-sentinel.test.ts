@@ -15,6 +15,7 @@ import {
 } from "../helpers/redis-server.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { kvLimiter } from "../helpers/limiters.js";
+import { LimitRequest } from "../../src/limiter/limit-request.js";
 
 // Master and replica require "kvpass" (KV_AUTH); the sentinels require "sentpass"
 // (KV_SENTINEL_AUTH) and share it with each other.
@@ -122,7 +123,9 @@ describe("KvCounterBackend with KV_TYPE=sentinel", () => {
     });
     try {
       await cache.start();
-      const [first] = await cache.doLimit("d", [descriptor], [limit], [1]);
+      const [first] = await cache.doLimit(
+        new LimitRequest("d", [descriptor], [limit], [1]),
+      );
       expect(first!.limitRemaining).toBe(99);
       const masterAdmin = master.client();
       expect(await masterAdmin.get(cacheKey)).toBe("1");
@@ -132,7 +135,9 @@ describe("KvCounterBackend with KV_TYPE=sentinel", () => {
       await master.kill();
       const [afterFailover] = await waitFor(
         () =>
-          cache.doLimit("d", [descriptor], [limit], [1]).catch(() => undefined),
+          cache
+            .doLimit(new LimitRequest("d", [descriptor], [limit], [1]))
+            .catch(() => undefined),
         "a decision after the failover",
         20_000,
       );

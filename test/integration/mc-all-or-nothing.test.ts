@@ -23,6 +23,7 @@ import { windowedRateLimit } from "../helpers/rate-limit.js";
 import { mcLimiter } from "../helpers/limiters.js";
 import type { McCounterBackend } from "../../src/backends/mc/mc-rate-limit-cache.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
+import { LimitRequest } from "../../src/limiter/limit-request.js";
 
 // All-or-nothing charging on the memcached backend (check-then-increment with compensation),
 // on real memcached: the race between the check and the increment is forced by two requests
@@ -147,7 +148,9 @@ describe("all-or-nothing charging on memcached", () => {
     const keyA = `race_a_${a}_${minuteStart}`;
     const keyB = `race_b_${b}_${minuteStart}`;
     for (let i = 0; i < 2; i++) {
-      const statuses = await cache.doLimit("race", descriptors, limits, [1, 1]);
+      const statuses = await cache.doLimit(
+        new LimitRequest("race", descriptors, limits, [1, 1]),
+      );
       expect(statuses.map((s) => s.code)).toEqual([Code.OK, Code.OK]);
     }
     expect(await rawCounter(rawA, keyA)).toBe("2");
@@ -155,8 +158,8 @@ describe("all-or-nothing charging on memcached", () => {
 
     // Both read a = 2 (one left: both pass the check); the increments answer 3, then 4.
     const [first, second] = await Promise.all([
-      cache.doLimit("race", descriptors, limits, [1, 1]),
-      cache.doLimit("race", descriptors, limits, [1, 1]),
+      cache.doLimit(new LimitRequest("race", descriptors, limits, [1, 1])),
+      cache.doLimit(new LimitRequest("race", descriptors, limits, [1, 1])),
     ]);
     expect(first.map((s) => s.code)).toEqual([Code.OK, Code.OK]);
     expect(first.map((s) => s.limitRemaining)).toEqual([0, 97]);
@@ -170,7 +173,9 @@ describe("all-or-nothing charging on memcached", () => {
     expect(await rawCounter(rawB, keyB)).toBe("3");
 
     // The next request is refused by the check alone: nothing written, nothing compensated.
-    const third = await cache.doLimit("race", descriptors, limits, [1, 1]);
+    const third = await cache.doLimit(
+      new LimitRequest("race", descriptors, limits, [1, 1]),
+    );
     expect(third.map((s) => s.code)).toEqual([Code.OVER_LIMIT, Code.OK]);
     expect(statsStore.counter(compensatedStat).value()).toBe(1);
     expect(await rawCounter(rawA, keyA)).toBe("3");
@@ -192,7 +197,7 @@ describe("all-or-nothing charging on memcached", () => {
     const descriptors = [descriptor("a", "x"), descriptor("b", "x")];
     const answers = await Promise.all(
       Array.from({ length: 50 }, () =>
-        cache.doLimit("burst", descriptors, limits, [1, 1]),
+        cache.doLimit(new LimitRequest("burst", descriptors, limits, [1, 1])),
       ),
     );
     const admitted = answers.filter((s) =>
@@ -216,12 +221,16 @@ describe("all-or-nothing charging on memcached", () => {
     const month = windowedRateLimit(stats, "store.month", 5, Unit.MONTH, {
       allOrNothing: true,
     });
-    await cache.doLimit("store", [descriptor("each", "x")], [each], [2]);
     await cache.doLimit(
-      "store",
-      [descriptor("aon", "x"), descriptor("month", "x")],
-      [aon, month],
-      [2, 3],
+      new LimitRequest("store", [descriptor("each", "x")], [each], [2]),
+    );
+    await cache.doLimit(
+      new LimitRequest(
+        "store",
+        [descriptor("aon", "x"), descriptor("month", "x")],
+        [aon, month],
+        [2, 3],
+      ),
     );
     await cache.flush();
     const eachKey = `store_each_x_${minuteStart}`;

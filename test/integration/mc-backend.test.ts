@@ -27,6 +27,7 @@ import { waitFor } from "../helpers/wait-for.js";
 import { mcLimiter } from "../helpers/limiters.js";
 import type { McCounterBackend } from "../../src/backends/mc/mc-rate-limit-cache.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
+import { LimitRequest } from "../../src/limiter/limit-request.js";
 
 const silent = pino({ level: "silent" });
 
@@ -94,15 +95,21 @@ describe("McCounterBackend against memcached", () => {
     const d = descriptor(["k", "v"]);
     const cacheKey = `pfx:count_k_v_${minuteStart}`;
 
-    const [first] = await cache.doLimit("count", [d], [limit], [1]);
+    const [first] = await cache.doLimit(
+      new LimitRequest("count", [d], [limit], [1]),
+    );
     expect(first!.code).toBe(Code.OK);
     expect(first!.limitRemaining).toBe(2);
     await cache.flush();
     expect(await rawGet(rawA, cacheKey)).toBe("1");
 
-    const [second] = await cache.doLimit("count", [d], [limit], [2]);
+    const [second] = await cache.doLimit(
+      new LimitRequest("count", [d], [limit], [2]),
+    );
     expect(second!.limitRemaining).toBe(0);
-    const [third] = await cache.doLimit("count", [d], [limit], [1]);
+    const [third] = await cache.doLimit(
+      new LimitRequest("count", [d], [limit], [1]),
+    );
     expect(third!.code).toBe(Code.OVER_LIMIT);
     await cache.flush();
     expect(await rawGet(rawA, cacheKey)).toBe("4");
@@ -117,8 +124,8 @@ describe("McCounterBackend against memcached", () => {
     const d = descriptor(["k", "same-time"]);
     // Exactly simultaneous requests read the same counter (spec: brief excess possible).
     const results = await Promise.all([
-      cache.doLimit("async", [d], [limit], [1]),
-      cache.doLimit("async", [d], [limit], [1]),
+      cache.doLimit(new LimitRequest("async", [d], [limit], [1])),
+      cache.doLimit(new LimitRequest("async", [d], [limit], [1])),
     ]);
     expect(results.map(([s]) => s!.limitRemaining)).toEqual([9, 9]);
     await cache.flush();
@@ -133,10 +140,12 @@ describe("McCounterBackend against memcached", () => {
     const monthKey = `long_m_x_${clock.seconds - (clock.seconds % 2_592_000)}`;
     const yearKey = `long_y_x_${clock.seconds - (clock.seconds % 31_536_000)}`;
     await cache.doLimit(
-      "long",
-      [descriptor(["m", "x"]), descriptor(["y", "x"])],
-      [month, year],
-      [2, 3],
+      new LimitRequest(
+        "long",
+        [descriptor(["m", "x"]), descriptor(["y", "x"])],
+        [month, year],
+        [2, 3],
+      ),
     );
     await cache.flush();
     expect(await rawGet(rawA, monthKey)).toBe("2");
@@ -148,10 +157,7 @@ describe("McCounterBackend against memcached", () => {
     const limit = testRateLimit(createStatsManager(), "junk.k", 5);
     await rawA.set(`junk_k_v_${minuteStart}`, "not-a-number", { expires: 60 });
     const [status] = await cache.doLimit(
-      "junk",
-      [descriptor(["k", "v"])],
-      [limit],
-      [1],
+      new LimitRequest("junk", [descriptor(["k", "v"])], [limit], [1]),
     );
     expect(status!.limitRemaining).toBe(4);
     await cache.flush();
@@ -165,10 +171,12 @@ describe("McCounterBackend against memcached", () => {
       descriptor(["k", `v${i}`]),
     );
     await cache.doLimit(
-      "spread",
-      descriptors,
-      descriptors.map(() => limit),
-      descriptors.map(() => 1),
+      new LimitRequest(
+        "spread",
+        descriptors,
+        descriptors.map(() => limit),
+        descriptors.map(() => 1),
+      ),
     );
     await cache.flush();
     const perNode = [0, 0];
@@ -202,12 +210,16 @@ describe("McCounterBackend against memcached", () => {
     for (const [value, message] of cases) {
       const [rejected, other] = await Promise.allSettled([
         cache.doLimit(
-          "bad",
-          [good, descriptor(["k", value])],
-          [limit, limit],
-          [1, 1],
+          new LimitRequest(
+            "bad",
+            [good, descriptor(["k", value])],
+            [limit, limit],
+            [1, 1],
+          ),
         ),
-        cache.doLimit("bad", [descriptor(["k", "other"])], [limit], [1]),
+        cache.doLimit(
+          new LimitRequest("bad", [descriptor(["k", "other"])], [limit], [1]),
+        ),
       ]);
       expect(rejected.status).toBe("rejected");
       const reason = (rejected as PromiseRejectedResult).reason as unknown;
@@ -226,11 +238,15 @@ describe("McCounterBackend against memcached", () => {
     const cache = newCache({}, { localCache });
     const limit = testRateLimit(createStatsManager(), "local.k", 1);
     const d = descriptor(["k", "v"]);
-    const [over] = await cache.doLimit("local", [d], [limit], [2]);
+    const [over] = await cache.doLimit(
+      new LimitRequest("local", [d], [limit], [2]),
+    );
     expect(over!.code).toBe(Code.OVER_LIMIT);
     await cache.flush();
     const requested = cache.backend.stats.keysRequested.value();
-    const [cached] = await cache.doLimit("local", [d], [limit], [1]);
+    const [cached] = await cache.doLimit(
+      new LimitRequest("local", [d], [limit], [1]),
+    );
     expect(cached!.code).toBe(Code.OVER_LIMIT);
     expect(cache.backend.stats.keysRequested.value()).toBe(requested);
     expect(limit.stats.overLimitWithLocalCache.value()).toBe(1);
@@ -246,13 +262,17 @@ describe("McCounterBackend against memcached", () => {
       });
       const limit = testRateLimit(createStatsManager(), "drop.k", 5);
       const d = descriptor(["k", "v"]);
-      const [before] = await cache.doLimit("drop", [d], [limit], [1]);
+      const [before] = await cache.doLimit(
+        new LimitRequest("drop", [d], [limit], [1]),
+      );
       expect(before!.limitRemaining).toBe(4);
       await cache.flush();
       expect(cache.backend.stats.incrementSuccess.value()).toBe(1);
 
       await node.pause();
-      const pending = cache.doLimit("drop", [d], [limit], [2]);
+      const pending = cache.doLimit(
+        new LimitRequest("drop", [d], [limit], [2]),
+      );
       // Let the multi-get leave (writes are flushed on the next tick).
       await new Promise((resolve) => setImmediate(resolve));
       await node.kill();
@@ -287,10 +307,7 @@ describe("McCounterBackend against memcached", () => {
     const both = [onNode.get(0)!, onNode.get(1)!];
     const decide = async () => {
       const statuses = await cache.doLimit(
-        "kill",
-        both,
-        [limit, limit],
-        [1, 1],
+        new LimitRequest("kill", both, [limit, limit], [1, 1]),
       );
       await cache.flush();
       return statuses.map((s) => s.code);

@@ -19,6 +19,7 @@ import { waitFor } from "../helpers/wait-for.js";
 import { mcLimiter } from "../helpers/limiters.js";
 import type { McCounterBackend } from "../../src/backends/mc/mc-rate-limit-cache.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
+import { LimitRequest } from "../../src/limiter/limit-request.js";
 
 const srvName = "_memcache._tcp.rls.test";
 
@@ -144,10 +145,12 @@ describe("McCounterBackend with SRV discovery", () => {
       }),
     );
     await cache.doLimit(
-      "srv",
-      descriptors,
-      descriptors.map(() => limit),
-      descriptors.map(() => 1),
+      new LimitRequest(
+        "srv",
+        descriptors,
+        descriptors.map(() => limit),
+        descriptors.map(() => 1),
+      ),
     );
     await cache.flush();
     const nodes = cache.backend.nodes;

@@ -20,6 +20,7 @@ import {
 } from "../helpers/memcached-server.js";
 import { testRateLimit } from "../helpers/rate-limit.js";
 import { mcLimiter } from "../helpers/limiters.js";
+import { LimitRequest } from "../../src/limiter/limit-request.js";
 
 // Debian's memcached 1.6.18 is built with TLS (`memcached -h` lists -Z / ssl_* options).
 describe("McCounterBackend over TLS", () => {
@@ -64,7 +65,9 @@ describe("McCounterBackend over TLS", () => {
       });
       const codes: Code[] = [];
       for (let i = 0; i < 2; i++) {
-        const [status] = await cache.doLimit("tls", [d], [limit], [1]);
+        const [status] = await cache.doLimit(
+          new LimitRequest("tls", [d], [limit], [1]),
+        );
         await cache.flush();
         codes.push(status!.code);
       }

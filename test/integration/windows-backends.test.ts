@@ -32,6 +32,7 @@ import {
 import { kvLimiter, mcLimiter, memoryLimiter } from "../helpers/limiters.js";
 import type { KvCounterBackend } from "../../src/backends/kv/kv-rate-limit-cache.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
+import { LimitRequest } from "../../src/limiter/limit-request.js";
 
 // Sliding windows, unit_multiplier and all-or-nothing charging on real stores: the same
 // request sequences give the same answers on every backend as on the memory backend.
@@ -212,10 +213,12 @@ async function run(
   for (const step of sequence) {
     clock.seconds += step.wait;
     const statuses = await cache.doLimit(
-      "d",
-      step.picks.map((i) => descriptors[i]!),
-      step.picks.map((i) => limits[i]),
-      step.picks.map(() => step.hits),
+      new LimitRequest(
+        "d",
+        step.picks.map((i) => descriptors[i]!),
+        step.picks.map((i) => limits[i]),
+        step.picks.map(() => step.hits),
+      ),
     );
     // mc increments in the background: let them land before the next request.
     await cache.flush();
@@ -271,15 +274,14 @@ describe("all-or-nothing with one counter twice in a request", () => {
         entries: [{ key: "k", value: "same" }],
       });
       const twice = await cache.doLimit(
-        "d",
-        [descriptor, descriptor],
-        [limit, limit],
-        [3, 3],
+        new LimitRequest("d", [descriptor, descriptor], [limit, limit], [3, 3]),
       );
       await cache.flush();
       expect(twice.some((s) => s.code === Code.OVER_LIMIT)).toBe(true);
       // Nothing was charged: the whole budget is still there.
-      const once = await cache.doLimit("d", [descriptor], [limit], [5]);
+      const once = await cache.doLimit(
+        new LimitRequest("d", [descriptor], [limit], [5]),
+      );
       await cache.flush();
       expect(once[0]!.code).toBe(Code.OK);
       expect(once[0]!.limitRemaining).toBe(0);
@@ -311,10 +313,12 @@ describe("concurrency: many clients, one key", () => {
     const answers = await Promise.all(
       Array.from({ length: requests }, (_, r) =>
         caches[r % clients]!.doLimit(
-          "d",
-          descriptors,
-          limits,
-          limits.map(() => 1),
+          new LimitRequest(
+            "d",
+            descriptors,
+            limits,
+            limits.map(() => 1),
+          ),
         ),
       ),
     );
@@ -324,10 +328,12 @@ describe("concurrency: many clients, one key", () => {
     // What the counters hold now, read with 0 hits.
     const peek = (
       await caches[0]!.doLimit(
-        "d",
-        descriptors,
-        limits.map((l) => ({ ...l, requestsPerUnit: 1_000_000 })),
-        limits.map(() => 0),
+        new LimitRequest(
+          "d",
+          descriptors,
+          limits.map((l) => ({ ...l, requestsPerUnit: 1_000_000 })),
+          limits.map(() => 0),
+        ),
       )
     ).map((s) => 1_000_000 - s.limitRemaining);
     const compensated = statsStore
@@ -418,17 +424,19 @@ describe("all-or-nothing script on a single instance", () => {
         }),
       ];
       expect(
-        (await cache.doLimit("d", d, limits, [1]))[0]!.limitRemaining,
+        (await cache.doLimit(new LimitRequest("d", d, limits, [1])))[0]!
+          .limitRemaining,
       ).toBe(1);
       await admin.script("FLUSH");
       expect(await admin.script("EXISTS", sha)).toEqual([0]);
       expect(
-        (await cache.doLimit("d", d, limits, [1]))[0]!.limitRemaining,
+        (await cache.doLimit(new LimitRequest("d", d, limits, [1])))[0]!
+          .limitRemaining,
       ).toBe(0);
       expect(await admin.script("EXISTS", sha)).toEqual([1]);
-      expect((await cache.doLimit("d", d, limits, [1]))[0]!.code).toBe(
-        Code.OVER_LIMIT,
-      );
+      expect(
+        (await cache.doLimit(new LimitRequest("d", d, limits, [1])))[0]!.code,
+      ).toBe(Code.OVER_LIMIT);
     } finally {
       admin.disconnect();
     }

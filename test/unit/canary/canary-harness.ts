@@ -2,6 +2,7 @@
 // process on a fake clock: the unit tests of src/canary/ drive requests through the real
 // ShouldRateLimit and read the report.
 
+import { createDecisionChannel } from "../../../src/limiter/decision-channel.js";
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { MemoryCounterBackend } from "../../../src/backends/memory/memory-rate-limit-cache.js";
@@ -98,8 +99,9 @@ export function startCanaryHarness(
     stopCacheKeyIncrementWhenOverlimit: options.stopIncrement ?? false,
   });
   const logger = pino({ level: "silent" });
+  const decisions = createDecisionChannel();
   const canary = createCanary({
-    livePipeline: pipeline,
+    decisions,
     readConfigDir: () => Promise.resolve([]),
     chargeMode: options.chargeMode ?? "each",
     stopCacheKeyIncrementWhenOverlimit: options.stopIncrement ?? false,
@@ -114,7 +116,7 @@ export function startCanaryHarness(
     clock,
     logger,
     globalQuotaMode: options.quotaMode ?? false,
-    observers: [canary.observer],
+    decisions,
   });
   service.applyConfigUpdate({
     ok: true,

@@ -22,6 +22,7 @@ import { createRateLimitService } from "../../../src/service/rate-limit-service.
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
+import { LimitRequest } from "../../../src/limiter/limit-request.js";
 
 interface Setup {
   readonly stop: boolean;
@@ -240,9 +241,7 @@ describe(
             }
             const limits = limitsOf(a, request);
             const peekBefore = await a.cache.peekCounters(
-              "d",
-              request.descriptors,
-              limits,
+              new LimitRequest("d", request.descriptors, limits),
             );
             const countersBefore = a.statsManager.store
               .snapshot()
@@ -254,7 +253,9 @@ describe(
             // Reading changed nothing: no counter, no statistic.
             expect(a.cache.backend.size).toBe(sizeBefore);
             expect(
-              await a.cache.peekCounters("d", request.descriptors, limits),
+              await a.cache.peekCounters(
+                new LimitRequest("d", request.descriptors, limits),
+              ),
             ).toEqual(peekBefore);
             expect(
               a.statsManager.store
@@ -277,9 +278,7 @@ describe(
             ).toEqual(reference.statuses.map(comparable));
             // The predicted counters are what the charge left behind.
             const peekAfter = await a.cache.peekCounters(
-              "d",
-              request.descriptors,
-              limits,
+              new LimitRequest("d", request.descriptors, limits),
             );
             predicted.descriptors.forEach((d, i) => {
               const after = peekAfter[i];
@@ -393,15 +392,15 @@ describe(
             }
             const limits = limitsOf(a, request);
             const before = await a.cache.peekCounters(
-              "d",
-              request.descriptors,
-              limits,
+              new LimitRequest("d", request.descriptors, limits),
             );
             const predicted = await a.explain.explain(
               create(ExplainRequestSchema, { request }),
             );
             expect(
-              await a.cache.peekCounters("d", request.descriptors, limits),
+              await a.cache.peekCounters(
+                new LimitRequest("d", request.descriptors, limits),
+              ),
             ).toEqual(before);
             const reference = await b.service.shouldRateLimit(request);
             expect(predicted.overallCode).toBe(reference.overallCode);
@@ -409,9 +408,7 @@ describe(
               predicted.descriptors.map((d) => comparable(d.status!)),
             ).toEqual(reference.statuses.map(comparable));
             const after = await b.cache.peekCounters(
-              "d",
-              request.descriptors,
-              limits,
+              new LimitRequest("d", request.descriptors, limits),
             );
             predicted.descriptors.forEach((d, i) => {
               const c = d.counter;

@@ -15,7 +15,6 @@ import type { RateLimitCache } from "../../../src/limiter/rate-limit-cache.js";
 import {
   RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
-  type RateLimitDescriptor,
   type RateLimitResponse_DescriptorStatus,
 } from "../../../src/proto.js";
 import { statNames } from "../../../src/stats/names.js";
@@ -28,6 +27,7 @@ import { testRateLimit } from "../../helpers/rate-limit.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
 import { MemoryCounterBackend } from "../../../src/backends/memory/memory-rate-limit-cache.js";
 import { RateLimitPipeline } from "../../../src/limiter/pipeline.js";
+import { LimitRequest } from "../../../src/limiter/limit-request.js";
 
 /** A clock in milliseconds the test moves by hand. */
 class MsClock implements Clock {
@@ -58,15 +58,12 @@ class FlakyBackend implements RateLimitCache {
     });
   }
   doLimit(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    limits: readonly (RateLimit | undefined)[],
-    hitsAddends: readonly number[],
+    request: LimitRequest,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     this.calls++;
     if (this.hang) return new Promise(() => undefined);
     if (this.down) return Promise.reject(this.failWith());
-    return this.store.doLimit(domain, descriptors, limits, hitsAddends);
+    return this.store.doLimit(request);
   }
   flush(): Promise<void> {
     return Promise.resolve();
@@ -135,7 +132,9 @@ function fixture(
     transitions,
     logs,
     async call(domain = "d", l = limit) {
-      const statuses = await guard.doLimit(domain, [descriptor], [l], [1]);
+      const statuses = await guard.doLimit(
+        new LimitRequest(domain, [descriptor], [l], [1]),
+      );
       return statuses[0]!.code;
     },
   };
@@ -210,10 +209,12 @@ describe("BackendGuard", () => {
     expect(counter(f.stats, statNames.backendDegradedDecisions)).toBe(30);
     expect(f.limit.stats.withinLimit.value()).toBe(0);
     const statuses = await f.guard.doLimit(
-      "d",
-      [create(RateLimitDescriptorSchema, { entries: [{ key: "k" }] })],
-      [f.limit],
-      [1],
+      new LimitRequest(
+        "d",
+        [create(RateLimitDescriptorSchema, { entries: [{ key: "k" }] })],
+        [f.limit],
+        [1],
+      ),
     );
     expect(statuses[0]!.currentLimit?.requestsPerUnit).toBe(10);
     expect(statuses[0]!.limitRemaining).toBe(10);
@@ -228,10 +229,12 @@ describe("BackendGuard", () => {
       windowSeconds: 300,
     });
     const statuses = await f.guard.doLimit(
-      "d",
-      [create(RateLimitDescriptorSchema, { entries: [{ key: "w" }] })],
-      [fiveMinutes],
-      [1],
+      new LimitRequest(
+        "d",
+        [create(RateLimitDescriptorSchema, { entries: [{ key: "w" }] })],
+        [fiveMinutes],
+        [1],
+      ),
     );
     // 60 000 s is a multiple of 300: the whole window is ahead.
     expect(statuses[0]!.durationUntilReset?.seconds).toBe(300n);
@@ -247,10 +250,7 @@ describe("BackendGuard", () => {
     expect(await f.call("d", shadow)).toBe(Code.OK);
     const d = create(RateLimitDescriptorSchema, { entries: [{ key: "x" }] });
     const statuses = await f.guard.doLimit(
-      "d",
-      [d, d],
-      [undefined, f.limit],
-      [1, 1],
+      new LimitRequest("d", [d, d], [undefined, f.limit], [1, 1]),
     );
     expect(statuses.map((s) => s.code)).toEqual([Code.OK, Code.OVER_LIMIT]);
     expect(statuses[1]!.limitRemaining).toBe(0);
@@ -312,13 +312,15 @@ describe("BackendGuard", () => {
     );
     const read = async (): Promise<number> => {
       const [reading] = await f.backend.store.peekCounters(
-        "d",
-        [
-          create(RateLimitDescriptorSchema, {
-            entries: [{ key: "k", value: "v" }],
-          }),
-        ],
-        [f.limit],
+        new LimitRequest(
+          "d",
+          [
+            create(RateLimitDescriptorSchema, {
+              entries: [{ key: "k", value: "v" }],
+            }),
+          ],
+          [f.limit],
+        ),
       );
       return reading!.value;
     };
@@ -407,10 +409,7 @@ describe("BackendGuard", () => {
     });
     const startMs = performance.now();
     const answer = f.guard.doLimit(
-      "d",
-      [descriptor],
-      [f.limit],
-      [1],
+      new LimitRequest("d", [descriptor], [f.limit], [1]),
       startMs + 40,
     );
     // 40 ms left: the reserve is 5 ms, so the answer comes at about 35 ms.

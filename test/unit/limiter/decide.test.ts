@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { createDecider } from "../../../src/limiter/decide.js";
+import { generateCacheKeys } from "../../helpers/decisions.js";
 import { createLocalCache } from "../../../src/limiter/local-cache.js";
 import {
   RateLimitDescriptorSchema,
@@ -182,13 +183,11 @@ describe("createDecider descriptorStatus", () => {
   });
 });
 
-describe("createDecider generateCacheKeys", () => {
+describe("createDecider plan: cache keys", () => {
   it("builds upstream cache keys and counts total_hits", () => {
     const stats = createStatsManager();
-    const base = createDecider({
-      clock: new FakeClock(0),
-      cacheKeyPrefix: "prefix:",
-    });
+    const clock = new FakeClock(0);
+    const base = createDecider({ clock, cacheKeyPrefix: "prefix:" });
     const descriptor = create(RateLimitDescriptorSchema, {
       entries: [
         { key: "key2", value: "value2" },
@@ -196,7 +195,9 @@ describe("createDecider generateCacheKeys", () => {
       ],
     });
     const limit = testRateLimit(stats, "d.k", 10, Unit.MINUTE);
-    const keys = base.generateCacheKeys(
+    const keys = generateCacheKeys(
+      base,
+      clock,
       "domain",
       [descriptor, descriptor],
       [limit, undefined],
@@ -213,7 +214,8 @@ describe("createDecider generateCacheKeys", () => {
 
   it("marks SECOND limits per-second and substitutes share_threshold values", () => {
     const stats = createStatsManager();
-    const base = createDecider({ clock: new FakeClock(0) });
+    const clock = new FakeClock(0);
+    const base = createDecider({ clock });
     const descriptor = create(RateLimitDescriptorSchema, {
       entries: [
         { key: "files", value: "files/a.txt" },
@@ -223,7 +225,9 @@ describe("createDecider generateCacheKeys", () => {
     const limit = testRateLimit(stats, "d.files", 1, Unit.SECOND, {
       shareThresholdValues: ["files/*", undefined],
     });
-    const [key] = base.generateCacheKeys(
+    const [key] = generateCacheKeys(
+      base,
+      clock,
       "domain",
       [descriptor],
       [limit],
@@ -263,16 +267,16 @@ describe("createDecider with a local cache", () => {
     });
     const base = createDecider({ clock, localCache });
     const limit = testRateLimit(stats, "d.k", 1, Unit.MINUTE);
-    expect(base.isOverLimitWithLocalCache("d_k_v_960")).toBe(false);
+    expect(localCache.has("d_k_v_960")).toBe(false);
     base.descriptorStatus("d_k_v_960", limit, 2, 1, 1000);
-    expect(base.isOverLimitWithLocalCache("d_k_v_960")).toBe(true);
+    expect(localCache.has("d_k_v_960")).toBe(true);
     const status = base.localCacheStatus(limit, 3, 1000);
     expect(status.code).toBe(Code.OVER_LIMIT);
     expect(stats.rateLimitStats("d.k").overLimitWithLocalCache.value()).toBe(3);
     expect(stats.rateLimitStats("d.k").overLimit.value()).toBe(4);
     expect(stats.store.gauge("ratelimit.localcache.hitCount").value()).toBe(1);
     clock.seconds = 1061;
-    expect(base.isOverLimitWithLocalCache("d_k_v_960")).toBe(false);
+    expect(localCache.has("d_k_v_960")).toBe(false);
   });
 
   it("stays within its byte budget by dropping the least recently used keys", () => {

@@ -5,10 +5,13 @@ import {
   answerUnlimited,
   applyLimitRules,
   decidingDescriptor,
-  overallCode,
-  resolveLimits,
   unlimitedRemaining,
 } from "../../../src/limiter/decision-rules.js";
+import { decideRequest } from "../../../src/limiter/decision.js";
+import {
+  LimitRequest,
+  resolveRequest,
+} from "../../../src/limiter/limit-request.js";
 import {
   RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
@@ -67,7 +70,7 @@ describe("applyLimitRules", () => {
   });
 });
 
-describe("resolveLimits", () => {
+describe("resolveRequest", () => {
   it("fills limits and hits addends and counts the hits of unlimited rules", () => {
     const manager = createStatsManager();
     const unlimitedLimit = testRateLimit(manager, "d.u", 0, undefined, {
@@ -89,15 +92,11 @@ describe("resolveLimits", () => {
         entries: [{ key: "x", value: "y" }],
       }),
     ];
-    const limits = new Array<RateLimit | undefined>(3);
-    const hitsAddends = new Array<number>(3);
-    const unlimited = resolveLimits(
+    const { limits, hitsAddends, unlimited } = resolveRequest(
       config,
       "d",
       descriptors,
       2,
-      limits,
-      hitsAddends,
     );
     expect(unlimited).toEqual([false, true, false]);
     expect(limits.map((l) => l?.fullKey)).toEqual([
@@ -122,7 +121,25 @@ describe("answerUnlimited", () => {
   });
 });
 
-describe("decidingDescriptor and overallCode", () => {
+/** The overall code of `decideRequest` (docs/reference-parity.md#overall-code). */
+function overallCode(
+  statuses: ReturnType<typeof status>[],
+  limits: (RateLimit | undefined)[],
+  unlimited: boolean[] | undefined,
+  globalQuotaMode: boolean,
+): Code {
+  const request = new LimitRequest(
+    "d",
+    limits.map(() => create(RateLimitDescriptorSchema, {})),
+    limits,
+    undefined,
+    unlimited,
+  );
+  return decideRequest(request, fakeConfig("d", {}), statuses, globalQuotaMode)
+    .overallCode;
+}
+
+describe("decidingDescriptor and decideRequest", () => {
   const plain = limit("p");
   const quotaLimit = limit("q", { quotaMode: true });
 
@@ -136,16 +153,15 @@ describe("decidingDescriptor and overallCode", () => {
     expect(
       decidingDescriptor(
         statuses,
-        [plain, plain, plain],
-        undefined,
+        { limits: [plain, plain, plain], unlimited: undefined },
         false,
         quota,
       ),
     ).toBe(1);
     expect(quota).toEqual([false, false, false]);
-    expect(
-      overallCode(statuses, [plain, plain, plain], undefined, false, []),
-    ).toBe(Code.OVER_LIMIT);
+    expect(overallCode(statuses, [plain, plain, plain], undefined, false)).toBe(
+      Code.OVER_LIMIT,
+    );
   });
 
   it("makes quota descriptors decide only when all of them are over", () => {
@@ -156,17 +172,29 @@ describe("decidingDescriptor and overallCode", () => {
       status(Code.OK),
     ];
     const quota: boolean[] = [];
-    expect(decidingDescriptor(someOver, limits, undefined, false, quota)).toBe(
-      undefined,
-    );
+    expect(
+      decidingDescriptor(
+        someOver,
+        { limits: limits, unlimited: undefined },
+        false,
+        quota,
+      ),
+    ).toBe(undefined);
     expect(quota).toEqual([true, true, false]);
-    expect(overallCode(someOver, limits, undefined, false, [])).toBe(Code.OK);
+    expect(overallCode(someOver, limits, undefined, false)).toBe(Code.OK);
     const allOver = [
       status(Code.OVER_LIMIT),
       status(Code.OVER_LIMIT),
       status(Code.OK),
     ];
-    expect(decidingDescriptor(allOver, limits, undefined, false, [])).toBe(0);
+    expect(
+      decidingDescriptor(
+        allOver,
+        { limits: limits, unlimited: undefined },
+        false,
+        [],
+      ),
+    ).toBe(0);
   });
 
   it("with QUOTA_MODE treats descriptors without a limit as quota, unlimited ones never", () => {
@@ -179,8 +207,10 @@ describe("decidingDescriptor and overallCode", () => {
     expect(
       decidingDescriptor(
         statuses,
-        [plain, undefined, undefined],
-        [false, false, true],
+        {
+          limits: [plain, undefined, undefined],
+          unlimited: [false, false, true],
+        },
         true,
         quota,
       ),
@@ -189,8 +219,7 @@ describe("decidingDescriptor and overallCode", () => {
     expect(
       decidingDescriptor(
         [status(Code.OVER_LIMIT), status(Code.OK)],
-        [plain, undefined],
-        [false, true],
+        { limits: [plain, undefined], unlimited: [false, true] },
         true,
         [],
       ),

@@ -15,6 +15,7 @@ import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { StatsStore } from "../../../src/stats/stats-store.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { windowedRateLimit } from "../../helpers/rate-limit.js";
+import { LimitRequest } from "../../../src/limiter/limit-request.js";
 
 // The pipeline's check-then-increment (all-or-nothing charging on stores without an atomic
 // operation: kv cluster or two instances, mc), against a scripted CounterBackend: what each
@@ -93,7 +94,7 @@ describe("RateLimitPipeline all-or-nothing check-then-increment", () => {
       backend: store.backend,
       decider: base,
       statsStore,
-    }).doLimit("d", descriptors, limits, [1, 1]);
+    }).doLimit(new LimitRequest("d", descriptors, limits, [1, 1]));
     expect(store.calls).toEqual(["read"]);
     expect(statuses.map((s) => s.code)).toEqual([Code.OVER_LIMIT, Code.OK]);
     // The untouched budget of the descriptor that fits.
@@ -108,7 +109,7 @@ describe("RateLimitPipeline all-or-nothing check-then-increment", () => {
       backend: store.backend,
       decider: base,
       statsStore,
-    }).doLimit("d", descriptors, limits, [1, 1]);
+    }).doLimit(new LimitRequest("d", descriptors, limits, [1, 1]));
     expect(store.calls).toEqual(["read", "increment"]);
     expect(statuses.map((s) => s.code)).toEqual([Code.OK, Code.OK]);
     // Reported from the values after the increment (another request took one meanwhile).
@@ -124,7 +125,7 @@ describe("RateLimitPipeline all-or-nothing check-then-increment", () => {
       backend: store.backend,
       decider: base,
       statsStore,
-    }).doLimit("d", descriptors, limits, [1, 1]);
+    }).doLimit(new LimitRequest("d", descriptors, limits, [1, 1]));
     expect(store.calls).toEqual(["read", "increment", "undo"]);
     expect(statuses.map((s) => s.code)).toEqual([Code.OVER_LIMIT, Code.OK]);
     // Answered from the counters without this request's hits: b keeps 100 − 11.
@@ -150,7 +151,7 @@ describe("RateLimitPipeline all-or-nothing check-then-increment", () => {
       backend: store.backend,
       decider: base,
       statsStore,
-    }).doLimit("d", descriptors, limits, [1, 1]);
+    }).doLimit(new LimitRequest("d", descriptors, limits, [1, 1]));
     expect(store.calls).toEqual(["read", "increment"]);
     expect(statuses.map((s) => s.code)).toEqual([Code.OK, Code.OK]);
     expect(compensated.value()).toBe(0);

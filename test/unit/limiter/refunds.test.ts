@@ -16,6 +16,7 @@ import {
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
 import { windowedRateLimit } from "../../helpers/rate-limit.js";
+import { LimitRequest } from "../../../src/limiter/limit-request.js";
 
 // Refunds (`is_negative_hits`, Envoy >= 1.38) through the decision pipeline on the memory
 // backend: a refund takes hits back from the counter of the current window, never below 0,
@@ -52,11 +53,15 @@ function setup(
     extra,
   );
   const call = async (hits: number) => {
-    const [status] = await limiter.doLimit("d", [descriptor], [limit], [hits]);
+    const [status] = await limiter.doLimit(
+      new LimitRequest("d", [descriptor], [limit], [hits]),
+    );
     return status!;
   };
   const counter = async (): Promise<number> => {
-    const [reading] = await limiter.peekCounters("d", [descriptor], [limit]);
+    const [reading] = await limiter.peekCounters(
+      new LimitRequest("d", [descriptor], [limit]),
+    );
     return reading!.value;
   };
   const stat = (name: "totalHits" | "overLimit" | "withinLimit") =>
@@ -173,12 +178,16 @@ describe("refunds (is_negative_hits)", () => {
     const descriptors = ["a", "b"].map((value) =>
       create(RateLimitDescriptorSchema, { entries: [{ key: "k", value }] }),
     );
-    await limiter.doLimit("d", descriptors, [a, b], [1, 1]);
-    await limiter.doLimit("d", descriptors, [a, b], [0, 1]);
+    await limiter.doLimit(new LimitRequest("d", descriptors, [a, b], [1, 1]));
+    await limiter.doLimit(new LimitRequest("d", descriptors, [a, b], [0, 1]));
     // a is full: a charge of a refused; b's refund still applies.
-    const statuses = await limiter.doLimit("d", descriptors, [a, b], [1, -2]);
+    const statuses = await limiter.doLimit(
+      new LimitRequest("d", descriptors, [a, b], [1, -2]),
+    );
     expect(statuses.map((s) => s.code)).toEqual([Code.OVER_LIMIT, Code.OK]);
-    const readings = await limiter.peekCounters("d", descriptors, [a, b]);
+    const readings = await limiter.peekCounters(
+      new LimitRequest("d", descriptors, [a, b]),
+    );
     expect(readings.map((r) => r!.value)).toEqual([1, 0]);
   });
 });

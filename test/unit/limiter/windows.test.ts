@@ -2,6 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { unitToSeconds, windowShape } from "../../../src/config/units.js";
 import { createDecider } from "../../../src/limiter/decide.js";
+import { generateCacheKeys } from "../../helpers/decisions.js";
 import {
   previousWindowWeight,
   secondsUntilReset,
@@ -64,7 +65,9 @@ describe("windows of unit × unit_multiplier", () => {
           const now = k * window + offset;
           expect(windowStartSeconds(now, window)).toBe(k * window);
           expect(secondsUntilReset(now, window)).toBe(window - offset);
-          const [key] = base.generateCacheKeys(
+          const [key] = generateCacheKeys(
+            base,
+            clock,
             "d",
             [descriptor],
             [limit],
@@ -98,7 +101,15 @@ describe("windows of unit × unit_multiplier", () => {
       5,
       Unit.MINUTE,
     );
-    const [key] = base.generateCacheKeys("d", [descriptor], [limit], [1], 1234);
+    const [key] = generateCacheKeys(
+      base,
+      clock,
+      "d",
+      [descriptor],
+      [limit],
+      [1],
+      1234,
+    );
     expect(key).toEqual({
       key: "d_k_v_1200",
       perSecond: false,
@@ -176,7 +187,15 @@ describe("sliding-window weighting", () => {
       },
     );
     expect(base.expirationSeconds(limit)).toBe(120);
-    const [key] = base.generateCacheKeys("d", [descriptor], [limit], [1], 6030);
+    const [key] = generateCacheKeys(
+      base,
+      clock,
+      "d",
+      [descriptor],
+      [limit],
+      [1],
+      6030,
+    );
     expect(key?.key).toBe("d_k_v_6000_s60");
     expect(key?.previousKey).toBe("d_k_v_5940_s60");
     // First second of the window: the previous 10 weigh fully.

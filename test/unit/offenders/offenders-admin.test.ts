@@ -17,7 +17,7 @@ import { create } from "@bufbuild/protobuf";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { testRateLimit } from "../../helpers/rate-limit.js";
-import type { DecidedRequest } from "../../../src/limiter/decision-hooks.js";
+import { testDecision } from "../../helpers/decisions.js";
 import type { RateLimitConfig } from "../../../src/config/rate-limit-config.js";
 import type { HandlerContext } from "@connectrpc/connect";
 
@@ -27,19 +27,22 @@ const limit = testRateLimit(stats, "rl.user", 10);
 const config = {} as RateLimitConfig;
 
 function hit(tracker: OffendersTracker, user: string, code = Code.OK): void {
-  const request: DecidedRequest = {
-    domain: "rl",
-    descriptors: [
-      create(RateLimitDescriptorSchema, {
-        entries: [{ key: "user", value: user }],
-      }),
-    ],
-    limits: [limit],
-    hitsAddends: [1],
-    statuses: [create(RateLimitResponse_DescriptorStatusSchema, { code })],
-    overallCode: code,
-    config,
-  };
+  const request = testDecision(
+    [create(RateLimitResponse_DescriptorStatusSchema, { code })],
+    [limit],
+    undefined,
+    {
+      domain: "rl",
+      descriptors: [
+        create(RateLimitDescriptorSchema, {
+          entries: [{ key: "user", value: user }],
+        }),
+      ],
+      hitsAddends: [1],
+      config,
+      overallCode: code,
+    },
+  );
   tracker.observe(request);
 }
 

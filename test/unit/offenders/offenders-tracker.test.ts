@@ -5,7 +5,8 @@ import type {
   RateLimit,
   RateLimitConfig,
 } from "../../../src/config/rate-limit-config.js";
-import type { DecidedRequest } from "../../../src/limiter/decision-hooks.js";
+import type { Decision } from "../../../src/limiter/decision.js";
+import { testDecision } from "../../helpers/decisions.js";
 import { OffendersTracker } from "../../../src/offenders/offenders-tracker.js";
 import {
   RateLimitDescriptorSchema,
@@ -53,28 +54,30 @@ function descriptor(...entries: [string, string][]): RateLimitDescriptor {
   });
 }
 
-/** A decided request of one or more descriptors, as the service hands it to observers. */
+/** A decided request of one or more descriptors, as the service publishes it. */
 function decided(
   config: RateLimitConfig,
   descriptors: RateLimitDescriptor[],
   options: { codes?: Code[]; hits?: number[]; domain?: string } = {},
-): DecidedRequest {
+): Decision {
   const domain = options.domain ?? "rl";
   const limits: (RateLimit | undefined)[] = descriptors.map((d) =>
     config.getLimit(domain, d),
   );
   const codes = options.codes ?? descriptors.map(() => Code.OK);
-  return {
-    domain,
-    descriptors,
-    limits,
-    hitsAddends: options.hits ?? descriptors.map(() => 1),
-    statuses: codes.map((code) =>
+  return testDecision(
+    codes.map((code) =>
       create(RateLimitResponse_DescriptorStatusSchema, { code }),
     ),
-    overallCode: codes.includes(Code.OVER_LIMIT) ? Code.OVER_LIMIT : Code.OK,
-    config,
-  };
+    limits,
+    undefined,
+    {
+      domain,
+      descriptors,
+      hitsAddends: options.hits ?? descriptors.map(() => 1),
+      config,
+    },
+  );
 }
 
 function setup(

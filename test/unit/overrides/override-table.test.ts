@@ -5,7 +5,7 @@ import type {
   RateLimit,
   RateLimitConfig,
 } from "../../../src/config/rate-limit-config.js";
-import { resolveLimits } from "../../../src/limiter/decision-rules.js";
+import { resolveRequest } from "../../../src/limiter/limit-request.js";
 import {
   OverrideLimitSchema,
   OverrideRateLimitUnit,
@@ -94,9 +94,7 @@ function decided(
   table: OverrideTable,
   d: RateLimitDescriptor,
 ): RateLimit | undefined {
-  const limits: (RateLimit | undefined)[] = [undefined];
-  resolveLimits(config, "api", [d], 1, limits, [0], table);
-  return limits[0];
+  return resolveRequest(config, "api", [d], 1, table).limits[0];
 }
 
 describe("OverrideTable", () => {
@@ -173,14 +171,11 @@ describe("OverrideTable", () => {
         unit: Unit.MINUTE,
       }),
     );
-    const limits: (RateLimit | undefined)[] = [undefined, undefined];
-    const unlimited = resolveLimits(
+    const { limits, unlimited } = resolveRequest(
       config,
       "api",
       [descriptor(["tenant", "free"]), descriptor(["tenant", "blocked"])],
       1,
-      limits,
-      [0, 0],
       table,
     );
     expect(unlimited).toEqual([true, false]);

@@ -9,6 +9,7 @@ import {
 import { dynamicMetadata } from "../../../src/service/dynamic-metadata.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { testRateLimit } from "../../helpers/rate-limit.js";
+import { testDecision } from "../../helpers/decisions.js";
 
 const status = (code: Code) =>
   create(RateLimitResponse_DescriptorStatusSchema, { code });
@@ -29,8 +30,7 @@ describe("dynamicMetadata", () => {
     const stats = createStatsManager();
     const result = dynamicMetadata(
       request,
-      [status(Code.OK)],
-      [testRateLimit(stats, "rl.foo", 1)],
+      testDecision([status(Code.OK)], [testRateLimit(stats, "rl.foo", 1)]),
     );
     // wire-contract.md §12, request B with RESPONSE_DYNAMIC_METADATA=true.
     expect(JSON.stringify(result)).toBe(
@@ -67,13 +67,15 @@ describe("dynamicMetadata", () => {
     ];
     const result = dynamicMetadata(
       request,
-      [
-        status(Code.OK),
-        status(Code.OK),
-        status(Code.OVER_LIMIT),
-        status(Code.OK),
-      ],
-      limits,
+      testDecision(
+        [
+          status(Code.OK),
+          status(Code.OK),
+          status(Code.OVER_LIMIT),
+          status(Code.OK),
+        ],
+        limits,
+      ),
     );
     expect(result).toEqual({
       descriptors: [
@@ -110,7 +112,9 @@ describe("dynamicMetadata", () => {
     });
     const json = toJsonString(RateLimitRequestSchema, request);
     expect(json).toContain('"domain":"d"');
-    expect(dynamicMetadata(request, [status(Code.OK)], [undefined])).toEqual({
+    expect(
+      dynamicMetadata(request, testDecision([status(Code.OK)], [undefined])),
+    ).toEqual({
       descriptors: [{ entries: ["k=v"] }],
       domain: "d",
     });

@@ -5,6 +5,7 @@ import { rateLimitHeaders } from "../../../src/service/response-headers.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { windowedRateLimit } from "../../helpers/rate-limit.js";
+import { testDecision } from "../../helpers/decisions.js";
 
 const names = {
   limit: "RateLimit-Limit",
@@ -22,7 +23,11 @@ describe("rateLimitHeaders with the window extensions", () => {
       unitMultiplier: 5,
     });
     const status = base.descriptorStatus("k", limit, 3, 1, 1000);
-    const headers = rateLimitHeaders(names, [status], [limit], [false], 1000);
+    const headers = rateLimitHeaders(
+      names,
+      testDecision([status], [limit], [false]),
+      1000,
+    );
     // 1000 is 100 s into the 300-second window 900–1199.
     expect(headers?.map((h) => [h.key, h.value])).toEqual([
       ["RateLimit-Limit", "10"],
@@ -37,7 +42,11 @@ describe("rateLimitHeaders with the window extensions", () => {
     });
     // 30 s into the window: previous 11 weigh ceil(5.5) = 6, current 2.
     const status = base.counterStatus("k", limit, 2, 11, 1, 690, true);
-    const headers = rateLimitHeaders(names, [status], [limit], [false], 690);
+    const headers = rateLimitHeaders(
+      names,
+      testDecision([status], [limit], [false]),
+      690,
+    );
     expect(headers?.map((h) => [h.key, h.value])).toEqual([
       ["RateLimit-Limit", "10"],
       ["RateLimit-Remaining", "2"],

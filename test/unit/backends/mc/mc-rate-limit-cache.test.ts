@@ -12,6 +12,7 @@ import { createStatsManager } from "../../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 import { testRateLimit } from "../../../helpers/rate-limit.js";
 import { mcLimiter } from "../../../helpers/limiters.js";
+import { LimitRequest } from "../../../../src/limiter/limit-request.js";
 
 // No test here reaches a socket: each returns or throws before any memcached operation, or
 // uses an SRV backend that has not resolved any node yet.
@@ -60,10 +61,12 @@ describe("McCounterBackend", () => {
     const cache = newCache();
     const err = await rejection(
       cache.doLimit(
-        "d",
-        [descriptor(["k", "ok"]), descriptor(["k", "ok"], ["bad key", "v"])],
-        [limit, limit],
-        [1, 1],
+        new LimitRequest(
+          "d",
+          [descriptor(["k", "ok"]), descriptor(["k", "ok"], ["bad key", "v"])],
+          [limit, limit],
+          [1, 1],
+        ),
       ),
     );
     expect(err.code).toBe("RLS_CACHE_KEY");
@@ -72,7 +75,9 @@ describe("McCounterBackend", () => {
       'descriptors[1].entries[1].key "bad key" contains whitespace or control characters, which the memcached-protocol backend cannot store in a cache key',
     );
     const control = await rejection(
-      cache.doLimit("d", [descriptor(["k", "line\nbreak"])], [limit], [1]),
+      cache.doLimit(
+        new LimitRequest("d", [descriptor(["k", "line\nbreak"])], [limit], [1]),
+      ),
     );
     expect(control.message).toMatch(
       /^descriptors\[0\]\.entries\[0\]\.value "line\\nbreak" contains/,
@@ -83,7 +88,9 @@ describe("McCounterBackend", () => {
   it("names the domain when it is the culprit", async () => {
     const cache = newCache();
     const err = await rejection(
-      cache.doLimit("my domain", [descriptor(["k", "v"])], [limit], [1]),
+      cache.doLimit(
+        new LimitRequest("my domain", [descriptor(["k", "v"])], [limit], [1]),
+      ),
     );
     expect(err.message).toMatch(
       /^descriptors\[0\]: domain "my domain" contains whitespace/,
@@ -95,10 +102,12 @@ describe("McCounterBackend", () => {
     const cache = newCache({ prefix: "p:" });
     const err = await rejection(
       cache.doLimit(
-        "d",
-        [descriptor(["k", "v"], ["k2", "x".repeat(240)])],
-        [limit],
-        [1],
+        new LimitRequest(
+          "d",
+          [descriptor(["k", "v"], ["k2", "x".repeat(240)])],
+          [limit],
+          [1],
+        ),
       ),
     );
     // p: + d_ + k_v_ + k2_ + 240 + _ + 10 window digits
@@ -122,10 +131,12 @@ describe("McCounterBackend", () => {
       clock.seconds,
     );
     const statuses = await cache.doLimit(
-      "d",
-      [descriptor(["k", "v"]), descriptor(["other", "x"])],
-      [one, undefined],
-      [1, 1],
+      new LimitRequest(
+        "d",
+        [descriptor(["k", "v"]), descriptor(["other", "x"])],
+        [one, undefined],
+        [1, 1],
+      ),
     );
     expect(statuses.map((s) => s.code)).toEqual([Code.OVER_LIMIT, Code.OK]);
     expect(statuses[1]!.currentLimit).toBeUndefined();
@@ -136,10 +147,7 @@ describe("McCounterBackend", () => {
   it("fails open with no node: counters read 0 and the errors are counted", async () => {
     const cache = newCache({ srv: true });
     const [status] = await cache.doLimit(
-      "d",
-      [descriptor(["k", "v"])],
-      [limit],
-      [2],
+      new LimitRequest("d", [descriptor(["k", "v"])], [limit], [2]),
     );
     expect(status!.code).toBe(Code.OK);
     expect(status!.limitRemaining).toBe(3);
@@ -155,10 +163,7 @@ describe("McCounterBackend", () => {
       allOrNothing: true,
     });
     const [status] = await cache.doLimit(
-      "d",
-      [descriptor(["k", "v"])],
-      [aon],
-      [2],
+      new LimitRequest("d", [descriptor(["k", "v"])], [aon], [2]),
     );
     expect(status!.code).toBe(Code.OK);
     expect(status!.limitRemaining).toBe(3);

@@ -12,6 +12,7 @@ import { FakeClock } from "../../../helpers/fake-clock.js";
 import { testRateLimit } from "../../../helpers/rate-limit.js";
 import { waitFor } from "../../../helpers/wait-for.js";
 import { memoryLimiter } from "../../../helpers/limiters.js";
+import { LimitRequest } from "../../../../src/limiter/limit-request.js";
 
 describe("CounterStore", () => {
   it("reads 0 for absent keys, adds hits, creates a counter for 0 hits", () => {
@@ -140,7 +141,7 @@ describe("MemoryCounterBackend storage", () => {
           entries: [{ key: "k", value: String(call * perCall + i) }],
         }),
       );
-      await cache.doLimit("d", descriptors, limits, hits);
+      await cache.doLimit(new LimitRequest("d", descriptors, limits, hits));
     }
     expect(cache.backend.size).toBe(1_000_000);
     clock.seconds = 1_000_080; // the minute window [1_000_020, 1_000_080) has ended
@@ -167,14 +168,16 @@ describe("MemoryCounterBackend storage", () => {
     const limit = testRateLimit(stats, "d.k", 10, Unit.MINUTE);
     for (let i = 0; i < 25; i++) {
       await cache.doLimit(
-        "d",
-        [
-          create(RateLimitDescriptorSchema, {
-            entries: [{ key: "k", value: `v${i}` }],
-          }),
-        ],
-        [limit],
-        [1],
+        new LimitRequest(
+          "d",
+          [
+            create(RateLimitDescriptorSchema, {
+              entries: [{ key: "k", value: `v${i}` }],
+            }),
+          ],
+          [limit],
+          [1],
+        ),
       );
     }
     expect(cache.backend.size).toBe(10);

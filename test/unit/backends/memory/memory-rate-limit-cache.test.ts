@@ -10,6 +10,7 @@ import { createStatsManager } from "../../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 import { testRateLimit } from "../../../helpers/rate-limit.js";
 import { memoryLimiter } from "../../../helpers/limiters.js";
+import { LimitRequest } from "../../../../src/limiter/limit-request.js";
 
 function descriptor(value: string) {
   return create(RateLimitDescriptorSchema, { entries: [{ key: "k", value }] });
@@ -25,12 +26,14 @@ describe("MemoryCounterBackend", () => {
     const limit = testRateLimit(createStatsManager(), "d.k", 5);
     const d = descriptor("v");
     expect(
-      (await cache.doLimit("d", [d], [limit], [3]))[0]!.limitRemaining,
+      (await cache.doLimit(new LimitRequest("d", [d], [limit], [3])))[0]!
+        .limitRemaining,
     ).toBe(2);
     expect(
-      (await cache.doLimit("d", [d], [limit], [0]))[0]!.limitRemaining,
+      (await cache.doLimit(new LimitRequest("d", [d], [limit], [0])))[0]!
+        .limitRemaining,
     ).toBe(2);
-    const over = await cache.doLimit("d", [d], [limit], [3]);
+    const over = await cache.doLimit(new LimitRequest("d", [d], [limit], [3]));
     expect(over[0]!.code).toBe(Code.OVER_LIMIT);
     await cache.close();
   });
@@ -42,10 +45,7 @@ describe("MemoryCounterBackend", () => {
       clock,
     });
     const [status] = await cache.doLimit(
-      "d",
-      [descriptor("v")],
-      [undefined],
-      [1],
+      new LimitRequest("d", [descriptor("v")], [undefined], [1]),
     );
     expect(status!.code).toBe(Code.OK);
     expect(status!.currentLimit).toBeUndefined();
@@ -63,9 +63,13 @@ describe("MemoryCounterBackend", () => {
     const perMinute = testRateLimit(stats, "d.m", 5, Unit.MINUTE);
     const perHour = testRateLimit(stats, "d.h", 5, Unit.HOUR);
     for (let i = 0; i < 1000; i++) {
-      await cache.doLimit("d", [descriptor(`v${i}`)], [perMinute], [1]);
+      await cache.doLimit(
+        new LimitRequest("d", [descriptor(`v${i}`)], [perMinute], [1]),
+      );
     }
-    await cache.doLimit("d", [descriptor("h")], [perHour], [1]);
+    await cache.doLimit(
+      new LimitRequest("d", [descriptor("h")], [perHour], [1]),
+    );
     expect(cache.backend.size).toBe(1001);
     cache.backend.sweep(119);
     expect(cache.backend.size).toBe(1001);

@@ -15,6 +15,7 @@ import { windowedRateLimit } from "../../../helpers/rate-limit.js";
 import { memoryLimiter } from "../../../helpers/limiters.js";
 import type { MemoryCounterBackend } from "../../../../src/backends/memory/memory-rate-limit-cache.js";
 import type { RateLimitPipeline } from "../../../../src/limiter/pipeline.js";
+import { LimitRequest } from "../../../../src/limiter/limit-request.js";
 
 function descriptor(value: string) {
   return create(RateLimitDescriptorSchema, { entries: [{ key: "k", value }] });
@@ -38,10 +39,7 @@ async function admit(
   value = "v",
 ): Promise<boolean> {
   const [status] = await cache.doLimit(
-    "d",
-    [descriptor(value)],
-    [limit],
-    [hits],
+    new LimitRequest("d", [descriptor(value)], [limit], [hits]),
   );
   return status!.code === Code.OK;
 }
@@ -61,7 +59,9 @@ describe("memory backend: unit_multiplier", () => {
     );
     for (let i = 0; i < 3; i++) expect(await admit(cache, limit, 1)).toBe(true);
     clock.seconds += 299; // still the same 5-minute window
-    const [over] = await cache.doLimit("d", [descriptor("v")], [limit], [1]);
+    const [over] = await cache.doLimit(
+      new LimitRequest("d", [descriptor("v")], [limit], [1]),
+    );
     expect(over!.code).toBe(Code.OVER_LIMIT);
     expect(over!.durationUntilReset?.seconds).toBe(1n);
     clock.seconds += 1; // next window
@@ -133,17 +133,23 @@ describe("memory backend: all-or-nothing charging", () => {
         const descriptors = limits.map((_, i) => descriptor(`v${i}`));
         // The first k descriptors' windows are full.
         for (let i = 0; i < k; i++) {
-          await cache.doLimit("d", [descriptors[i]!], [limits[i]!], [5]);
+          await cache.doLimit(
+            new LimitRequest("d", [descriptors[i]!], [limits[i]!], [5]),
+          );
         }
         // The others have used 2.
         for (let i = k; i < n; i++) {
-          await cache.doLimit("d", [descriptors[i]!], [limits[i]!], [2]);
+          await cache.doLimit(
+            new LimitRequest("d", [descriptors[i]!], [limits[i]!], [2]),
+          );
         }
         const statuses = await cache.doLimit(
-          "d",
-          descriptors,
-          limits,
-          limits.map(() => 1),
+          new LimitRequest(
+            "d",
+            descriptors,
+            limits,
+            limits.map(() => 1),
+          ),
         );
         for (let i = 0; i < n; i++) {
           const status = statuses[i]!;
@@ -157,10 +163,12 @@ describe("memory backend: all-or-nothing charging", () => {
         }
         // Peek with 0 hits: counters as the request left them.
         const peek = await cache.doLimit(
-          "d",
-          descriptors,
-          limits,
-          limits.map(() => 0),
+          new LimitRequest(
+            "d",
+            descriptors,
+            limits,
+            limits.map(() => 0),
+          ),
         );
         for (let i = 0; i < n; i++) {
           const used = i < k ? 5 : k === 0 ? 3 : 2;
@@ -182,12 +190,16 @@ describe("memory backend: all-or-nothing charging", () => {
     const plain = windowedRateLimit(stats, "d.p", 5, Unit.MINUTE, {
       allOrNothing: true,
     });
-    await cache.doLimit("d", [descriptor("s")], [shadow], [1]);
+    await cache.doLimit(
+      new LimitRequest("d", [descriptor("s")], [shadow], [1]),
+    );
     const statuses = await cache.doLimit(
-      "d",
-      [descriptor("s"), descriptor("p")],
-      [shadow, plain],
-      [1, 1],
+      new LimitRequest(
+        "d",
+        [descriptor("s"), descriptor("p")],
+        [shadow, plain],
+        [1, 1],
+      ),
     );
     expect(statuses.map((s) => s.code)).toEqual([Code.OK, Code.OK]);
     expect(statuses[1]!.limitRemaining).toBe(4);
@@ -298,10 +310,12 @@ describe("docs/configuration.md worked examples", () => {
   ): Promise<string> =>
     (
       await cache.doLimit(
-        "api",
-        values.map((v) => descriptor(v)),
-        limits,
-        limits.map(() => 1),
+        new LimitRequest(
+          "api",
+          values.map((v) => descriptor(v)),
+          limits,
+          limits.map(() => 1),
+        ),
       )
     )
       .map(
@@ -434,22 +448,28 @@ describe("memory backend: extensions with the local over-limit cache", () => {
     const other = windowedRateLimit(stats, "d.other", 10, Unit.MINUTE, {
       allOrNothing: true,
     });
-    await cache.doLimit("d", [descriptor("f")], [full], [1]); // fills the window
+    await cache.doLimit(new LimitRequest("d", [descriptor("f")], [full], [1])); // fills the window
     // Over, with a full window: enters the local cache (not charged).
-    await cache.doLimit("d", [descriptor("f")], [full], [1]);
+    await cache.doLimit(new LimitRequest("d", [descriptor("f")], [full], [1]));
     const statuses = await cache.doLimit(
-      "d",
-      [descriptor("f"), descriptor("o")],
-      [full, other],
-      [1, 1],
+      new LimitRequest(
+        "d",
+        [descriptor("f"), descriptor("o")],
+        [full, other],
+        [1, 1],
+      ),
     );
     expect(statuses.map((s) => Code[s.code])).toEqual(["OVER_LIMIT", "OK"]);
     expect(statuses[1]!.limitRemaining).toBe(10);
     expect(full.stats.overLimitWithLocalCache.value()).toBe(1);
     // A request that would go over a window that is not full does not enter the cache.
-    const big = await cache.doLimit("d", [descriptor("o")], [other], [11]);
+    const big = await cache.doLimit(
+      new LimitRequest("d", [descriptor("o")], [other], [11]),
+    );
     expect(big[0]!.code).toBe(Code.OVER_LIMIT);
-    const small = await cache.doLimit("d", [descriptor("o")], [other], [1]);
+    const small = await cache.doLimit(
+      new LimitRequest("d", [descriptor("o")], [other], [1]),
+    );
     expect(small[0]!.code).toBe(Code.OK);
     await cache.close();
   });
