@@ -118,7 +118,7 @@ export class KvOverrideStore implements OverrideStore {
     });
     // Subscribes on every (re)connection, and catches up with what was missed meanwhile.
     this.storage.onChannelReady(() => {
-      this.subscribe();
+      this.listen();
       void this.sync();
     });
   }
@@ -133,7 +133,7 @@ export class KvOverrideStore implements OverrideStore {
    */
   async start(timeoutMs = 5_000): Promise<void> {
     this.storage.connect();
-    if (this.storage.channelReady) this.subscribe();
+    if (this.storage.channelReady) this.listen();
     const startedMs = performance.now();
     // The first load waits for the connection (commands fail fast while it is not ready).
     const storage = this.storage;
@@ -572,7 +572,7 @@ export class KvOverrideStore implements OverrideStore {
     this.advance(domain, version);
   }
 
-  private subscribe(): void {
+  private listen(): void {
     if (this.closed) return;
     this.storage.listen().catch((err: unknown) => {
       this.failed(err);

@@ -175,7 +175,7 @@ export class KvQuotaLedger implements QuotaLedger {
     });
     // Subscribes on every (re)connection: a second SUBSCRIBE to the channel is harmless.
     this.storage.onChannelReady(() => {
-      this.subscribe();
+      this.listen();
     });
   }
 
@@ -189,7 +189,7 @@ export class KvQuotaLedger implements QuotaLedger {
     await Promise.race([
       new Promise<void>((resolve) => {
         if (this.storage.channelReady) {
-          this.subscribe();
+          this.listen();
           resolve();
         } else
           this.storage.onceChannelReady(() => {
@@ -420,7 +420,7 @@ export class KvQuotaLedger implements QuotaLedger {
     this.listener?.(bucket);
   }
 
-  private subscribe(): void {
+  private listen(): void {
     if (this.closed) return;
     this.storage.listen().catch((err: unknown) => {
       this.failed(err);
