@@ -195,6 +195,8 @@ export default defineConfig(
         ...["memory", "kv", "mc"]
           .filter((other) => other !== name)
           .map((other) => `**/${other}/**`),
+        // Redis is spoken only in backends/kv/ (house style §4).
+        ...(name === "kv" ? [] : ["ioredis"]),
       ],
       "backends/ may import stats, health, util and, of limiter/, counter-backend.ts, the error files and the token-bucket maths (gcra.ts, gcra-scripts.ts) only (they do I/O, the pipeline decides); backends never import each other",
     ),
@@ -279,8 +281,9 @@ export default defineConfig(
       "**/service/**",
       "**/limiter/**",
       "../../gen/**",
+      "ioredis",
     ],
-    "rlqs/ (the rate limit quota service) reads the rules through config/ (the view and getLimit) and counts in stats/; it decides nothing through the limiter, backends or server",
+    "rlqs/ (the rate limit quota service) reads the rules through config/ (the view and getLimit) and counts in stats/; it decides nothing through the limiter, backends or server; its kv ledger speaks Redis through the LedgerStorage app/ gives it (backends/kv/)",
   ),
   boundary(
     ["src/http2/**"],
@@ -357,8 +360,14 @@ export default defineConfig(
       "**/cli/**",
       "**/console/**",
       "../../gen/**",
+      "ioredis",
     ],
-    "the day-2 features (admin/, overrides/, offenders/, canary/) build on config, limiter, stats and util; app/ wires them in and gives them their stores",
+    "the day-2 features (admin/, overrides/, offenders/, canary/) build on config, limiter, stats and util; app/ wires them in and gives them their stores (the kv override store speaks Redis through the OverrideStorage of backends/kv/)",
+  ),
+  boundary(
+    ["src/app/**"],
+    ["ioredis"],
+    "app/ opens no ioredis connection: Redis is spoken only in backends/kv/ (its factories, e.g. connectKvOverrideCommands)",
   ),
   boundary(
     ["src/cli/**", "src/telemetry/**", "src/proto.ts"],

@@ -30,7 +30,7 @@ import {
   kvOverrideDomainsKey,
   kvOverridesKey,
   versionField,
-} from "../src/overrides/kv-override-store.js";
+} from "../src/backends/kv/kv-override-commands.js";
 import { overrideToJson } from "../src/overrides/override-message.js";
 import {
   OverrideLimitSchema,

@@ -24,7 +24,7 @@ import {
   kvOverrideDomainsKey,
   kvOverridesKey,
   versionField,
-} from "../src/overrides/kv-override-store.js";
+} from "../src/backends/kv/kv-override-commands.js";
 import { RateLimitRequestSchema } from "../src/proto.js";
 import { envoyConfig, startEnvoy, type Envoy } from "./envoy.js";
 import {
@@ -621,7 +621,7 @@ async function startRedis(): Promise<{
 /**
  * Writes `count` run-time overrides of domain `bench` (`remote_address=override-<i>`, 10 per
  * second) straight into the kv store in the layout the service reads at start-up
- * (src/overrides/kv-override-store.ts); none matches a value the loads send, so every
+ * (src/backends/kv/kv-override-commands.ts); none matches a value the loads send, so every
  * decision pays the probe of a miss, the common case. Returns the seconds it took.
  */
 async function preloadOverrides(

@@ -1,14 +1,16 @@
-// The run-time overrides shared through the kv store (BACKEND_TYPE=kv): two ioredis
-// connections to the main kv instance (`KV_*`: single, sentinel or cluster, with its auth and
-// TLS), one for commands and one for the change channel, under `CACHE_KEY_PREFIX`. Imported
-// only with the kv backend.
+// The run-time overrides shared through the kv store (BACKEND_TYPE=kv): two connections to
+// the main kv instance (`KV_*`: single, sentinel or cluster, with its auth and TLS), one for
+// commands and one for the change channel, under `CACHE_KEY_PREFIX`
+// (backends/kv/kv-override-commands.ts). Imported only with the kv backend.
 
+import { connectKvOverrideCommands } from "../backends/kv/kv-override-commands.js";
+import { resolveKvInstanceOptions } from "../backends/kv/kv-options.js";
 import { KvOverrideStore } from "../overrides/kv-override-store.js";
 import type { OverrideTable } from "../overrides/override-table.js";
 import type { Settings } from "../settings/settings.js";
 import { compactHeapNow } from "../util/compact-heap.js";
 import type { AppContext } from "./app-context.js";
-import { connectMainKv } from "./kv-main-connection.js";
+import { kvMainInstanceOptions, kvTlsOptions } from "./kv-cache.js";
 
 /**
  * Overrides loaded at the start from which the heap is compacted (`compactHeapNow`) once the
@@ -32,17 +34,13 @@ export function createKvOverrideStore(
   table: OverrideTable,
 ): KvOverrideStore {
   const logger = context.logger.child({ component: "overrides" });
-  const client = connectMainKv(settings);
-  const subscriber = connectMainKv(settings);
-  // Connection errors surface when a command fails (logged once by the store; a change
-  // answers UNAVAILABLE); the event itself would only repeat them.
-  client.on("error", () => undefined);
-  subscriber.on("error", () => undefined);
   return new KvOverrideStore({
     table,
-    client,
-    subscriber,
-    keyPrefix: settings.cacheKeyPrefix,
+    storage: connectKvOverrideCommands(
+      resolveKvInstanceOptions(kvMainInstanceOptions(settings)),
+      kvTlsOptions(settings),
+      settings.cacheKeyPrefix,
+    ),
     auditLogMax: settings.adminAuditLogMax,
     syncIntervalMs: settings.adminOverridesSyncIntervalMs,
     clock: context.clock,

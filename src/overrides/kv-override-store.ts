@@ -1,30 +1,20 @@
 // The overrides of the replicas behind one kv store (BACKEND_TYPE=kv), mirrored into each
-// replica's table (docs/operations.md, "Overrides").
-//
-// Layout under `CACHE_KEY_PREFIX` (`<p>`):
-// - `<p>ratelimit_overrides_<domain>`: a hash per domain, field = the descriptor text
-//   (`tenant=acme,plan=gold`), value = the `Override` message's proto3 JSON; plus two fields
-//   no descriptor text can be (each lacks an `=`), written by every change in the same script
-//   that makes it: `#version`, raised by one, so a replica can tell whether its copy of the
-//   domain is current, and `#changes`, the last 128 changes as a JSON array of
-//   `[version, field]`, so a replica that is behind reads the fields that changed instead of
-//   the whole hash;
-// - `<p>ratelimit_override_domains`: a set of the domains that ever had one;
-// - `<p>ratelimit_override_audit`: a list of `AuditRecord` JSON, newest first, trimmed to
-//   `ADMIN_AUDIT_LOG_MAX` (LPUSH, LTRIM);
-// - `<p>ratelimit_override_changes`: the channel on which a change is announced.
+// replica's table (docs/operations.md, "Overrides"). The store speaks to the kv instance
+// through an {@link OverrideStorage} (backends/kv/kv-override-commands.ts holds the layout:
+// a hash per domain with its `#version` and `#changes`, the domain set, the audit list and
+// the change channel, under `CACHE_KEY_PREFIX`).
 //
 // A replica applies its own changes at once and a change announced by another as soon as the
 // message arrives (it reads the field). Messages can be missed (reconnect, a subscriber that
-// was down): every sync interval each replica compares the `#version` of every domain with the
-// one its copy was read at and, for a domain that moved, reads the fields `#changes` lists
+// was down): every sync interval each replica compares the version of every domain with the
+// one its copy was read at and, for a domain that moved, reads the fields its change log lists
 // since then; so a change reaches every replica within one interval (500 ms by default) even
-// without its message. Only when `#changes` does not cover the gap (more than 128 changes
+// without its message. Only when the log does not cover the gap (more than 128 changes
 // missed, a change written by hand or by a replica of a version before `#changes`, the hash
 // recreated) is the domain read whole.
 //
-// Reading a domain whole (the first load, or such a gap) goes by HSCAN, a chunk of fields at
-// a time, each chunk parsed and put in the table before the next is asked for: a million
+// Reading a domain whole (the first load, or such a gap) goes a chunk of fields at a time
+// (HSCAN), each chunk parsed and put in the table before the next is asked for: a million
 // overrides never exist at once as one reply, one object of a million properties and a
 // million records (the HGETALL this replaced held the process at 1.5 GiB RSS after the
 // start, docs/operations.md "Cost"). `start` waits for the first load while the store
@@ -34,11 +24,9 @@
 // hit). Every replica then tries to delete it with a compare-and-delete script; the one whose
 // script deleted it (HDEL answered 1) writes the `expire` audit record, so there is one.
 //
-// Cluster: every script touches one key (the domain's hash), so it runs in one slot.
 // A store failure never reaches ShouldRateLimit: the table keeps the last copy.
 
 import { randomBytes } from "node:crypto";
-import type { Cluster, Redis } from "ioredis";
 import type { Logger } from "pino";
 import { BackendError } from "../limiter/backend-error.js";
 import type { AuditRecord } from "../proto.js";
@@ -61,96 +49,16 @@ import { expiryActor, type OverrideStore } from "./override-store.js";
 import { toJson } from "@bufbuild/protobuf";
 import { TimestampSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { compileOverrideLimit } from "./override-limit.js";
-
-/** The hash field holding a domain's version (a descriptor text always has an `=`). */
-export const versionField = "#version";
-
-/**
- * The hash field listing a domain's last {@link changeLogLength} changes, oldest first: a
- * JSON array of `[version, field]` (written by the change scripts with Lua's cjson).
- */
-export const changesField = "#changes";
-
-/** Changes `#changes` keeps: a replica further behind reads its domain whole. */
-export const changeLogLength = 128;
-
-/** Fields per HSCAN call when a domain is read whole (COUNT; redis returns about as many). */
-const scanCount = 1000;
-
-// Appends { version, field } to KEYS[1]'s change list, keeping the last ${changeLogLength}. A
-// list that does not decode is started again (replicas behind it then read the domain whole).
-const logChange = `
-local function logChange(version, field)
-  local log = {}
-  local raw = redis.call('HGET', KEYS[1], '${changesField}')
-  if raw then
-    local ok, decoded = pcall(cjson.decode, raw)
-    if ok and type(decoded) == 'table' then log = decoded end
-  end
-  log[#log + 1] = { version, field }
-  while #log > ${String(changeLogLength)} do table.remove(log, 1) end
-  redis.call('HSET', KEYS[1], '${changesField}', cjson.encode(log))
-end`;
-
-/** The hash of a domain's overrides. */
-export function kvOverridesKey(prefix: string, domain: string): string {
-  return `${prefix}ratelimit_overrides_${domain}`;
-}
-
-/** The set of the domains with overrides. */
-export function kvOverrideDomainsKey(prefix: string): string {
-  return `${prefix}ratelimit_override_domains`;
-}
-
-/** The audit list, newest first. */
-export function kvOverrideAuditKey(prefix: string): string {
-  return `${prefix}ratelimit_override_audit`;
-}
-
-/** The channel on which changes are announced. */
-export function kvOverrideChannel(prefix: string): string {
-  return `${prefix}ratelimit_override_changes`;
-}
-
-// KEYS[1] hash; ARGV[1] field, ARGV[2] value. Returns { old value or false, new version }.
-const setScript = `${logChange}
-local old = redis.call('HGET', KEYS[1], ARGV[1])
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-local version = redis.call('HINCRBY', KEYS[1], '${versionField}', 1)
-logChange(version, ARGV[1])
-return { old, version }`;
-
-// KEYS[1] hash; ARGV[1] field. Returns { old value or false, new version (0: nothing deleted) }.
-const deleteScript = `${logChange}
-local old = redis.call('HGET', KEYS[1], ARGV[1])
-if not old then return { false, 0 } end
-redis.call('HDEL', KEYS[1], ARGV[1])
-local version = redis.call('HINCRBY', KEYS[1], '${versionField}', 1)
-logChange(version, ARGV[1])
-return { old, version }`;
-
-// KEYS[1] hash; ARGV[1] field, ARGV[2] the expireTime and ARGV[3] the updateTime (proto3 JSON)
-// of the expired override. Deletes the field only when it still holds that override (not one
-// set again since). Returns the new version, or 0 when nothing was deleted.
-const expireScript = `${logChange}
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-if not current then return 0 end
-local ok, stored = pcall(cjson.decode, current)
-if not ok or stored['expireTime'] ~= ARGV[2] or stored['updateTime'] ~= ARGV[3] then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[1])
-local version = redis.call('HINCRBY', KEYS[1], '${versionField}', 1)
-logChange(version, ARGV[1])
-return version`;
+import type { OverrideStorage } from "./override-storage.js";
 
 /** Options of {@link KvOverrideStore}. */
 export interface KvOverrideStoreOptions {
   readonly table: OverrideTable;
-  /** Connection for the commands (connected by `start`). */
-  readonly client: Redis | Cluster;
-  /** Connection that only SUBSCRIBEs. */
-  readonly subscriber: Redis | Cluster;
-  /** `CACHE_KEY_PREFIX`, before every key and the channel. @defaultValue "" */
-  readonly keyPrefix?: string;
+  /**
+   * The shared storage (connected by `start`): `KvOverrideCommands` of backends/kv, under
+   * `CACHE_KEY_PREFIX`.
+   */
+  readonly storage: OverrideStorage;
   /** `ADMIN_AUDIT_LOG_MAX`: audit records kept, ≥ 1. */
   readonly auditLogMax: number;
   /**
@@ -174,10 +82,7 @@ export class KvOverrideStore implements OverrideStore {
   readonly kind = "kv";
   readonly table: OverrideTable;
   readonly replicaId: string;
-  private readonly client: Redis | Cluster;
-  private readonly subscriber: Redis | Cluster;
-  private readonly prefix: string;
-  private readonly channel: string;
+  private readonly storage: OverrideStorage;
   private readonly auditLogMax: number;
   private readonly syncIntervalMs: number;
   private readonly clock: Clock;
@@ -201,22 +106,19 @@ export class KvOverrideStore implements OverrideStore {
         `auditLogMax must be an integer >= 1, got ${String(options.auditLogMax)}`,
       );
     this.table = options.table;
-    this.client = options.client;
-    this.subscriber = options.subscriber;
-    this.prefix = options.keyPrefix ?? "";
-    this.channel = kvOverrideChannel(this.prefix);
+    this.storage = options.storage;
     this.auditLogMax = options.auditLogMax;
     this.syncIntervalMs = options.syncIntervalMs ?? 500;
     this.replicaId = options.replicaId ?? randomBytes(6).toString("hex");
     this.clock = options.clock;
     this.logger = options.logger;
     this.onFirstLoad = options.onFirstLoad;
-    this.subscriber.on("message", (channel: string, message: string) => {
-      if (channel === this.channel) this.heard(message);
+    this.storage.onAnnouncement((message) => {
+      this.heard(message);
     });
     // Subscribes on every (re)connection, and catches up with what was missed meanwhile.
-    this.subscriber.on("ready", () => {
-      this.subscribe();
+    this.storage.onChannelReady(() => {
+      this.listen();
       void this.sync();
     });
   }
@@ -230,22 +132,18 @@ export class KvOverrideStore implements OverrideStore {
    * @param timeoutMs - ms without a reply from the store after which the wait ends
    */
   async start(timeoutMs = 5_000): Promise<void> {
-    for (const connection of [this.client, this.subscriber]) {
-      if (connection.status === "wait")
-        connection.connect().catch(() => undefined);
-    }
-    if (this.subscriber.status === "ready") this.subscribe();
+    this.storage.connect();
+    if (this.storage.channelReady) this.listen();
     const startedMs = performance.now();
     // The first load waits for the connection (commands fail fast while it is not ready).
-    const client = this.client;
-    const loaded =
-      client.status === "ready"
-        ? this.sync()
-        : new Promise<void>((resolve) => {
-            client.once("ready", () => {
-              resolve(this.sync());
-            });
+    const storage = this.storage;
+    const loaded = storage.ready
+      ? this.sync()
+      : new Promise<void>((resolve) => {
+          storage.onceReady(() => {
+            resolve(this.sync());
           });
+        });
     for (;;) {
       const answers = this.answers;
       let timeout: NodeJS.Timeout | undefined;
@@ -273,36 +171,24 @@ export class KvOverrideStore implements OverrideStore {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.timer);
-    await Promise.all(
-      [this.client, this.subscriber].map((c) =>
-        c.quit().then(
-          () => undefined,
-          () => {
-            c.disconnect();
-          },
-        ),
-      ),
-    );
+    await this.storage.close();
   }
 
   async set(record: OverrideRecord): Promise<OverrideRecord | undefined> {
     // Refuses a limit that does not compile before anything is written.
     compileOverrideLimit(record.limit);
-    const key = kvOverridesKey(this.prefix, record.domain);
     const field = descriptorText(record.entries);
     let old: OverrideRecord | undefined;
     let version: number;
     try {
-      await this.client.sadd(kvOverrideDomainsKey(this.prefix), record.domain);
-      const [oldJson, newVersion] = (await this.client.eval(
-        setScript,
-        1,
-        key,
+      await this.storage.addDomain(record.domain);
+      const change = await this.storage.putOverride(
+        record.domain,
         field,
         overrideToJson(record),
-      )) as [string | null, number];
-      old = oldJson === null ? undefined : parseStored(oldJson);
-      version = newVersion;
+      );
+      old = change.previous === null ? undefined : parseStored(change.previous);
+      version = change.version;
     } catch (err) {
       throw this.storeError("the override was not set", err);
     }
@@ -329,14 +215,9 @@ export class KvOverrideStore implements OverrideStore {
     let old: OverrideRecord | undefined;
     let version: number;
     try {
-      const [oldJson, newVersion] = (await this.client.eval(
-        deleteScript,
-        1,
-        kvOverridesKey(this.prefix, domain),
-        field,
-      )) as [string | null, number];
-      old = oldJson === null ? undefined : parseStored(oldJson);
-      version = newVersion;
+      const change = await this.storage.removeOverride(domain, field);
+      old = change.previous === null ? undefined : parseStored(change.previous);
+      version = change.version;
     } catch (err) {
       throw this.storeError("the override was not deleted", err);
     }
@@ -366,11 +247,7 @@ export class KvOverrideStore implements OverrideStore {
   ): Promise<AuditRecord[]> {
     let texts: string[];
     try {
-      texts = await this.client.lrange(
-        kvOverrideAuditKey(this.prefix),
-        0,
-        this.auditLogMax - 1,
-      );
+      texts = await this.storage.readAudit(this.auditLogMax);
     } catch (err) {
       throw this.storeError("the audit log could not be read", err);
     }
@@ -402,18 +279,12 @@ export class KvOverrideStore implements OverrideStore {
 
   private async syncOnce(): Promise<void> {
     try {
-      const domains = await this.client.smembers(
-        kvOverrideDomainsKey(this.prefix),
-      );
+      const domains = await this.storage.domains();
       this.answers++;
-      const versions = await Promise.all(
-        domains.map((domain) =>
-          this.client.hget(kvOverridesKey(this.prefix, domain), versionField),
-        ),
-      );
+      const versions = await this.storage.versions(domains);
       this.answers++;
       for (const [i, domain] of domains.entries()) {
-        const version = Number(versions[i] ?? "0");
+        const version = versions[i] ?? 0;
         if (this.versions.get(domain) !== version)
           await this.catchUp(domain, version);
       }
@@ -445,14 +316,11 @@ export class KvOverrideStore implements OverrideStore {
   private async catchUp(domain: string, seen: number): Promise<void> {
     const known = this.versions.get(domain);
     if (known !== undefined && seen > known) {
-      const [versionText, logText] = await this.client.hmget(
-        kvOverridesKey(this.prefix, domain),
-        versionField,
-        changesField,
+      const { version, fields } = await this.storage.changesSince(
+        domain,
+        known,
       );
       this.answers++;
-      const version = Number(versionText ?? "0");
-      const fields = changedSince(logText ?? null, known, version);
       if (fields !== undefined) {
         await this.reread(domain, fields);
         this.raise(domain, version);
@@ -468,10 +336,7 @@ export class KvOverrideStore implements OverrideStore {
     fields: readonly string[],
   ): Promise<void> {
     if (fields.length === 0) return;
-    const values = await this.client.hmget(
-      kvOverridesKey(this.prefix, domain),
-      ...fields,
-    );
+    const values = await this.storage.readOverrides(domain, fields);
     this.answers++;
     for (const [i, field] of fields.entries())
       this.applyField(domain, field, values[i] ?? null);
@@ -542,29 +407,24 @@ export class KvOverrideStore implements OverrideStore {
   }
 
   /**
-   * Reads one domain's hash whole, `scanCount` fields at a time (HSCAN), and makes the table's
-   * copy of it: each chunk is parsed and put before the next is asked for, so the memory the
-   * load takes beyond the table is one chunk's. Its version is read first: a change made
-   * while the scan runs has a later one, and is read again from `#changes` at the next sync.
+   * Reads one domain whole, a chunk at a time, and makes the table's copy of it: each chunk
+   * is parsed and put before the next is asked for, so the memory the load takes beyond the
+   * table is one chunk's. Its version is read first: a change made while the scan runs has a
+   * later one, and is read again from the change log at the next sync.
    */
   private async reload(domain: string): Promise<void> {
-    const key = kvOverridesKey(this.prefix, domain);
-    const version = Number((await this.client.hget(key, versionField)) ?? "0");
+    const version = await this.storage.version(domain);
     this.answers++;
     const resync = this.table.beginResync(domain);
-    const scan = (cursor: string) =>
-      this.client.hscan(key, cursor, "COUNT", scanCount);
-    let asked = scan("0");
-    for (;;) {
-      const [cursor, chunk] = await asked;
+    await this.storage.scanOverrides(domain, (chunk) => {
       this.answers++;
-      // The next chunk is asked for before this one is parsed: the store reads it meanwhile.
-      if (cursor !== "0") asked = scan(cursor);
       // Field, value, field, value, …
       for (let i = 0; i + 1 < chunk.length; i += 2) {
-        const field = chunk[i] ?? "";
-        if (field === versionField || field === changesField) continue;
-        const record = this.readStored(domain, field, chunk[i + 1] ?? "");
+        const record = this.readStored(
+          domain,
+          chunk[i] ?? "",
+          chunk[i + 1] ?? "",
+        );
         if (record === undefined) continue;
         try {
           resync.put(record);
@@ -572,8 +432,7 @@ export class KvOverrideStore implements OverrideStore {
           this.compileWarning(record, err);
         }
       }
-      if (cursor === "0") break;
-    }
+    });
     resync.finish();
     this.versions.set(domain, version);
   }
@@ -589,16 +448,14 @@ export class KvOverrideStore implements OverrideStore {
       const message = toOverrideMessage(record);
       const field = descriptorText(record.entries);
       try {
-        const version = (await this.client.eval(
-          expireScript,
-          1,
-          kvOverridesKey(this.prefix, record.domain),
+        const version = await this.storage.removeExpired(
+          record.domain,
           field,
           message.expireTime === undefined
             ? ""
             : toJson(TimestampSchema, message.expireTime),
           toJson(TimestampSchema, timestampFromMs(record.updateMs)),
-        )) as number;
+        );
         if (version === 0) continue; // Another replica deleted it (or it was set again).
         this.logger.info(
           { domain: record.domain, entries: record.entries },
@@ -662,12 +519,9 @@ export class KvOverrideStore implements OverrideStore {
     version: number,
     audit: AuditEntry,
   ): Promise<void> {
-    const auditKey = kvOverrideAuditKey(this.prefix);
     try {
-      await this.client.lpush(auditKey, auditToJson(audit));
-      await this.client.ltrim(auditKey, 0, this.auditLogMax - 1);
-      await this.client.publish(
-        this.channel,
+      await this.storage.appendAudit(auditToJson(audit), this.auditLogMax);
+      await this.storage.announce(
         JSON.stringify([this.replicaId, domain, field, version]),
       );
     } catch (err) {
@@ -705,7 +559,7 @@ export class KvOverrideStore implements OverrideStore {
   ): Promise<void> {
     let json: string | null;
     try {
-      json = await this.client.hget(kvOverridesKey(this.prefix, domain), field);
+      json = await this.storage.readOverride(domain, field);
     } catch (err) {
       this.markStale(domain, field);
       this.logger.warn(
@@ -718,9 +572,9 @@ export class KvOverrideStore implements OverrideStore {
     this.advance(domain, version);
   }
 
-  private subscribe(): void {
+  private listen(): void {
     if (this.closed) return;
-    this.subscriber.subscribe(this.channel).catch((err: unknown) => {
+    this.storage.listen().catch((err: unknown) => {
       this.failed(err);
     });
   }
@@ -748,46 +602,6 @@ export class KvOverrideStore implements OverrideStore {
     this.degraded = false;
     this.logger.warn("override store reachable again");
   }
-}
-
-/**
- * The fields changed after version `known` up to `version`, from a `#changes` value; or
- * `undefined` when it does not list every one of those versions (too far behind, a change
- * written without it, a value that does not parse).
- */
-export function changedSince(
-  log: string | null,
-  known: number,
-  version: number,
-): string[] | undefined {
-  if (
-    log === null ||
-    !Number.isSafeInteger(version) ||
-    version <= known ||
-    version - known > changeLogLength
-  )
-    return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(log);
-  } catch {
-    return undefined;
-  }
-  if (!Array.isArray(parsed)) return undefined;
-  const byVersion = new Map<number, string>();
-  for (const item of parsed as unknown[]) {
-    if (!Array.isArray(item)) return undefined;
-    const [at, field] = item as unknown[];
-    if (typeof at !== "number" || typeof field !== "string") return undefined;
-    if (at > known && at <= version) byVersion.set(at, field);
-  }
-  const fields = new Set<string>();
-  for (let at = known + 1; at <= version; at++) {
-    const field = byVersion.get(at);
-    if (field === undefined) return undefined;
-    fields.add(field);
-  }
-  return [...fields];
 }
 
 function parseStored(json: string): OverrideRecord | undefined {

@@ -8,14 +8,16 @@
 // stream id, so every replica's water-filling sees the same input. A replica whose stream
 // changes a bucket's demands publishes the bucket on one channel; the other replicas re-split
 // it for their own streams at once instead of at their next tick. A store failure never fails
-// a call: the ledger goes on with the last demands it read and its own streams.
+// a call: the ledger goes on with the last demands it read and its own streams. The ledger
+// speaks to the kv instance through a {@link LedgerStorage} (backends/kv/
+// kv-quota-ledger-commands.ts holds the keys, under `CACHE_KEY_PREFIX`).
 
 import { randomBytes } from "node:crypto";
-import type { Cluster, Redis } from "ioredis";
 import type { Logger } from "pino";
 import { statNames } from "../stats/names.js";
 import type { Counter, StatsStore } from "../stats/stats-store.js";
 import { systemClock, type Clock } from "../util/clock.js";
+import type { LedgerStorage } from "./ledger-storage.js";
 import {
   recordUsage,
   type BucketUsage,
@@ -27,12 +29,11 @@ import {
 
 /** Options of {@link KvQuotaLedger}. */
 export interface KvQuotaLedgerOptions {
-  /** Connection for HSET, HGETALL, HDEL, PEXPIRE and PUBLISH (connected by `start`). */
-  readonly client: Redis | Cluster;
-  /** Connection that only SUBSCRIBEs (a subscribed connection runs nothing else). */
-  readonly subscriber: Redis | Cluster;
-  /** `CACHE_KEY_PREFIX`, before every key and the channel. @defaultValue "" */
-  readonly keyPrefix?: string;
+  /**
+   * The shared storage (connected by `start`): `KvQuotaLedgerCommands` of backends/kv, under
+   * `CACHE_KEY_PREFIX`.
+   */
+  readonly storage: LedgerStorage;
   /** `RLQS_REPORT_INTERVAL`, ms: how often a replica refreshes its streams' fields. */
   readonly reportIntervalMs: number;
   /**
@@ -67,28 +68,10 @@ interface LocalStream {
   writtenMs: number;
 }
 
-/** The hash of a bucket: its ledger key URI-encoded (no spaces, control bytes or braces). */
-export function kvLedgerKey(prefix: string, bucket: string): string {
-  return `${prefix}ratelimit_rlqs_${encodeURIComponent(bucket)}`;
-}
-
 /** The replica of a stream id (`<replica>.<n>`); undefined for an id without one. */
 function replicaOf(stream: string): string | undefined {
   const dot = stream.indexOf(".");
   return dot > 0 ? stream.slice(0, dot) : undefined;
-}
-
-/**
- * The set of the buckets (ledger keys) with a hash in the store, for ListBuckets: added to at
- * every write of a stream's field, pruned of buckets whose hash expired when listed.
- */
-export function kvLedgerBucketsKey(prefix: string): string {
-  return `${prefix}ratelimit_rlqs_buckets`;
-}
-
-/** The channel on which replicas announce changed buckets. */
-export function kvLedgerChannel(prefix: string): string {
-  return `${prefix}ratelimit_rlqs_changes`;
 }
 
 function parseStored(
@@ -160,10 +143,7 @@ function byStreamId<T>(entries: Iterable<[string, T]>): [string, T][] {
 export class KvQuotaLedger implements QuotaLedger {
   readonly replicaId: string;
   readonly streamIdPrefix: string;
-  private readonly client: Redis | Cluster;
-  private readonly subscriber: Redis | Cluster;
-  private readonly prefix: string;
-  private readonly channel: string;
+  private readonly storage: LedgerStorage;
   private readonly reportIntervalMs: number;
   private readonly staleAfterMs: number;
   private readonly clock: Clock;
@@ -181,10 +161,7 @@ export class KvQuotaLedger implements QuotaLedger {
   private closed = false;
 
   constructor(options: KvQuotaLedgerOptions) {
-    this.client = options.client;
-    this.subscriber = options.subscriber;
-    this.prefix = options.keyPrefix ?? "";
-    this.channel = kvLedgerChannel(this.prefix);
+    this.storage = options.storage;
     this.reportIntervalMs = options.reportIntervalMs;
     this.staleAfterMs =
       options.reportIntervalMs * (options.staleAfterIntervals ?? 3);
@@ -193,12 +170,12 @@ export class KvQuotaLedger implements QuotaLedger {
     this.clock = options.clock ?? systemClock;
     this.logger = options.logger;
     this.errors = options.stats?.counter(statNames.rlqsLedgerErrors);
-    this.subscriber.on("message", (channel: string, message: string) => {
-      if (channel === this.channel) this.heard(message);
+    this.storage.onAnnouncement((message) => {
+      this.heard(message);
     });
     // Subscribes on every (re)connection: a second SUBSCRIBE to the channel is harmless.
-    this.subscriber.on("ready", () => {
-      this.subscribe();
+    this.storage.onChannelReady(() => {
+      this.listen();
     });
   }
 
@@ -207,18 +184,15 @@ export class KvQuotaLedger implements QuotaLedger {
    * `timeoutMs` (the ledger works without it, and subscribes when the store comes).
    */
   async start(timeoutMs = 5_000): Promise<void> {
-    for (const connection of [this.client, this.subscriber]) {
-      if (connection.status === "wait")
-        connection.connect().catch(() => undefined);
-    }
+    this.storage.connect();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       new Promise<void>((resolve) => {
-        if (this.subscriber.status === "ready") {
-          this.subscribe();
+        if (this.storage.channelReady) {
+          this.listen();
           resolve();
         } else
-          this.subscriber.once("ready", () => {
+          this.storage.onceChannelReady(() => {
             resolve();
           });
       }),
@@ -234,16 +208,7 @@ export class KvQuotaLedger implements QuotaLedger {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await Promise.all(
-      [this.client, this.subscriber].map((c) =>
-        c.quit().then(
-          () => undefined,
-          () => {
-            c.disconnect();
-          },
-        ),
-      ),
-    );
+    await this.storage.close();
   }
 
   onRemoteChange(listener: (bucket: string) => void): void {
@@ -292,9 +257,7 @@ export class KvQuotaLedger implements QuotaLedger {
     }
     let remote = this.lastKnown.get(bucket);
     try {
-      const fields = await this.client.hgetall(
-        kvLedgerKey(this.prefix, bucket),
-      );
+      const fields = await this.storage.readStreams(bucket);
       const { live, stale } = readRemoteFields(
         fields,
         streams,
@@ -305,8 +268,7 @@ export class KvQuotaLedger implements QuotaLedger {
       const read = new Map<string, number | undefined>();
       for (const [stream, stored] of live)
         read.set(stream, stored.demand ?? undefined);
-      if (stale.length > 0)
-        await this.client.hdel(kvLedgerKey(this.prefix, bucket), ...stale);
+      if (stale.length > 0) await this.storage.removeStreams(bucket, stale);
       remote = read;
       if (streams !== undefined) this.lastKnown.set(bucket, read);
       this.recovered();
@@ -321,7 +283,7 @@ export class KvQuotaLedger implements QuotaLedger {
   }
 
   /**
-   * Reads a bucket as {@link KvQuotaLedger.demands} does (one `HGETALL`; stale fields are
+   * Reads a bucket as {@link KvQuotaLedger.demands} does (one read of its hash; stale fields are
    * skipped, not removed; this replica's streams from memory), writing nothing and counting
    * no error: the streams, demands and order the split takes.
    */
@@ -331,9 +293,7 @@ export class KvQuotaLedger implements QuotaLedger {
     const out = new Map<string, LedgerStream>();
     let error: string | undefined;
     try {
-      const fields = await this.client.hgetall(
-        kvLedgerKey(this.prefix, bucket),
-      );
+      const fields = await this.storage.readStreams(bucket);
       const { live } = readRemoteFields(
         fields,
         local,
@@ -382,7 +342,7 @@ export class KvQuotaLedger implements QuotaLedger {
       this.lastKnown.delete(bucket);
     }
     try {
-      await this.client.hdel(kvLedgerKey(this.prefix, bucket), stream);
+      await this.storage.removeStreams(bucket, [stream]);
       await this.announce(bucket);
       this.recovered();
     } catch (err) {
@@ -392,22 +352,14 @@ export class KvQuotaLedger implements QuotaLedger {
 
   /**
    * Every bucket with a hash in the store (any replica's streams), from the bucket set; the
-   * members whose hash has expired are removed from the set. One SMEMBERS, then one EXISTS per
-   * member. `undefined` (and the failure counted) when the store fails.
+   * members whose hash has expired are removed from the set ({@link LedgerStorage.listBuckets}).
+   * `undefined` (and the failure counted) when the store fails.
    */
   async bucketKeys(): Promise<readonly string[] | undefined> {
-    const setKey = kvLedgerBucketsKey(this.prefix);
     try {
-      const members = await this.client.smembers(setKey);
-      const exists = await Promise.all(
-        members.map((bucket) =>
-          this.client.exists(kvLedgerKey(this.prefix, bucket)),
-        ),
-      );
-      const gone = members.filter((_, i) => exists[i] === 0);
-      if (gone.length > 0) await this.client.srem(setKey, ...gone);
+      const buckets = await this.storage.listBuckets();
       this.recovered();
-      return members.filter((_, i) => exists[i] !== 0);
+      return buckets;
     } catch (err) {
       this.failed(err);
       return undefined;
@@ -422,7 +374,6 @@ export class KvQuotaLedger implements QuotaLedger {
     nowMs: number,
     announce: boolean,
   ): Promise<void> {
-    const key = kvLedgerKey(this.prefix, bucket);
     const stored: StoredStream = {
       since: state.usage.since,
       count: state.usage.count,
@@ -431,12 +382,13 @@ export class KvQuotaLedger implements QuotaLedger {
       reported: state.usage.reportedMs,
     };
     try {
-      await Promise.all([
-        this.client.hset(key, stream, JSON.stringify(stored)),
-        // A hash whose every holder is gone expires by itself.
-        this.client.pexpire(key, 2 * this.staleAfterMs),
-        this.client.sadd(kvLedgerBucketsKey(this.prefix), bucket),
-      ]);
+      // A bucket whose every holder is gone expires by itself.
+      await this.storage.writeStream(
+        bucket,
+        stream,
+        JSON.stringify(stored),
+        2 * this.staleAfterMs,
+      );
       state.writtenMs = nowMs;
       // After the write: a replica that hears of it reads the new field.
       if (announce) await this.announce(bucket);
@@ -448,10 +400,7 @@ export class KvQuotaLedger implements QuotaLedger {
   }
 
   private async announce(bucket: string): Promise<void> {
-    await this.client.publish(
-      this.channel,
-      JSON.stringify([this.replicaId, bucket]),
-    );
+    await this.storage.announce(JSON.stringify([this.replicaId, bucket]));
   }
 
   private heard(message: string): void {
@@ -471,9 +420,9 @@ export class KvQuotaLedger implements QuotaLedger {
     this.listener?.(bucket);
   }
 
-  private subscribe(): void {
+  private listen(): void {
     if (this.closed) return;
-    this.subscriber.subscribe(this.channel).catch((err: unknown) => {
+    this.storage.listen().catch((err: unknown) => {
       this.failed(err);
     });
   }

@@ -17,12 +17,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Redis as RedisClient } from "ioredis";
 import { pino } from "pino";
 import {
-  KvOverrideStore,
+  KvOverrideCommands,
   kvOverrideAuditKey,
   kvOverrideDomainsKey,
   kvOverridesKey,
   versionField,
-} from "../../src/overrides/kv-override-store.js";
+} from "../../src/backends/kv/kv-override-commands.js";
+import { KvOverrideStore } from "../../src/overrides/kv-override-store.js";
 import { overrideToJson } from "../../src/overrides/override-message.js";
 import { OverrideTable } from "../../src/overrides/override-table.js";
 import type { Clock } from "../../src/util/clock.js";
@@ -350,13 +351,15 @@ describe("KvOverrideStore expiry", () => {
       () =>
         new KvOverrideStore({
           table: new OverrideTable({ clock }),
-          client: new RedisClient(store.port, "127.0.0.1", {
-            lazyConnect: true,
+          storage: new KvOverrideCommands({
+            client: new RedisClient(store.port, "127.0.0.1", {
+              lazyConnect: true,
+            }),
+            subscriber: new RedisClient(store.port, "127.0.0.1", {
+              lazyConnect: true,
+            }),
+            keyPrefix: "race_",
           }),
-          subscriber: new RedisClient(store.port, "127.0.0.1", {
-            lazyConnect: true,
-          }),
-          keyPrefix: "race_",
           auditLogMax: 10,
           // Only the test's own sync() calls run.
           syncIntervalMs: 60_000,
@@ -446,11 +449,13 @@ describe("KvOverrideStore with many overrides in a domain", () => {
     const lines = options.logLines;
     return new KvOverrideStore({
       table: new OverrideTable({ clock }),
-      client:
-        options.client ??
-        new RedisClient(store.port, "127.0.0.1", { lazyConnect: true }),
-      subscriber,
-      keyPrefix: bigPrefix,
+      storage: new KvOverrideCommands({
+        client:
+          options.client ??
+          new RedisClient(store.port, "127.0.0.1", { lazyConnect: true }),
+        subscriber,
+        keyPrefix: bigPrefix,
+      }),
       auditLogMax: 10,
       syncIntervalMs: 60_000,
       clock,

@@ -20,7 +20,11 @@ import {
   type BucketStream,
   type ExplainBucketResponse,
 } from "../../src/proto.js";
-import { KvQuotaLedger, kvLedgerKey } from "../../src/rlqs/kv-quota-ledger.js";
+import {
+  KvQuotaLedgerCommands,
+  kvLedgerKey,
+} from "../../src/backends/kv/kv-quota-ledger-commands.js";
+import { KvQuotaLedger } from "../../src/rlqs/kv-quota-ledger.js";
 import { FakeClock } from "../helpers/fake-clock.js";
 import {
   startRedisServer,
@@ -378,9 +382,11 @@ describe("KvQuotaLedger.peek", () => {
     client.on("error", () => undefined);
     subscriber.on("error", () => undefined);
     const made = new KvQuotaLedger({
-      client,
-      subscriber,
-      keyPrefix: prefix,
+      storage: new KvQuotaLedgerCommands({
+        client,
+        subscriber,
+        keyPrefix: prefix,
+      }),
       reportIntervalMs: 1_000,
       replicaId,
       clock,

@@ -5,7 +5,11 @@
 import { Redis } from "ioredis";
 import pino from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { KvQuotaLedger, kvLedgerKey } from "../../src/rlqs/kv-quota-ledger.js";
+import {
+  KvQuotaLedgerCommands,
+  kvLedgerKey,
+} from "../../src/backends/kv/kv-quota-ledger-commands.js";
+import { KvQuotaLedger } from "../../src/rlqs/kv-quota-ledger.js";
 import { statNames } from "../../src/stats/names.js";
 import { StatsStore } from "../../src/stats/stats-store.js";
 import { FakeClock } from "../helpers/fake-clock.js";
@@ -34,9 +38,11 @@ function ledger(
   client.on("error", () => undefined);
   subscriber.on("error", () => undefined);
   const made = new KvQuotaLedger({
-    client,
-    subscriber,
-    keyPrefix: prefix,
+    storage: new KvQuotaLedgerCommands({
+      client,
+      subscriber,
+      keyPrefix: prefix,
+    }),
     reportIntervalMs: 1_000,
     replicaId,
     clock,

@@ -14,10 +14,12 @@ import {
 } from "../../limiter/gcra-scripts.js";
 import { applyBucketReply, type KvBucketJob, type KvJob } from "./kv-job.js";
 import type { KvTlsOptions, ResolvedKvInstanceOptions } from "./kv-options.js";
+import { kvSecrets, redactSecrets } from "./kv-redact.js";
 import {
   allOrNothingScript,
   allOrNothingScriptSha,
   decrementScript,
+  isNoScript,
 } from "./kv-scripts.js";
 
 /** Which instance a client talks to; names its log lines and its pool statistics scope. */
@@ -133,10 +135,7 @@ export class KvClient {
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
     this.onConnectionChange = options.onConnectionChange;
-    this.secrets = [
-      options.instance.credentials?.password,
-      options.instance.sentinelCredentials?.password,
-    ].filter((s): s is string => s !== undefined && s !== "");
+    this.secrets = kvSecrets(options.instance);
     const scope = kvPoolStatsScope(options.role);
     this.cxActive = options.statsStore?.gauge(`${scope}.cx_active`);
     this.cxTotal = options.statsStore?.counter(`${scope}.cx_total`);
@@ -320,7 +319,7 @@ export class KvClient {
           ...args,
         );
       } catch (err) {
-        if (!errorMessage(err).startsWith("NOSCRIPT")) throw err;
+        if (!isNoScript(err)) throw err;
         await this.loadScripts();
         reply = await this.redis.evalsha(
           allOrNothingScriptSha,
@@ -781,9 +780,7 @@ export class KvClient {
 
   /** Removes passwords from text that may echo a command (AUTH, HELLO) or a URL. */
   private redact(text: string): string {
-    let out = text;
-    for (const secret of this.secrets) out = out.split(secret).join("*****");
-    return out;
+    return redactSecrets(text, this.secrets);
   }
 
   /**
@@ -803,11 +800,6 @@ export class KvClient {
 
 function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-/** Whether a store error says the script is not in its script cache. */
-function isNoScript(err: unknown): boolean {
-  return errorMessage(err).startsWith("NOSCRIPT");
 }
 
 /**

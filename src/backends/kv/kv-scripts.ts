@@ -67,3 +67,61 @@ if after < 0 then
 end
 return after
 `;
+
+/** Whether a store error says the script is not in its script cache (`NOSCRIPT …`). */
+export function isNoScript(err: unknown): boolean {
+  return (err instanceof Error ? err.message : String(err)).startsWith(
+    "NOSCRIPT",
+  );
+}
+
+/** A Lua script with its SHA-1 (hex), the `EVALSHA` handle: see {@link runKvScript}. */
+export interface KvScript {
+  readonly text: string;
+  readonly sha: string;
+}
+
+/** Registers a script: computes its `EVALSHA` handle once. */
+export function kvScript(text: string): KvScript {
+  return { text, sha: createHash("sha1").update(text).digest("hex") };
+}
+
+/**
+ * The two script commands of a connection (an ioredis `Redis` or `Cluster`: a cluster sends
+ * each call to the node of its first key's slot).
+ */
+export interface KvScriptRunner {
+  evalsha(
+    sha: string,
+    numKeys: number,
+    ...keysAndArgs: (string | number)[]
+  ): Promise<unknown>;
+  eval(
+    script: string,
+    numKeys: number,
+    ...keysAndArgs: (string | number)[]
+  ): Promise<unknown>;
+}
+
+/**
+ * Runs a script by `EVALSHA`; when the store answers `NOSCRIPT` (restarted, flushed its
+ * scripts, failed over, or a cluster node that never ran it) sends it again once as `EVAL` of
+ * the whole text, which also puts it back in that node's script cache (the same retry as the
+ * token-bucket calls, `issueBuckets` in kv-client.ts).
+ *
+ * @returns the script's reply, as the connection decodes it
+ * @throws the store's error (any but the first `NOSCRIPT`), unchanged
+ */
+export async function runKvScript(
+  redis: KvScriptRunner,
+  script: KvScript,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+): Promise<unknown> {
+  try {
+    return await redis.evalsha(script.sha, keys.length, ...keys, ...args);
+  } catch (err) {
+    if (!isNoScript(err)) throw err;
+    return await redis.eval(script.text, keys.length, ...keys, ...args);
+  }
+}
