@@ -11,6 +11,8 @@ import type { RateLimit } from "../config/rate-limit-config.js";
 import {
   counterDecision,
   limitResetSeconds,
+  nearLimitThreshold,
+  remainingWithin,
 } from "../limiter/counter-decision.js";
 // gcra.ts is the token bucket's pure arithmetic, as counter-decision.ts is the windows':
 // Explain predicts with the decision's own formulas, reading no store.
@@ -133,9 +135,7 @@ export function explainWindow(
       )
     : counterDecision(limit, value, previous, hits, nowSeconds, false);
   const count = decision.count;
-  const nearThreshold = Math.floor(
-    Math.fround(Math.fround(rpu) * nearLimit.ratio),
-  );
+  const nearThreshold = nearLimitThreshold(rpu, nearLimit.ratio);
   const reset = cached
     ? limitResetSeconds(limit, nowSeconds)
     : decision.resetSeconds;
@@ -198,7 +198,7 @@ export function explainWindow(
     status: limitStatus(
       code,
       limit,
-      isOver ? 0 : decision.remaining >= 0 ? decision.remaining : rpu - count,
+      isOver ? 0 : remainingWithin(rpu, count, decision.remaining),
       reset,
     ),
     verdict,
@@ -284,9 +284,7 @@ export function explainBucket(
         `token bucket: ${hits} of the ${read.limitRemaining} left would fit, but the request is refused, so nothing is taken`,
       );
     // Near limit as the decision counts it: the bucket's used part above floor(burst × ratio).
-    const threshold = Math.floor(
-      Math.fround(Math.fround(burst) * nearLimit.ratio),
-    );
+    const threshold = nearLimitThreshold(burst, nearLimit.ratio);
     const used = burst - remaining;
     if (used > threshold) {
       verdict = Verdict.NEAR_LIMIT;

@@ -6,6 +6,35 @@ import {
 } from "./window.js";
 
 /**
+ * The near-limit threshold of a limit (or a token bucket's burst): hits above it count as near
+ * limit. Upstream computes `floor(float32(limit) * float32(ratio))`, so this does it in float32
+ * too (docs/reference-parity.md#stat-arithmetic). The one copy of this rule: the decision and
+ * Explain both call it.
+ *
+ * @param limitValue - `requests_per_unit`, or a token bucket's burst
+ * @param ratio - `NEAR_LIMIT_RATIO` already rounded to float32 (`Math.fround`)
+ */
+export function nearLimitThreshold(limitValue: number, ratio: number): number {
+  return Math.floor(Math.fround(Math.fround(limitValue) * ratio));
+}
+
+/**
+ * `limit_remaining` of a descriptor within its limit: `limit − count`, unless the decision
+ * fixed it already (`remaining` ≥ 0: a request all-or-nothing charging did not charge, which
+ * took nothing). The one copy of this rule: the decision and Explain both call it.
+ *
+ * @param count - the (weighted) count compared with the limit
+ * @param remaining - {@link CounterDecision.remaining}, or -1 for none
+ */
+export function remainingWithin(
+  limitValue: number,
+  count: number,
+  remaining: number,
+): number {
+  return remaining >= 0 ? remaining : limitValue - count;
+}
+
+/**
  * Returns the seconds until the current window of `limit` ends, `duration_until_reset`: the
  * calendar period's end for a `time_zone` limit (exact to the second, DST included), else the
  * epoch-aligned window's ({@link secondsUntilReset}). In [1, window].

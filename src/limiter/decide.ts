@@ -17,6 +17,8 @@ import {
 import {
   counterDecision,
   limitResetSeconds,
+  nearLimitThreshold,
+  remainingWithin,
   weightedCount,
 } from "./counter-decision.js";
 import type { GcraDecision } from "./gcra.js";
@@ -197,11 +199,7 @@ export function createDecider(options: DeciderOptions): Decider {
     remaining: number,
   ): RateLimitResponse_DescriptorStatus {
     const limitValue = limit.requestsPerUnit;
-    // Thresholds as upstream computes them: the near-limit threshold is
-    // floor(float32(limit) * float32(ratio)), so it is done in float32 here too.
-    const nearLimitThreshold = Math.floor(
-      Math.fround(Math.fround(limitValue) * ratio),
-    );
+    const nearThreshold = nearLimitThreshold(limitValue, ratio);
     // Upstream subtracts in uint64; when hits > after (only possible when an increment was
     // skipped) the result wraps to a huge number, which compares as "already over".
     const before = after >= hits ? after - hits : Number.MAX_SAFE_INTEGER;
@@ -220,20 +218,20 @@ export function createDecider(options: DeciderOptions): Decider {
         // The request crossed the limit: hits above it are over; the part between the
         // near-limit threshold (or the old value, if higher) and the limit is near.
         stats.overLimit.add(after - limitValue);
-        stats.nearLimit.add(limitValue - Math.max(nearLimitThreshold, before));
+        stats.nearLimit.add(limitValue - Math.max(nearThreshold, before));
         if (limit.shadowMode) stats.shadowMode.add(after - limitValue);
       }
     } else {
       result = limitStatus(
         Code.OK,
         limit,
-        remaining >= 0 ? remaining : limitValue - after,
+        remainingWithin(limitValue, after, remaining),
         resetSeconds,
       );
-      if (after > nearLimitThreshold) {
+      if (after > nearThreshold) {
         // Only the hits above the near-limit threshold are near.
         stats.nearLimit.add(
-          before >= nearLimitThreshold ? hits : after - nearLimitThreshold,
+          before >= nearThreshold ? hits : after - nearThreshold,
         );
       }
       stats.withinLimit.add(hits);
@@ -433,7 +431,7 @@ export function createDecider(options: DeciderOptions): Decider {
       // Near limit: the hits that took the bucket's used part (burst − remaining) above
       // floor(burst × ratio), in float32 as the windows' threshold.
       const burst = limit.tokenBucket?.burst ?? limit.requestsPerUnit;
-      const threshold = Math.floor(Math.fround(Math.fround(burst) * ratio));
+      const threshold = nearLimitThreshold(burst, ratio);
       const used = burst - remaining;
       if (used > threshold)
         stats.nearLimit.add(Math.min(hits, used - threshold));
