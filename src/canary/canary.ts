@@ -409,11 +409,7 @@ export function createCanary(options: CanaryOptions): Canary {
       }
       if (!this.liveReplaces.has(item.domain)) {
         const decision = this.evaluator.decideFromReading(
-          item.domain,
-          item.descriptors,
-          item.hitsAddends,
           item.plan,
-          item.charged,
           this.ledger,
           this.rules,
         );
@@ -432,9 +428,7 @@ export function createCanary(options: CanaryOptions): Canary {
       let decision;
       try {
         decision = await this.evaluator.evaluate(
-          item.domain,
-          item.descriptors,
-          item.hitsAddends,
+          item.plan.request,
           live,
           now,
           item.nowMs,

@@ -105,17 +105,15 @@ export interface CandidateEvaluator {
   /**
    * Decides one request as the candidate would have at the live request's time.
    *
-   * @param hitsAddends - parallel to `descriptors`: the hits the live decision resolved (a
-   *   descriptor's hits do not depend on the config)
+   * @param request - the live request: its domain, descriptors and the hits the live decision
+   *   resolved (a descriptor's hits do not depend on the config; its limits are not read)
    * @param live - the live counters of the same request ({@link liveCounters})
    * @param nowSeconds - the live request's time, seconds since the Unix epoch
    * @param nowMs - the same time in milliseconds (token buckets), within `nowSeconds`
    * @throws {@link BackendError} when the canary's own store fails (kv)
    */
   evaluate(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    hitsAddends: readonly number[],
+    request: LimitRequest,
     live: ReadonlyMap<string, LiveCounter>,
     nowSeconds: number,
     nowMs: number,
@@ -135,6 +133,8 @@ export interface CandidateEvaluator {
    * same hits here, so the ledger's extras stay; a key the ledger holds gets its live count
    * (`seen`) updated.
    *
+   * @param plan - the live request's plan as the store counted it (`Decision.counted`): its
+   *   request (domain, descriptors, hits), what the store read, and whether it was charged
    * @param ledger - the canary's ledger (extras over the live counts)
    * @param rules - the candidate's rule for each live rule of a domain whose rules have the
    *   same shape in both configs (`ruleCorrespondence`); a descriptor counted by one of
@@ -143,11 +143,7 @@ export interface CandidateEvaluator {
    *   the decision (and its arrays) is reused by the next call: read it before
    */
   decideFromReading(
-    domain: string,
-    descriptors: readonly RateLimitDescriptor[],
-    hitsAddends: readonly number[],
     plan: RequestPlan,
-    charged: boolean,
     ledger: CanaryLedger,
     rules: ReadonlyMap<RateLimit, CandidateRule>,
   ): CandidateDecision | undefined;
@@ -243,16 +239,9 @@ export function createCandidateEvaluator(
   return {
     config,
 
-    decideFromReading(
-      domain,
-      descriptors,
-      hitsAddends,
-      plan,
-      charged,
-      ledger,
-      rules,
-    ) {
-      if (!arithmetic || !charged) return undefined;
+    decideFromReading(plan, ledger, rules) {
+      const { domain, descriptors, hitsAddends } = plan.request;
+      if (!arithmetic || !plan.charged) return undefined;
       if (plan.buckets.length > 0 || plan.refunds.length > 0) return undefined;
       const counted = plan.counted;
       const n = descriptors.length;
@@ -392,7 +381,8 @@ export function createCandidateEvaluator(
       return decision;
     },
 
-    async evaluate(domain, descriptors, hitsAddends, live, nowSeconds, nowMs) {
+    async evaluate(request, live, nowSeconds, nowMs) {
+      const { domain, descriptors, hitsAddends } = request;
       const n = descriptors.length;
       const matched = lookUp(domain, descriptors);
       const limits = matched.slice();
