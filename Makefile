@@ -95,7 +95,7 @@ bench-memory: deps build ## memory backend: heap bytes per live key, heapUsed/RS
 bench-offenders: deps build ## top offenders: CPU per decision with TOP_OFFENDERS_K on and off, bytes per rule
 	node --expose-gc dist/bench/offenders.js
 
-bench-overrides: deps build ## run-time overrides: resolveLimits and ShouldRateLimit with 0 and 1,000,000 overrides, heap bytes per override
+bench-overrides: deps build ## run-time overrides: resolveRequest and ShouldRateLimit with 0 and 1,000,000 overrides, heap bytes per override
 	node --expose-gc dist/bench/overrides.js
 
 bench-canary: deps build ## config canary: CPU per decision with and without a canary (in-process, memory backend)
