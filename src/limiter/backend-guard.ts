@@ -5,21 +5,23 @@ import {
   RateLimitResponse_Code as Code,
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
-import type { RateLimitStats } from "../stats/stats-manager.js";
 import { statNames } from "../stats/names.js";
 import type { Counter, Gauge, StatsStore } from "../stats/stats-store.js";
 import type { Clock } from "../util/clock.js";
 import { BackendError } from "./backend-error.js";
-import type { CounterBackend, CounterSlot } from "./counter-backend.js";
-import { OutageJournal, recordingBackend } from "./outage-journal.js";
+import { CircuitBreaker } from "./circuit-breaker.js";
+import type { CounterBackend } from "./counter-backend.js";
+import { limitResetSeconds } from "./counter-decision.js";
 import { limitStatus, okWithoutLimitStatus } from "./decide.js";
+import { DecisionDeadline } from "./decision-deadline.js";
 import type { LimitRequest } from "./limit-request.js";
+import { LocalMode } from "./local-mode.js";
+import { OutageJournal, type ReplayWrite } from "./outage-journal.js";
 import type {
   ChargePreview,
   CounterReading,
   RateLimitCache,
 } from "./rate-limit-cache.js";
-import { limitResetSeconds } from "./counter-decision.js";
 
 /** Options of {@link BackendGuard}. */
 export interface BackendGuardOptions {
@@ -65,10 +67,7 @@ export interface BackendGuardOptions {
    * guarded backend's `add`), called when the circuit closes; each slot's `increment` is the
    * hits to add. Absent: nothing is replayed.
    */
-  readonly replay?: (
-    slots: readonly CounterSlot[],
-    nowSeconds: number,
-  ) => void | Promise<void>;
+  readonly replay?: ReplayWrite;
   /**
    * Longest a decision waits on the backend, in milliseconds (`BACKEND_DECISION_TIMEOUT`); 0:
    * no bound but the caller's deadline and the backend's own timeouts. When it passes, the
@@ -103,28 +102,25 @@ interface GuardStats {
   readonly replayedHits: Counter | undefined;
 }
 
-const noopCounter: Counter = {
-  name: "",
-  add: () => undefined,
-  value: () => 0,
-};
-
 /**
  * A {@link RateLimitCache} around the kv or mc backend that keeps answering when the backend
- * fails, as its failure mode says, behind a circuit breaker (docs/failure-modes.md):
+ * fails, as its failure mode says (docs/failure-modes.md). It composes four parts and owns
+ * what ties them together: which mode answers a domain, the statistics, the logs and the
+ * health callback.
  *
- * - closed: every request goes to the backend; a success resets the failure count, a
- *   {@link BackendError} counts one failure and is answered by the failure mode; after
- *   `failureThreshold` consecutive failures the circuit opens;
- * - open: requests are answered by the failure mode without touching the backend (`error`
- *   fails at once with a {@link BackendError}); every `probeIntervalMs` one request goes to the
- *   backend (half-open probe) and its success closes the circuit.
- *
- * With the `local` mode as the process-wide mode, the in-process limiter also counts every
- * request while the circuit is closed (with muted statistics), so it knows this process's
- * share of the counts when the backend fails; after the circuit closes, until the windows that
- * were live during the outage end, a descriptor is over limit when either the backend or the
- * local limiter says so (the backend never saw the hits admitted locally).
+ * - {@link CircuitBreaker}: closed, every request goes to the backend; a {@link BackendError}
+ *   counts one failure and is answered by the failure mode; after `failureThreshold`
+ *   consecutive failures the circuit opens; open, requests are answered by the failure mode
+ *   without touching the backend (`error` fails at once with a {@link BackendError}); every
+ *   `probeIntervalMs` one request goes to the backend (half-open probe) and its success closes
+ *   the circuit.
+ * - {@link DecisionDeadline}: a backend call that outlives the decision deadline counts as a
+ *   failure and is answered by the failure mode.
+ * - {@link LocalMode}: the `local` mode's in-process limiter; with `local` as the process-wide
+ *   mode it also counts every request while the circuit is closed, and its verdict outlives
+ *   the outage until the outage's windows end.
+ * - {@link OutageJournal}: what the local mode charged during the outage, replayed into the
+ *   store's counters when the circuit closes.
  *
  * Other errors (bad cache keys) pass through unchanged and do not count.
  */
@@ -132,47 +128,19 @@ export class BackendGuard implements RateLimitCache {
   private readonly backend: RateLimitCache;
   private readonly backendName: string;
   private readonly mode: FailureMode;
-  private readonly threshold: number;
-  private readonly probeIntervalMs: number;
-  private readonly localShare: number;
-  private readonly createLocalBackend: () => CounterBackend;
-  private readonly createLocalLimiter: (
-    backend: CounterBackend,
-  ) => RateLimitCache;
-  private readonly replay:
-    | ((
-        slots: readonly CounterSlot[],
-        nowSeconds: number,
-      ) => void | Promise<void>)
-    | undefined;
-  private readonly decisionTimeoutMs: number;
-  private readonly backendTimeoutMs: number;
+  private readonly breaker: CircuitBreaker;
+  private readonly localMode: LocalMode;
+  private readonly deadline: DecisionDeadline;
+  /** What the local mode charged while the store failed, replayed when it answers again. */
+  private readonly journal = new OutageJournal();
+  private readonly replay: ReplayWrite | undefined;
   private readonly clock: Clock;
   private readonly logger: Logger;
   private readonly statsStore: StatsStore | undefined;
   private readonly onDegradedChange: ((degraded: boolean) => void) | undefined;
   /** Per-domain `failure_mode` of the config in force (empty: the process-wide mode). */
   private domainModes: ReadonlyMap<string, FailureMode> = new Map();
-
-  private consecutiveFailures = 0;
-  private open = false;
-  private probing = false;
-  private nextProbeAtMs = 0;
-  private probeStartedAtMs = 0;
-  /** Until then (seconds), a local over-limit verdict also applies after recovery. */
-  private recoveringUntilSeconds = 0;
-  /** The local mode's limiter that counts while the store answers (unrecorded). */
-  private shadowLocal: RateLimitCache | undefined;
-  /** The local mode's limiter that answers while the store fails (recorded for replay). */
-  private local: RateLimitCache | undefined;
-  /** What the local mode charged while the store failed, replayed when it answers again. */
-  private readonly journal = new OutageJournal();
-  private replaying = false;
   private stats: GuardStats | undefined;
-  /** Scaled copies of the rate limits, with live statistics (answers while degraded). */
-  private readonly countedLimits = new WeakMap<RateLimit, RateLimit>();
-  /** Scaled copies with muted statistics (shadow counting, answers after a failed call). */
-  private readonly mutedLimits = new WeakMap<RateLimit, RateLimit>();
   private closed = false;
 
   /** @throws {@link RangeError} when a number option is out of range (naming the option) */
@@ -180,29 +148,34 @@ export class BackendGuard implements RateLimitCache {
     this.backend = options.backend;
     this.backendName = options.backendName;
     this.mode = options.mode ?? "error";
-    this.threshold = options.failureThreshold ?? 3;
-    this.probeIntervalMs = options.probeIntervalMs ?? 500;
-    this.localShare = options.localShare ?? 1;
-    if (!Number.isInteger(this.threshold) || this.threshold < 1)
-      throw new RangeError(
-        `invalid failureThreshold ${this.threshold}: expected an integer ≥ 1`,
-      );
-    if (!(this.probeIntervalMs > 0))
-      throw new RangeError(
-        `invalid probeIntervalMs ${this.probeIntervalMs}: expected > 0`,
-      );
-    if (!(this.localShare > 0 && this.localShare <= 1))
-      throw new RangeError(
-        `invalid localShare ${this.localShare}: expected 0 < share ≤ 1`,
-      );
-    this.decisionTimeoutMs = options.decisionTimeoutMs ?? 0;
-    if (!(this.decisionTimeoutMs >= 0))
-      throw new RangeError(
-        `invalid decisionTimeoutMs ${this.decisionTimeoutMs}: expected ≥ 0`,
-      );
-    this.backendTimeoutMs = options.backendTimeoutMs ?? 0;
-    this.createLocalBackend = options.createLocalBackend;
-    this.createLocalLimiter = options.createLocalLimiter;
+    this.breaker = new CircuitBreaker({
+      ...(options.failureThreshold !== undefined
+        ? { failureThreshold: options.failureThreshold }
+        : {}),
+      ...(options.probeIntervalMs !== undefined
+        ? { probeIntervalMs: options.probeIntervalMs }
+        : {}),
+      clock: options.clock,
+    });
+    this.localMode = new LocalMode({
+      ...(options.localShare !== undefined
+        ? { localShare: options.localShare }
+        : {}),
+      createLocalBackend: options.createLocalBackend,
+      createLocalLimiter: options.createLocalLimiter,
+      journal: this.journal,
+      shadowed: this.mode === "local",
+      clock: options.clock,
+    });
+    this.deadline = new DecisionDeadline({
+      backendName: options.backendName,
+      ...(options.decisionTimeoutMs !== undefined
+        ? { decisionTimeoutMs: options.decisionTimeoutMs }
+        : {}),
+      ...(options.backendTimeoutMs !== undefined
+        ? { backendTimeoutMs: options.backendTimeoutMs }
+        : {}),
+    });
     this.replay = options.replay;
     this.clock = options.clock;
     this.logger = options.logger;
@@ -212,7 +185,7 @@ export class BackendGuard implements RateLimitCache {
 
   /** Whether the circuit is open (requests answered by the failure mode). */
   get degraded(): boolean {
-    return this.open;
+    return this.breaker.open;
   }
 
   /**
@@ -230,8 +203,9 @@ export class BackendGuard implements RateLimitCache {
 
   /**
    * Decides through the backend, or by the failure mode when it fails, its circuit is open, or
-   * it does not answer before the decision deadline (see {@link BackendGuard.bounded}).
+   * it does not answer before the decision deadline (see {@link DecisionDeadline}).
    *
+   * @param request - the request after the decision rules
    * @param deadlineAtMs - the caller's deadline (`grpc-timeout`) on the `performance.now()`
    *   clock, in milliseconds; undefined: none
    */
@@ -239,10 +213,12 @@ export class BackendGuard implements RateLimitCache {
     request: LimitRequest,
     deadlineAtMs?: number,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
-    if (this.mode === "local")
-      return this.doLimitShadowed(request, deadlineAtMs);
-    if (!this.open) return this.doLimitClosed(request, deadlineAtMs);
-    return this.doLimitOpen(request, deadlineAtMs);
+    // The usual path: one flag, the backend under its deadline, no allocation of ours.
+    if (this.mode !== "local" && !this.breaker.open)
+      return this.doLimitClosed(request, deadlineAtMs);
+    return this.mode === "local"
+      ? this.doLimitShadowed(request, deadlineAtMs)
+      : this.doLimitOpen(request, deadlineAtMs);
   }
 
   /**
@@ -280,23 +256,24 @@ export class BackendGuard implements RateLimitCache {
     if (this.closed) return;
     this.closed = true;
     await this.backend.close();
-    await this.local?.close();
-    await this.shadowLocal?.close();
+    await this.localMode.close();
   }
 
   // --- the three paths -----------------------------------------------------------------------
 
-  /** Closed circuit, no shadow counting: the hot path, one counter reset beyond the backend. */
+  /**
+   * Closed circuit, no shadow counting: the hot path, one counter reset beyond the backend.
+   */
   private async doLimitClosed(
     request: LimitRequest,
     deadlineAtMs: number | undefined,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     try {
-      const statuses = await this.bounded(
+      const statuses = await this.deadline.bound(
         this.backend.doLimit(request),
         deadlineAtMs,
       );
-      this.consecutiveFailures = 0;
+      this.breaker.recordSuccess();
       return statuses;
     } catch (err) {
       return this.degradedAnswer(
@@ -312,21 +289,13 @@ export class BackendGuard implements RateLimitCache {
     request: LimitRequest,
     deadlineAtMs: number | undefined,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
-    if (this.probing || this.clock.nowMs() < this.nextProbeAtMs) {
+    if (!this.breaker.startProbe())
       return this.degradedAnswer(this.circuitOpenError(), request, true);
-    }
-    this.probing = true;
-    this.probeStartedAtMs = this.clock.nowMs();
     try {
-      const statuses = await this.bounded(
-        this.backend.doLimit(request),
-        deadlineAtMs,
-      );
-      this.probing = false;
+      const statuses = await this.backendDecision(request, deadlineAtMs);
       this.closeCircuit();
       return statuses;
     } catch (err) {
-      this.probing = false;
       return this.degradedAnswer(this.recordFailure(err, true), request, false);
     }
   }
@@ -344,145 +313,73 @@ export class BackendGuard implements RateLimitCache {
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     const domainMode = this.domainModes.get(request.domain);
     if (domainMode !== undefined && domainMode !== "local") {
-      return this.open
+      return this.breaker.open
         ? this.doLimitOpen(request, deadlineAtMs)
         : this.doLimitClosed(request, deadlineAtMs);
     }
-    const probe =
-      this.open && !this.probing && this.clock.nowMs() >= this.nextProbeAtMs;
-    if (this.open && !probe) {
+    const probe = this.breaker.startProbe();
+    if (this.breaker.open && !probe) {
       this.countDegradedDecision();
-      this.noteLocalDecision(request.limits);
-      return this.localLimiter().doLimit(this.scaledRequest(request, true));
-    }
-    if (probe) {
-      this.probing = true;
-      this.probeStartedAtMs = this.clock.nowMs();
+      return this.localMode.answer(request, true);
     }
     let statuses: RateLimitResponse_DescriptorStatus[];
     try {
-      statuses = await this.bounded(
-        this.backend.doLimit(request),
-        deadlineAtMs,
-      );
+      statuses = await this.backendDecision(request, deadlineAtMs);
     } catch (err) {
-      if (probe) this.probing = false;
       this.recordFailure(err, probe);
-      this.noteLocalDecision(request.limits);
       this.countDegradedDecision();
       // The store did not count this request (or may not have): the local limiter answers,
       // and its charge is replayed into the store when it answers again.
-      return this.localLimiter().doLimit(this.scaledRequest(request, false));
+      return this.localMode.answer(request, false);
     }
-    this.consecutiveFailures = 0;
-    if (probe) {
-      this.probing = false;
-      this.closeCircuit();
-    }
+    if (probe) this.closeCircuit();
+    else this.breaker.recordSuccess();
     // Counted by the store: the local limiter counts it too, unrecorded.
-    const local = await this.shadowLimiter().doLimit(
-      this.scaledRequest(request, false),
-    );
-    if (this.recoveringUntilSeconds === 0) return statuses;
-    if (this.clock.nowSeconds() >= this.recoveringUntilSeconds) {
-      this.recoveringUntilSeconds = 0;
-      return statuses;
-    }
-    // The backend may not have seen every hit admitted locally during the outage (a store
-    // restarted empty, a replay that failed): the stricter verdict wins until those windows
-    // end.
-    for (let i = 0; i < statuses.length; i++) {
-      const l = local[i]!;
-      if (l.code === Code.OVER_LIMIT && statuses[i]!.code === Code.OK) {
-        statuses[i] = l;
-      }
-    }
-    return statuses;
+    return this.localMode.countAlongside(request, statuses);
   }
 
-  /**
-   * The backend's decision, bounded by the decision deadline: the earlier of
-   * `decisionTimeoutMs` from now and the caller's deadline less a reserve for answering (the
-   * smaller of 5 ms and a quarter of the time left). Past it, rejects with a
-   * {@link BackendError}; the backend call goes on (its late result is dropped).
-   */
-  private bounded(
-    decision: Promise<RateLimitResponse_DescriptorStatus[]>,
+  /** The backend's decision on `request`, bounded by the decision deadline. */
+  private backendDecision(
+    request: LimitRequest,
     deadlineAtMs: number | undefined,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
-    let waitMs = this.decisionTimeoutMs > 0 ? this.decisionTimeoutMs : Infinity;
-    let byCaller = false;
-    if (deadlineAtMs !== undefined) {
-      const left = deadlineAtMs - performance.now();
-      const callerWaitMs = left - Math.min(5, left / 4);
-      if (callerWaitMs < waitMs) {
-        waitMs = Math.max(0, callerWaitMs);
-        byCaller = true;
-      }
-    }
-    if (
-      waitMs === Infinity ||
-      (this.backendTimeoutMs > 0 && waitMs >= this.backendTimeoutMs)
-    )
-      return decision;
-    const name = this.backendName;
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        reject(
-          new BackendError(
-            name,
-            `${name} backend did not answer within ${Math.round(waitMs)} ms (${
-              byCaller ? "the caller's deadline" : "BACKEND_DECISION_TIMEOUT"
-            })`,
-          ),
-        );
-      }, waitMs);
-      decision.then(
-        (statuses) => {
-          clearTimeout(timer);
-          resolve(statuses);
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          reject(err instanceof Error ? err : new Error(String(err)));
-        },
-      );
-    });
+    return this.deadline.bound(this.backend.doLimit(request), deadlineAtMs);
   }
 
   private circuitOpenError(): BackendError {
     return new BackendError(
       this.backendName,
-      `${this.backendName} backend unavailable (circuit open after ${this.threshold} consecutive failures)`,
+      `${this.backendName} backend unavailable (circuit open after ${this.breaker.threshold} consecutive failures)`,
     );
   }
 
   // --- failure handling ----------------------------------------------------------------------
 
   /**
-   * Counts one failure; opens the circuit at the threshold, or schedules the next probe when a
-   * probe failed. Errors other than {@link BackendError} are rethrown unchanged.
+   * Counts one failure in the breaker and the statistics; logs and reports the circuit opening
+   * at the threshold. Errors other than {@link BackendError} are rethrown unchanged (a probe
+   * that ends in one is abandoned, uncounted).
+   *
+   * @param probe - whether the failed call was the breaker's probe
    */
   private recordFailure(err: unknown, probe: boolean): BackendError {
-    if (!(err instanceof BackendError)) throw err;
+    if (!(err instanceof BackendError)) {
+      if (probe) this.breaker.abandonProbe();
+      throw err;
+    }
     const stats = this.guardStats();
     stats.failures?.add(1);
-    this.consecutiveFailures++;
     if (probe) {
-      // Probes start one interval apart (start to start), so a store that comes back is
-      // found within one interval plus the probe's own round trip.
-      this.nextProbeAtMs = this.probeStartedAtMs + this.probeIntervalMs;
+      this.breaker.probeFailed();
       return err;
     }
-    if (this.open || this.consecutiveFailures < this.threshold) return err;
-    this.open = true;
-    this.nextProbeAtMs = this.clock.nowMs() + this.probeIntervalMs;
+    if (!this.breaker.recordFailure()) return err;
     stats.circuitOpened?.add(1);
     stats.degraded?.set(1);
     this.logger.warn(
       {
         backend: this.backendName,
-        failures: this.consecutiveFailures,
+        failures: this.breaker.consecutiveFailures,
         mode: this.mode,
         err,
       },
@@ -492,10 +389,9 @@ export class BackendGuard implements RateLimitCache {
     return err;
   }
 
+  /** The probe succeeded: closes the circuit, logs and reports it, replays the outage. */
   private closeCircuit(): void {
-    if (!this.open) return;
-    this.open = false;
-    this.consecutiveFailures = 0;
+    if (!this.breaker.probeSucceeded()) return;
     this.stats?.degraded?.set(0);
     this.logger.warn(
       { backend: this.backendName },
@@ -511,147 +407,49 @@ export class BackendGuard implements RateLimitCache {
    */
   private replayOutage(): void {
     const replay = this.replay;
-    if (replay === undefined || this.replaying || this.journal.size === 0)
-      return;
-    const now = this.clock.nowSeconds();
-    const slots = this.journal.take(now);
-    if (slots.length === 0) return;
-    this.replaying = true;
-    const hits = slots.reduce((sum, slot) => sum + slot.increment, 0);
+    if (replay === undefined || this.journal.size === 0) return;
+    const replayed = this.journal.replay(replay, this.clock.nowSeconds());
+    if (replayed === undefined) return;
     const stats = this.guardStats();
-    Promise.resolve()
-      .then(() => replay(slots, now))
-      .then(
-        () => {
-          stats.replayedHits?.add(hits);
-          this.logger.warn(
-            { backend: this.backendName, counters: slots.length, hits },
-            "backend outage replayed: hits admitted locally added to the store's counters",
-          );
-        },
-        (err: unknown) => {
-          this.journal.restore(slots);
-          this.logger.warn(
-            { backend: this.backendName, counters: slots.length, hits, err },
-            "backend outage replay failed: kept for the next recovery",
-          );
-        },
-      )
-      .finally(() => {
-        this.replaying = false;
-      });
+    void replayed.then((outcome) => {
+      const { counters, hits } = outcome;
+      if (outcome.ok) {
+        stats.replayedHits?.add(hits);
+        this.logger.warn(
+          { backend: this.backendName, counters, hits },
+          "backend outage replayed: hits admitted locally added to the store's counters",
+        );
+      } else {
+        this.logger.warn(
+          { backend: this.backendName, counters, hits, err: outcome.error },
+          "backend outage replay failed: kept for the next recovery",
+        );
+      }
+    });
   }
 
   /**
    * Answers a request the backend did not decide, by the domain's failure mode.
    *
-   * @param counted - whether the rule statistics (total hits included) are still to be
+   * @param countStats - whether the rule statistics (total hits included) are still to be
    *   counted: true when the backend was not called at all
    */
   private degradedAnswer(
     err: BackendError,
     request: LimitRequest,
-    counted: boolean,
+    countStats: boolean,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     const mode = this.domainModes.get(request.domain) ?? this.mode;
     if (mode === "error") return Promise.reject(err);
     this.countDegradedDecision();
-    if (mode === "local") {
-      this.noteLocalDecision(request.limits);
-      return this.localLimiter().doLimit(this.scaledRequest(request, counted));
-    }
-    const now = this.clock.nowSeconds();
-    const limits = request.limits;
-    const statuses = new Array<RateLimitResponse_DescriptorStatus>(
-      limits.length,
+    if (mode === "local") return this.localMode.answer(request, countStats);
+    return Promise.resolve(
+      failureModeStatuses(mode, request.limits, this.clock.nowSeconds()),
     );
-    for (let i = 0; i < limits.length; i++) {
-      const limit = limits[i];
-      statuses[i] =
-        limit === undefined
-          ? okWithoutLimitStatus()
-          : mode === "allow"
-            ? limitStatus(
-                Code.OK,
-                limit,
-                limit.requestsPerUnit,
-                limitResetSeconds(limit, now),
-              )
-            : // Deny: over limit, unless the rule is in shadow mode (always OK).
-              limitStatus(
-                limit.shadowMode ? Code.OK : Code.OVER_LIMIT,
-                limit,
-                0,
-                limitResetSeconds(limit, now),
-              );
-    }
-    return Promise.resolve(statuses);
-  }
-
-  /** Remembers that local verdicts must outlive the outage until these windows end. */
-  private noteLocalDecision(limits: readonly (RateLimit | undefined)[]): void {
-    if (this.mode !== "local") return;
-    const now = this.clock.nowSeconds();
-    for (const limit of limits) {
-      if (limit === undefined || limit.windowSeconds === 0) continue;
-      // A sliding window still weighs the previous window's hits during the next one.
-      const windowEnd =
-        now +
-        limitResetSeconds(limit, now) +
-        (limit.sliding ? limit.windowSeconds : 0);
-      if (windowEnd > this.recoveringUntilSeconds)
-        this.recoveringUntilSeconds = windowEnd;
-    }
   }
 
   private countDegradedDecision(): void {
     this.guardStats().degradedDecisions?.add(1);
-  }
-
-  /** The local mode's answering limiter (its charges are recorded for the replay). */
-  private localLimiter(): RateLimitCache {
-    if (this.local === undefined) this.createLocal();
-    return this.local!;
-  }
-
-  /** The local mode's counting limiter (same counters, not recorded). */
-  private shadowLimiter(): RateLimitCache {
-    if (this.shadowLocal === undefined) this.createLocal();
-    return this.shadowLocal!;
-  }
-
-  private createLocal(): void {
-    const counters = this.createLocalBackend();
-    this.shadowLocal = this.createLocalLimiter(counters);
-    this.local = this.createLocalLimiter(
-      recordingBackend(counters, this.journal),
-    );
-  }
-
-  /**
-   * The request with its limits scaled by the local share (⌊limit × share⌋, at least 1 for a
-   * non-zero limit), one copy per rate limit, kept while the rate limit lives.
-   *
-   * @param counted - live statistics (the backend was not called), else muted ones
-   */
-  private scaledRequest(request: LimitRequest, counted: boolean): LimitRequest {
-    const cache = counted ? this.countedLimits : this.mutedLimits;
-    return request.withLimits((limit) => {
-      let scaled = cache.get(limit);
-      if (scaled === undefined) {
-        const perUnit = limit.requestsPerUnit;
-        scaled = {
-          ...limit,
-          requestsPerUnit:
-            perUnit === 0
-              ? 0
-              : Math.max(1, Math.floor(perUnit * this.localShare)),
-          stats: counted ? limit.stats : mutedStats(limit.stats),
-        };
-        cache.set(limit, scaled);
-      }
-      return scaled;
-    });
   }
 
   private guardStats(): GuardStats {
@@ -668,14 +466,39 @@ export class BackendGuard implements RateLimitCache {
   }
 }
 
-function mutedStats(stats: RateLimitStats): RateLimitStats {
-  return {
-    key: stats.key,
-    totalHits: noopCounter,
-    overLimit: noopCounter,
-    nearLimit: noopCounter,
-    overLimitWithLocalCache: noopCounter,
-    withinLimit: noopCounter,
-    shadowMode: noopCounter,
-  };
+/**
+ * The `allow` or `deny` answer without the backend: `allow` is OK with the whole limit
+ * remaining, `deny` over limit with none (OK for a shadow-mode rule); a descriptor without a
+ * limit is OK. Each resets with its rule's window.
+ *
+ * @param limits - parallel to the request's descriptors
+ * @returns one status per limit, same order
+ */
+function failureModeStatuses(
+  mode: "allow" | "deny",
+  limits: readonly (RateLimit | undefined)[],
+  nowSeconds: number,
+): RateLimitResponse_DescriptorStatus[] {
+  const statuses = new Array<RateLimitResponse_DescriptorStatus>(limits.length);
+  for (let i = 0; i < limits.length; i++) {
+    const limit = limits[i];
+    statuses[i] =
+      limit === undefined
+        ? okWithoutLimitStatus()
+        : mode === "allow"
+          ? limitStatus(
+              Code.OK,
+              limit,
+              limit.requestsPerUnit,
+              limitResetSeconds(limit, nowSeconds),
+            )
+          : // Deny: over limit, unless the rule is in shadow mode (always OK).
+            limitStatus(
+              limit.shadowMode ? Code.OK : Code.OVER_LIMIT,
+              limit,
+              0,
+              limitResetSeconds(limit, nowSeconds),
+            );
+  }
+  return statuses;
 }

@@ -12,6 +12,26 @@ interface JournalEntry {
 }
 
 /**
+ * Adds counters to the store's (the guarded backend's `add`); each slot's `increment` is the
+ * hits to add.
+ */
+export type ReplayWrite = (
+  slots: readonly CounterSlot[],
+  nowSeconds: number,
+) => void | Promise<void>;
+
+/** What one {@link OutageJournal.replay} did. */
+export type ReplayOutcome =
+  | { readonly ok: true; readonly counters: number; readonly hits: number }
+  | {
+      readonly ok: false;
+      readonly counters: number;
+      readonly hits: number;
+      /** Why the write failed (its rejection or throw); the counters are kept. */
+      readonly error: unknown;
+    };
+
+/**
  * The hits the `local` failure mode counted while the kv or mc store was failing, by cache
  * key, so they can be added to the store's counters when it answers again
  * (docs/failure-modes.md#nothing-lost). Only windows still open are kept: a fixed window's
@@ -23,6 +43,7 @@ interface JournalEntry {
  */
 export class OutageJournal {
   private entries = new Map<string, JournalEntry>();
+  private replaying = false;
 
   /** Distinct counters waiting to be replayed. */
   get size(): number {
@@ -54,6 +75,40 @@ export class OutageJournal {
     }
     this.entries = new Map();
     return out;
+  }
+
+  /**
+   * Adds the counters of windows still open at `nowSeconds` to the store's through `write`, in
+   * the background, when the store answers again: the journal is emptied first (hits recorded
+   * meanwhile wait for the next replay), and a failed write puts its counters back, merged with
+   * newer hits, for the next recovery. One replay at a time.
+   *
+   * @returns undefined when a replay is running or nothing is to replay, else a promise that
+   *   resolves (never rejects) once `write` has settled
+   */
+  replay(
+    write: ReplayWrite,
+    nowSeconds: number,
+  ): Promise<ReplayOutcome> | undefined {
+    if (this.replaying || this.entries.size === 0) return undefined;
+    const slots = this.take(nowSeconds);
+    if (slots.length === 0) return undefined;
+    this.replaying = true;
+    const counters = slots.length;
+    const hits = slots.reduce((sum, slot) => sum + slot.increment, 0);
+    return Promise.resolve()
+      .then(() => write(slots, nowSeconds))
+      .then(
+        (): ReplayOutcome => {
+          this.replaying = false;
+          return { ok: true, counters, hits };
+        },
+        (error: unknown): ReplayOutcome => {
+          this.restore(slots);
+          this.replaying = false;
+          return { ok: false, counters, hits, error };
+        },
+      );
   }
 
   /** Puts back slots taken by {@link take} whose replay failed (merged with newer hits). */
