@@ -17,11 +17,7 @@ import { DecisionDeadline } from "./decision-deadline.js";
 import type { LimitRequest } from "./limit-request.js";
 import { LocalMode } from "./local-mode.js";
 import { OutageJournal, type ReplayWrite } from "./outage-journal.js";
-import type {
-  ChargePreview,
-  CounterReading,
-  RateLimitCache,
-} from "./rate-limit-cache.js";
+import type { ChargePreview, RateLimitCache } from "./rate-limit-cache.js";
 
 /** Options of {@link BackendGuard}. */
 export interface BackendGuardOptions {
@@ -222,20 +218,9 @@ export class BackendGuard implements RateLimitCache {
   }
 
   /**
-   * Reads the counters through the guarded backend (see {@link RateLimitCache.peekCounters}),
-   * for the Explain API. The breaker is neither consulted nor moved: Explain shows the store's
-   * counters, and a failing store answers with its {@link BackendError}.
-   */
-  peekCounters(request: LimitRequest): Promise<(CounterReading | undefined)[]> {
-    const backend = this.backend;
-    if (backend.peekCounters === undefined)
-      return Promise.resolve(request.limits.map(() => undefined));
-    return backend.peekCounters(request);
-  }
-
-  /**
    * Previews a charge through the guarded backend (see {@link RateLimitCache.previewCharge}),
-   * for the Explain API; like {@link peekCounters} it neither consults nor moves the breaker.
+   * for the Explain API; it neither consults nor moves the breaker: Explain shows the store's
+   * counters, and a failing store answers with its {@link BackendError}.
    */
   previewCharge(request: LimitRequest): Promise<ChargePreview> {
     const backend = this.backend;

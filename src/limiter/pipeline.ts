@@ -14,7 +14,7 @@ import type { Decider } from "./decide.js";
 import { cacheKeyError, type CacheKeyError } from "./cache-key-error.js";
 import type { CounterBackend } from "./counter-backend.js";
 import { gcraDecide } from "./gcra.js";
-import { LimitRequest } from "./limit-request.js";
+import type { LimitRequest } from "./limit-request.js";
 import type {
   ChargePreview,
   CounterReading,
@@ -173,38 +173,10 @@ export class RateLimitPipeline<
   }
 
   /**
-   * Reads the counters a request would charge, without changing them or any statistic (the
-   * Explain API with `charge` false). Sliding windows read the previous window's counter too;
-   * keys the backend cannot store are not read, nor, on remote stores, keys the local cache
-   * knows over limit.
-   *
-   * @param request - its hits addends are not read
-   * @returns one per request descriptor; `undefined` where its limit is undefined
-   * @throws {@link BackendError} when the backend fails
-   */
-  async peekCounters(
-    request: LimitRequest,
-  ): Promise<(CounterReading | undefined)[]> {
-    const plan = this.base.plan(
-      request.hitsAddends.every((hits) => hits === 0)
-        ? request
-        : new LimitRequest(request.domain, request.descriptors, request.limits),
-      false,
-      false,
-    );
-    await Promise.all([this.read(plan), this.previewBuckets(plan)]);
-    const readings = new Array<CounterReading | undefined>(plan.size).fill(
-      undefined,
-    );
-    for (const d of plan.counted)
-      readings[d.index] = counterReading(d, plan.nowSeconds);
-    return readings;
-  }
-
-  /**
    * Decides what charging a request would do, with the rules {@link doLimit} applies, without
    * changing any counter, statistic or the local cache (the Explain API): reads the counters
-   * as {@link peekCounters} does, then runs the all-or-nothing check and stop-increment.
+   * (sliding windows the previous window's too; not keys the backend cannot store, nor, on
+   * remote stores, keys the local cache knows over limit), then runs the all-or-nothing check and stop-increment.
    *
    * @param request - the request, with the hits it would add
    * @returns the plan, whose descriptors hold the counters read (`current`, `previous`) and

@@ -2,7 +2,7 @@ import type { LimitRequest } from "./limit-request.js";
 import type { RequestPlan } from "./request-plan.js";
 import type { RateLimitResponse_DescriptorStatus } from "../proto.js";
 
-/** One counter as {@link RateLimitCache.peekCounters} found it. */
+/** One counter of a read-only plan as the store holds it (Explain: `counterReading`). */
 export interface CounterReading {
   /** The cache key, as stored. */
   readonly key: string;
@@ -61,17 +61,6 @@ export interface RateLimitCache {
     request: LimitRequest,
     deadlineAtMs?: number,
   ): Promise<RateLimitResponse_DescriptorStatus[]>;
-  /**
-   * Reads the counters a request would charge, without changing them or any statistic
-   * (Explain API with `charge` false): memory reads its map, kv sends `GET` (one pipeline per
-   * instance), mc one multi-get. Sliding windows read the previous window's counter too (the
-   * same keys `doLimit` reads). Optional: a backend without it explains without counters.
-   *
-   * @param request - as for {@link RateLimitCache.doLimit} (its hits addends are not read)
-   * @returns one per request descriptor; `undefined` where its limit is undefined
-   * @throws {@link BackendError} when the backend fails
-   */
-  peekCounters?(request: LimitRequest): Promise<(CounterReading | undefined)[]>;
   /**
    * Decides what charging a request would do without changing any counter, statistic or the
    * local cache (the Explain API with `charge` false), with the rules of `doLimit`.

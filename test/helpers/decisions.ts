@@ -5,6 +5,11 @@ import type { CacheKey } from "../../src/limiter/cache-key.js";
 import type { Decider } from "../../src/limiter/decide.js";
 import type { Decision } from "../../src/limiter/decision.js";
 import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { counterReading } from "../../src/limiter/pipeline.js";
+import type {
+  CounterReading,
+  RateLimitCache,
+} from "../../src/limiter/rate-limit-cache.js";
 import {
   RateLimitResponse_Code as Code,
   type RateLimitDescriptor,
@@ -87,4 +92,25 @@ export function generateCacheKeys(
       previousKey: d.previousCacheKey,
     };
   return keys;
+}
+
+/**
+ * Reads the counters a request would charge, without changing them or any statistic: a
+ * charge preview of the request with no hits (`RateLimitCache.previewCharge`), as Explain
+ * reads them. Sliding windows read the previous window's counter too.
+ *
+ * @returns one per descriptor; `undefined` where its limit is undefined (or a token bucket)
+ */
+export async function peekCounters(
+  cache: Pick<RateLimitCache, "previewCharge">,
+  request: LimitRequest,
+): Promise<(CounterReading | undefined)[]> {
+  const preview = await cache.previewCharge!(
+    new LimitRequest(request.domain, request.descriptors, request.limits),
+  );
+  const readings = new Array<CounterReading | undefined>(
+    request.descriptors.length,
+  ).fill(undefined);
+  for (const d of preview.plan.counted) readings[d.index] = counterReading(d);
+  return readings;
 }

@@ -23,6 +23,7 @@ import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
 import { LimitRequest } from "../../../src/limiter/limit-request.js";
+import { peekCounters } from "../../helpers/decisions.js";
 
 interface Setup {
   readonly stop: boolean;
@@ -240,7 +241,8 @@ describe(
               await b.service.shouldRateLimit(r);
             }
             const limits = limitsOf(a, request);
-            const peekBefore = await a.cache.peekCounters(
+            const peekBefore = await peekCounters(
+              a.cache,
               new LimitRequest("d", request.descriptors, limits),
             );
             const countersBefore = a.statsManager.store
@@ -253,7 +255,8 @@ describe(
             // Reading changed nothing: no counter, no statistic.
             expect(a.cache.backend.size).toBe(sizeBefore);
             expect(
-              await a.cache.peekCounters(
+              await peekCounters(
+                a.cache,
                 new LimitRequest("d", request.descriptors, limits),
               ),
             ).toEqual(peekBefore);
@@ -277,7 +280,8 @@ describe(
               predicted.descriptors.map((d) => comparable(d.status!)),
             ).toEqual(reference.statuses.map(comparable));
             // The predicted counters are what the charge left behind.
-            const peekAfter = await a.cache.peekCounters(
+            const peekAfter = await peekCounters(
+              a.cache,
               new LimitRequest("d", request.descriptors, limits),
             );
             predicted.descriptors.forEach((d, i) => {
@@ -391,14 +395,16 @@ describe(
               await b.service.shouldRateLimit(r);
             }
             const limits = limitsOf(a, request);
-            const before = await a.cache.peekCounters(
+            const before = await peekCounters(
+              a.cache,
               new LimitRequest("d", request.descriptors, limits),
             );
             const predicted = await a.explain.explain(
               create(ExplainRequestSchema, { request }),
             );
             expect(
-              await a.cache.peekCounters(
+              await peekCounters(
+                a.cache,
                 new LimitRequest("d", request.descriptors, limits),
               ),
             ).toEqual(before);
@@ -407,7 +413,8 @@ describe(
             expect(
               predicted.descriptors.map((d) => comparable(d.status!)),
             ).toEqual(reference.statuses.map(comparable));
-            const after = await b.cache.peekCounters(
+            const after = await peekCounters(
+              b.cache,
               new LimitRequest("d", request.descriptors, limits),
             );
             predicted.descriptors.forEach((d, i) => {

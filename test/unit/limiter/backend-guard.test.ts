@@ -28,6 +28,7 @@ import { memoryLimiter } from "../../helpers/limiters.js";
 import { MemoryCounterBackend } from "../../../src/backends/memory/memory-rate-limit-cache.js";
 import { RateLimitPipeline } from "../../../src/limiter/pipeline.js";
 import { LimitRequest } from "../../../src/limiter/limit-request.js";
+import { peekCounters } from "../../helpers/decisions.js";
 
 /** A clock in milliseconds the test moves by hand. */
 class MsClock implements Clock {
@@ -311,7 +312,8 @@ describe("BackendGuard", () => {
       10,
     );
     const read = async (): Promise<number> => {
-      const [reading] = await f.backend.store.peekCounters(
+      const [reading] = await peekCounters(
+        f.backend.store,
         new LimitRequest(
           "d",
           [

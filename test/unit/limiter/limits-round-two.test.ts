@@ -21,6 +21,7 @@ import { FakeClock } from "../../helpers/fake-clock.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
 import { testRateLimit, windowedRateLimit } from "../../helpers/rate-limit.js";
 import { LimitRequest } from "../../../src/limiter/limit-request.js";
+import { peekCounters } from "../../helpers/decisions.js";
 
 // The decision pipeline with the limits of issue 23 on the memory backend: token buckets
 // (GCRA), calendar windows and several limits per descriptor, in the usual and in the
@@ -282,7 +283,8 @@ describe("calendar windows in the pipeline", () => {
     // December 1st, 00:00 in Berlin (UTC+1 in winter) is November 30th, 23:00 UTC.
     const end = Date.UTC(2023, 10, 30, 23) / 1000;
     expect(first.durationUntilReset?.seconds).toBe(BigInt(end - now));
-    const [reading] = await limiter.peekCounters(
+    const [reading] = await peekCounters(
+      limiter,
       new LimitRequest("d", [descriptor], [limit]),
     );
     expect(reading?.key).toBe("d_k_v_2023-11@Europe/Berlin");

@@ -17,6 +17,7 @@ import { FakeClock } from "../../helpers/fake-clock.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
 import { windowedRateLimit } from "../../helpers/rate-limit.js";
 import { LimitRequest } from "../../../src/limiter/limit-request.js";
+import { peekCounters } from "../../helpers/decisions.js";
 
 // Refunds (`is_negative_hits`, Envoy >= 1.38) through the decision pipeline on the memory
 // backend: a refund takes hits back from the counter of the current window, never below 0,
@@ -59,7 +60,8 @@ function setup(
     return status!;
   };
   const counter = async (): Promise<number> => {
-    const [reading] = await limiter.peekCounters(
+    const [reading] = await peekCounters(
+      limiter,
       new LimitRequest("d", [descriptor], [limit]),
     );
     return reading!.value;
@@ -185,7 +187,8 @@ describe("refunds (is_negative_hits)", () => {
       new LimitRequest("d", descriptors, [a, b], [1, -2]),
     );
     expect(statuses.map((s) => s.code)).toEqual([Code.OVER_LIMIT, Code.OK]);
-    const readings = await limiter.peekCounters(
+    const readings = await peekCounters(
+      limiter,
       new LimitRequest("d", descriptors, [a, b]),
     );
     expect(readings.map((r) => r!.value)).toEqual([1, 0]);
