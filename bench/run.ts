@@ -972,6 +972,7 @@ async function main(): Promise<void> {
     "kv",
     "kv-workers",
     "kv-overrides",
+    "kv-day2",
     "envoy",
   ].some(wanted);
   const redis = needsRedis ? await startRedis() : undefined;
@@ -1019,6 +1020,37 @@ async function main(): Promise<void> {
         notes.push(
           `${name}: ${count} overrides written to the store in ${loadSeconds.toFixed(1)} s before the start; the service read them at start-up and was healthy after ${startSeconds.toFixed(1)} s`,
         );
+      }
+      if (wanted("kv-day2")) {
+        // What subscribes to the published decisions (issue 32): none (TOP_OFFENDERS_K=0), then
+        // top offenders (on by default) with a config canary whose candidate changes the
+        // remote_address limit, so every call is evaluated against it too.
+        const candidate = join(work, "canary-candidate");
+        mkdirSync(candidate, { recursive: true });
+        writeFileSync(
+          join(candidate, "bench.yaml"),
+          benchConfig.replace(
+            "requests_per_unit: 1000000 }",
+            "requests_per_unit: 500000 }",
+          ),
+        );
+        for (const [name, extra] of [
+          [
+            "ours, kv, no subscriber (TOP_OFFENDERS_K=0)",
+            { TOP_OFFENDERS_K: "0" },
+          ],
+          [
+            "ours, kv, top offenders and a canary",
+            { CANARY_CONFIG_DIR: candidate },
+          ],
+        ] as const) {
+          await redis.store.flush();
+          await withTarget(
+            name,
+            () => startOurs(oursRuntime, { ...kvEnv, ...extra }),
+            (t) => measure(name, t, redis.store),
+          );
+        }
       }
       if (wanted("kv-workers")) {
         await redis.store.flush();
