@@ -25,7 +25,7 @@
 import { createDecisionChannel } from "../src/limiter/decision-channel.js";
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
-import { MemoryCounterBackend } from "../src/backends/memory/memory-rate-limit-cache.js";
+import { MemoryCounterBackend } from "../src/backends/memory/memory-counter-backend.js";
 import { createCanary } from "../src/canary/canary.js";
 import { loadConfig } from "../src/config/load-config.js";
 import { createDecider } from "../src/limiter/decide.js";

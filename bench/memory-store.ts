@@ -3,7 +3,7 @@
 // prints bytes of heap per live key, then moves the clock past the window, lets the sweep free
 // them and prints heapUsed/RSS against the values before the fill. One process, no network.
 import { create } from "@bufbuild/protobuf";
-import { MemoryCounterBackend } from "../src/backends/memory/memory-rate-limit-cache.js";
+import { MemoryCounterBackend } from "../src/backends/memory/memory-counter-backend.js";
 import { unitToSeconds } from "../src/config/units.js";
 import type { RateLimit } from "../src/config/rate-limit-config.js";
 import { createDecider } from "../src/limiter/decide.js";

@@ -20,7 +20,7 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
-import { MemoryCounterBackend } from "../src/backends/memory/memory-rate-limit-cache.js";
+import { MemoryCounterBackend } from "../src/backends/memory/memory-counter-backend.js";
 import { loadConfig } from "../src/config/load-config.js";
 import type { RateLimit } from "../src/config/rate-limit-config.js";
 import { unitToSeconds } from "../src/config/units.js";

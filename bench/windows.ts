@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
-import { KvCounterBackend } from "../src/backends/kv/kv-rate-limit-cache.js";
+import { KvCounterBackend } from "../src/backends/kv/kv-counter-backend.js";
 import type { RateLimit } from "../src/config/rate-limit-config.js";
 import { loadConfig } from "../src/config/load-config.js";
 import { unitToSeconds, windowShape } from "../src/config/units.js";

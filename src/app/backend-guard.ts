@@ -1,5 +1,5 @@
 import type { AppContext } from "./app-context.js";
-import { MemoryCounterBackend } from "../backends/memory/memory-rate-limit-cache.js";
+import { MemoryCounterBackend } from "../backends/memory/memory-counter-backend.js";
 import type { FailureMode } from "../config/failure-mode.js";
 import { BackendGuard } from "../limiter/backend-guard.js";
 import { createDecider } from "../limiter/decide.js";

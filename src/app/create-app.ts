@@ -3,7 +3,7 @@ import type { AppContext } from "./app-context.js";
 import { guardBackend, type BackendFailureOptions } from "./backend-guard.js";
 import { createConfigCanary } from "./config-canary.js";
 import { startStatsSinks, type StatsSinks } from "./stats-sinks.js";
-import { MemoryCounterBackend } from "../backends/memory/memory-rate-limit-cache.js";
+import { MemoryCounterBackend } from "../backends/memory/memory-counter-backend.js";
 import { RateLimitPipeline } from "../limiter/pipeline.js";
 import { ConfigError } from "../config/config-error.js";
 import type { ConfigUpdate } from "../config/config-update.js";

@@ -6,7 +6,7 @@ import {
   type KvOptionName,
   type KvTlsOptions,
 } from "../backends/kv/kv-options.js";
-import { KvCounterBackend } from "../backends/kv/kv-rate-limit-cache.js";
+import { KvCounterBackend } from "../backends/kv/kv-counter-backend.js";
 import { RateLimitPipeline } from "../limiter/pipeline.js";
 import { SettingsError } from "../settings/settings-error.js";
 import type { Settings } from "../settings/settings.js";

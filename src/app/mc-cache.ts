@@ -5,7 +5,7 @@ import {
   parseNodeAddress,
   type McTlsOptions,
 } from "../backends/mc/mc-options.js";
-import { McCounterBackend } from "../backends/mc/mc-rate-limit-cache.js";
+import { McCounterBackend } from "../backends/mc/mc-counter-backend.js";
 import { RateLimitPipeline } from "../limiter/pipeline.js";
 import { SettingsError } from "../settings/settings-error.js";
 import type { Settings } from "../settings/settings.js";

@@ -1,13 +1,13 @@
 // Builds the decision pipeline over each backend, as app/ does, for tests that drive a
 // backend directly with its own options.
-import { KvCounterBackend } from "../../src/backends/kv/kv-rate-limit-cache.js";
+import { KvCounterBackend } from "../../src/backends/kv/kv-counter-backend.js";
 import type { KvBackendOptions } from "../../src/backends/kv/kv-options.js";
-import { McCounterBackend } from "../../src/backends/mc/mc-rate-limit-cache.js";
+import { McCounterBackend } from "../../src/backends/mc/mc-counter-backend.js";
 import type { McBackendOptions } from "../../src/backends/mc/mc-options.js";
 import {
   MemoryCounterBackend,
   type MemoryCounterBackendOptions,
-} from "../../src/backends/memory/memory-rate-limit-cache.js";
+} from "../../src/backends/memory/memory-counter-backend.js";
 import type { Decider } from "../../src/limiter/decide.js";
 import { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 import type { StatsStore } from "../../src/stats/stats-store.js";

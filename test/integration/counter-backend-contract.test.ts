@@ -2,9 +2,9 @@ import { Cluster, type Redis } from "ioredis";
 import { Client } from "memjs";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { KvCounterBackend } from "../../src/backends/kv/kv-rate-limit-cache.js";
-import { McCounterBackend } from "../../src/backends/mc/mc-rate-limit-cache.js";
-import { MemoryCounterBackend } from "../../src/backends/memory/memory-rate-limit-cache.js";
+import { KvCounterBackend } from "../../src/backends/kv/kv-counter-backend.js";
+import { McCounterBackend } from "../../src/backends/mc/mc-counter-backend.js";
+import { MemoryCounterBackend } from "../../src/backends/memory/memory-counter-backend.js";
 import type {
   BucketSlot,
   CounterBackend,

@@ -17,7 +17,7 @@ import {
   type RedisCluster,
 } from "../helpers/redis-server.js";
 import { kvLimiter } from "../helpers/limiters.js";
-import type { KvCounterBackend } from "../../src/backends/kv/kv-rate-limit-cache.js";
+import type { KvCounterBackend } from "../../src/backends/kv/kv-counter-backend.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 import { LimitRequest } from "../../src/limiter/limit-request.js";
 

@@ -1,9 +1,9 @@
 import { pino } from "pino";
 import { create } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { KvCounterBackend } from "../../src/backends/kv/kv-rate-limit-cache.js";
-import { McCounterBackend } from "../../src/backends/mc/mc-rate-limit-cache.js";
-import { MemoryCounterBackend } from "../../src/backends/memory/memory-rate-limit-cache.js";
+import { KvCounterBackend } from "../../src/backends/kv/kv-counter-backend.js";
+import { McCounterBackend } from "../../src/backends/mc/mc-counter-backend.js";
+import { MemoryCounterBackend } from "../../src/backends/memory/memory-counter-backend.js";
 import { loadConfig } from "../../src/config/load-config.js";
 import type { RateLimitConfig } from "../../src/config/rate-limit-config.js";
 import type { CounterBackend } from "../../src/limiter/counter-backend.js";

@@ -21,7 +21,7 @@ import {
 } from "../helpers/memcached-server.js";
 import { windowedRateLimit } from "../helpers/rate-limit.js";
 import { mcLimiter } from "../helpers/limiters.js";
-import type { McCounterBackend } from "../../src/backends/mc/mc-rate-limit-cache.js";
+import type { McCounterBackend } from "../../src/backends/mc/mc-counter-backend.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 import { LimitRequest } from "../../src/limiter/limit-request.js";
 

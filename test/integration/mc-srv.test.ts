@@ -17,7 +17,7 @@ import {
 import { testRateLimit } from "../helpers/rate-limit.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { mcLimiter } from "../helpers/limiters.js";
-import type { McCounterBackend } from "../../src/backends/mc/mc-rate-limit-cache.js";
+import type { McCounterBackend } from "../../src/backends/mc/mc-counter-backend.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 import { LimitRequest } from "../../src/limiter/limit-request.js";
 

@@ -30,7 +30,7 @@ import {
   type RedisServer,
 } from "../helpers/redis-server.js";
 import { kvLimiter, mcLimiter, memoryLimiter } from "../helpers/limiters.js";
-import type { KvCounterBackend } from "../../src/backends/kv/kv-rate-limit-cache.js";
+import type { KvCounterBackend } from "../../src/backends/kv/kv-counter-backend.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 import { LimitRequest } from "../../src/limiter/limit-request.js";
 

@@ -1,5 +1,5 @@
 import { pino } from "pino";
-import { KvCounterBackend } from "../../../src/backends/kv/kv-rate-limit-cache.js";
+import { KvCounterBackend } from "../../../src/backends/kv/kv-counter-backend.js";
 import { describe, expect, it } from "vitest";
 import type { AppContext } from "../../../src/app/app-context.js";
 import { createKvCache } from "../../../src/app/kv-cache.js";

@@ -5,7 +5,7 @@
 import { createDecisionChannel } from "../../../src/limiter/decision-channel.js";
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
-import { MemoryCounterBackend } from "../../../src/backends/memory/memory-rate-limit-cache.js";
+import { MemoryCounterBackend } from "../../../src/backends/memory/memory-counter-backend.js";
 import type { CanaryLedger } from "../../../src/canary/canary-ledger.js";
 import { createCanary, type Canary } from "../../../src/canary/canary.js";
 import { loadConfig } from "../../../src/config/load-config.js";

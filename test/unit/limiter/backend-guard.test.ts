@@ -25,7 +25,7 @@ import {
 import type { Clock } from "../../../src/util/clock.js";
 import { testRateLimit } from "../../helpers/rate-limit.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
-import { MemoryCounterBackend } from "../../../src/backends/memory/memory-rate-limit-cache.js";
+import { MemoryCounterBackend } from "../../../src/backends/memory/memory-counter-backend.js";
 import { RateLimitPipeline } from "../../../src/limiter/pipeline.js";
 import { LimitRequest } from "../../../src/limiter/limit-request.js";
 import { peekCounters } from "../../helpers/decisions.js";

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { afterEach, describe, expect, it } from "vitest";
-import { MemoryCounterBackend } from "../../../src/backends/memory/memory-rate-limit-cache.js";
+import { MemoryCounterBackend } from "../../../src/backends/memory/memory-counter-backend.js";
 import type { RateLimit } from "../../../src/config/rate-limit-config.js";
 import { createDecider } from "../../../src/limiter/decide.js";
 import { LimitRequest } from "../../../src/limiter/limit-request.js";

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { MemoryCounterBackend } from "../../../src/backends/memory/memory-rate-limit-cache.js";
+import { MemoryCounterBackend } from "../../../src/backends/memory/memory-counter-backend.js";
 import type { CounterSlot } from "../../../src/limiter/counter-backend.js";
 import {
   OutageJournal,

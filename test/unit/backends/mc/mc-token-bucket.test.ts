@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import {
   maxCasAttempts,
   McCounterBackend,
-} from "../../../../src/backends/mc/mc-rate-limit-cache.js";
+} from "../../../../src/backends/mc/mc-counter-backend.js";
 import { BackendError } from "../../../../src/limiter/backend-error.js";
 import type { BucketSlot } from "../../../../src/limiter/counter-backend.js";
 import {

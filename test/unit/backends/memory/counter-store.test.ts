@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { CounterStore } from "../../../../src/backends/memory/counter-store.js";
-import { memoryStatNames } from "../../../../src/backends/memory/memory-rate-limit-cache.js";
+import { memoryStatNames } from "../../../../src/backends/memory/memory-counter-backend.js";
 import { createDecider } from "../../../../src/limiter/decide.js";
 import {
   RateLimitDescriptorSchema,

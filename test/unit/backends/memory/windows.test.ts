@@ -13,7 +13,7 @@ import { createStatsManager } from "../../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 import { windowedRateLimit } from "../../../helpers/rate-limit.js";
 import { memoryLimiter } from "../../../helpers/limiters.js";
-import type { MemoryCounterBackend } from "../../../../src/backends/memory/memory-rate-limit-cache.js";
+import type { MemoryCounterBackend } from "../../../../src/backends/memory/memory-counter-backend.js";
 import type { RateLimitPipeline } from "../../../../src/limiter/pipeline.js";
 import { LimitRequest } from "../../../../src/limiter/limit-request.js";
 
