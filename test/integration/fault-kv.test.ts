@@ -23,7 +23,7 @@ import {
   type RedisServer,
 } from "../helpers/redis-server.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
-import { freeStablePort } from "../helpers/stable-port.js";
+import { freePort } from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const config = `
@@ -165,7 +165,7 @@ describe("store killed under load (200 calls/s, 100 per minute, 5 s outage)", ()
   const runs = new Map<FailureMode, Outage & { t: TestApp }>();
 
   async function run(mode: FailureMode): Promise<Outage & { t: TestApp }> {
-    const store = await startRedisServer({ port: await freeStablePort() });
+    const store = await startRedisServer({ port: await freePort() });
     const t = await startKvApp(store, mode);
     transitions.length = 0;
     try {
@@ -258,7 +258,7 @@ describe("store killed under load (200 calls/s, 100 per minute, 5 s outage)", ()
 
 describe("store that accepts connections but never answers (SIGSTOP)", () => {
   it("opens the circuit after the threshold, then answers at once; closes after SIGCONT", async () => {
-    const store = await startRedisServer({ port: await freeStablePort() });
+    const store = await startRedisServer({ port: await freePort() });
     const t = await startKvApp(store, "error");
     const client = createClient(
       RateLimitService,
@@ -314,7 +314,7 @@ describe("store that accepts connections but never answers (SIGSTOP)", () => {
 
 describe("per-domain failure_mode", () => {
   it("lets one domain fail closed while the others degrade", async () => {
-    const store = await startRedisServer({ port: await freeStablePort() });
+    const store = await startRedisServer({ port: await freePort() });
     const t = await startKvApp(store, "local");
     await t.writeConfig(
       "strict.yaml",

@@ -15,8 +15,11 @@ import {
   stopAllRedisServers,
   type RedisServer,
 } from "../helpers/redis-server.js";
-import { memoryServiceEnv, spawnNode } from "../helpers/spawn-service.js";
-import { freeStablePort } from "../helpers/stable-port.js";
+import {
+  freePort,
+  memoryServiceEnv,
+  spawnNode,
+} from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { minuteWithRoom } from "../helpers/windows.js";
 
@@ -163,7 +166,7 @@ async function killAndRestart(
 
 describe("store killed and restarted empty, default settings", () => {
   it("local: every call answered within 50 ms, at most the limit admitted, outage hits added to the store", async () => {
-    const store = await startRedisServer({ port: await freeStablePort() });
+    const store = await startRedisServer({ port: await freePort() });
     const service = await startService(store, {
       BACKEND_FAILURE_MODE: "local",
     });
@@ -210,7 +213,7 @@ describe("store killed and restarted empty, default settings", () => {
   }, 90_000);
 
   it("error (the default mode): UNAVAILABLE at once during the outage, decisions again after it", async () => {
-    const store = await startRedisServer({ port: await freeStablePort() });
+    const store = await startRedisServer({ port: await freePort() });
     const service = await startService(store, {});
     try {
       const load = await killAndRestart(service, store);
@@ -232,7 +235,7 @@ describe("store killed and restarted empty, default settings", () => {
   }, 60_000);
 
   it("opens the health and debug ports while it waits for the store, and says why it is not ready", async () => {
-    const port = await freeStablePort();
+    const port = await freePort();
     const service = await startService(
       { address: `127.0.0.1:${port}` },
       {},
@@ -283,7 +286,7 @@ describe("store killed and restarted empty, default settings", () => {
   }, 60_000);
 
   it("a store that stops answering (SIGSTOP): the caller's deadline bounds the wait, then the breaker answers", async () => {
-    const store = await startRedisServer({ port: await freeStablePort() });
+    const store = await startRedisServer({ port: await freePort() });
     const service = await startService(store, {
       BACKEND_FAILURE_MODE: "allow",
     });
