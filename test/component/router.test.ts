@@ -5,7 +5,7 @@ import {
   createClient,
   createRouterTransport,
 } from "@connectrpc/connect";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load-config.js";
 import { HealthChecker } from "../../src/health/health.js";
@@ -37,7 +37,7 @@ function setup() {
     }),
     statsManager,
     clock,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
   });
   service.applyConfigUpdate({
     ok: true,
@@ -54,7 +54,7 @@ function setup() {
   const shouldRateLimit = createShouldRateLimitHandler({
     service,
     statsManager,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
   });
   const transport = createRouterTransport(
     createRoutes({ shouldRateLimit, health, statsManager }),

@@ -1,7 +1,8 @@
 import { mkdtemp, mkdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pino, type Logger } from "pino";
+import type { Logger } from "pino";
+import { silentLogger } from "./silent-logger.js";
 import {
   createApp,
   type App,
@@ -28,7 +29,7 @@ export interface TestApp {
 export async function startTestApp(
   files: Record<string, string>,
   env: Record<string, string> = {},
-  logger: Logger = pino({ level: "silent" }),
+  logger: Logger = silentLogger(),
   deps: Omit<AppDependencies, "logger"> = {},
 ): Promise<TestApp> {
   const root = await mkdtemp(join(tmpdir(), "rls-app-"));

@@ -1,6 +1,6 @@
 import { Cluster, type Redis } from "ioredis";
 import { Client } from "memjs";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KvCounterBackend } from "../../src/backends/kv/kv-counter-backend.js";
 import { McCounterBackend } from "../../src/backends/mc/mc-counter-backend.js";
@@ -36,7 +36,7 @@ import { mulberry32 } from "../helpers/seeded-random.js";
 // the unit tests of the pipeline; here only the I/O is.
 
 const now = 1_700_000_040;
-const silent = pino({ level: "silent" });
+const silent = silentLogger();
 
 /** A counter slot as the pipeline builds it (60 s window, expiration 60 s). */
 function slot(

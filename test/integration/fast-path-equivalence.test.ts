@@ -1,6 +1,6 @@
 import { createServer } from "node:http2";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   OverrideRateLimitUnit,
@@ -161,7 +161,7 @@ describe.each([
       connect = await startTestApp(
         { "rl.yaml": config },
         { GRPC_HTTP2_ENGINE: connectEngine },
-        pino({ level: "silent" }),
+        silentLogger(),
         { grpcFastPath: false },
       );
     });
@@ -205,7 +205,7 @@ describe("fast path deadlines and cancellation", () => {
           };
         }),
       readMaxBytes: 1024,
-      logger: pino({ level: "silent" }),
+      logger: silentLogger(),
     });
     const listening = await listen(server, { host: "127.0.0.1", port: 0 });
     try {

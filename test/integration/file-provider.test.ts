@@ -8,7 +8,7 @@ import {
 } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ConfigError } from "../../src/config/config-error.js";
 import type { ConfigUpdate } from "../../src/config/config-update.js";
@@ -81,7 +81,7 @@ describe("file provider with the real config loader", () => {
       ignoreDotFiles: false,
       watchRoot: true,
       load: realLoad,
-      logger: pino({ level: "silent" }),
+      logger: silentLogger(),
       ...options,
     });
     provider.subscribe((update) => updates.push(update));

@@ -6,7 +6,7 @@ import {
   type IncomingHttpHeaders,
 } from "node:http2";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   RateLimitRequestSchema,
@@ -55,7 +55,7 @@ async function start(
 ): Promise<Listening> {
   const server = await startGrpcServer({
     routes: () => undefined,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     host: "127.0.0.1",
     port: 0,
     fastPath: (req) => {

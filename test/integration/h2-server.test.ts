@@ -2,7 +2,7 @@ import { connect as http2Connect, constants } from "node:http2";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   Health,
@@ -116,11 +116,11 @@ async function start(
             shouldRateLimit: (request) => handler(request),
           });
         },
-        logger: pino({ level: "silent" }),
+        logger: silentLogger(),
       }),
     ),
     fastPath: { handler, readMaxBytes: 4 * 1024 * 1024 },
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     target: { host: "127.0.0.1", port: 0 },
     connection: perConnection,
   });
@@ -1066,9 +1066,9 @@ describe("built-in HTTP/2 engine: abuse limits (issue: one HEADERS frame killed 
     const server = await startBuiltinHttp2Server({
       dispatcher: createConnectDispatcher({
         routes: () => undefined,
-        logger: pino({ level: "silent" }),
+        logger: silentLogger(),
       }),
-      logger: pino({ level: "silent" }),
+      logger: silentLogger(),
       target: { host: "127.0.0.1", port: 0 },
       maxConnections: 2,
       onEvent: (e) => events.push(e),

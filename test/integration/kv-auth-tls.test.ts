@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { create } from "@bufbuild/protobuf";
 import { Redis } from "ioredis";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type {
   KvInstanceOptions,
@@ -91,7 +91,7 @@ async function decide(
     main,
     ...(tls !== undefined ? { tls } : {}),
     decider: createDecider({ clock: new FakeClock(nowSeconds) }),
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     startupInitialIntervalMs: 20,
     startupMaxElapsedTimeMs: 300,
   });

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import type { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { KvBackendOptions } from "../../src/backends/kv/kv-options.js";
@@ -29,7 +29,7 @@ import { LimitRequest } from "../../src/limiter/limit-request.js";
 
 // Keys embed the window start, so a fixed clock gives exact key names; TTLs are real.
 const nowSeconds = 1_700_000_123;
-const silent = pino({ level: "silent" });
+const silent = silentLogger();
 
 function descriptor(...entries: [string, string][]) {
   return create(RateLimitDescriptorSchema, {

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { Cluster } from "ioredis";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { keySlot } from "../../src/backends/kv/kv-key-slot.js";
 import type { KvInstanceOptions } from "../../src/backends/kv/kv-options.js";
@@ -50,7 +50,7 @@ async function startCache(extra: Partial<KvInstanceOptions> = {}) {
   const cache = kvLimiter({
     main: { type: "cluster", url: cluster.url, ...extra },
     decider: createDecider({ clock: new FakeClock(nowSeconds) }),
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
   });
   caches.push(cache);
   await cache.start();

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { Redis } from "ioredis";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDecider } from "../../src/limiter/decide.js";
 import { RateLimitDescriptorSchema } from "../../src/proto.js";
@@ -119,7 +119,7 @@ describe("KvCounterBackend with KV_TYPE=sentinel", () => {
         poolOnEmptyWaitMs: 200,
       },
       decider: createDecider({ clock: new FakeClock(nowSeconds) }),
-      logger: pino({ level: "silent" }),
+      logger: silentLogger(),
     });
     try {
       await cache.start();

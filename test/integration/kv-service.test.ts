@@ -8,6 +8,7 @@ import {
 } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BackendError } from "../../src/limiter/backend-error.js";
@@ -212,7 +213,7 @@ describe("KvCounterBackend start-up and waiting", () => {
         timeoutMs: 4000,
       },
       decider: createDecider({ clock: systemClock }),
-      logger: pino({ level: "silent" }),
+      logger: silentLogger(),
     });
     await cache.start();
     await server.kill();

@@ -1,4 +1,4 @@
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { create } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KvCounterBackend } from "../../src/backends/kv/kv-counter-backend.js";
@@ -73,7 +73,7 @@ class StepClock implements Clock {
   }
 }
 
-const silent = pino({ level: "silent" });
+const silent = silentLogger();
 let redis: RedisServer;
 let cluster: RedisCluster;
 let memcached: MemcachedServer;

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { Client } from "memjs";
 import { connect } from "node:net";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nodeIndexForKey } from "../../src/backends/mc/mc-client.js";
 import { McConnection } from "../../src/backends/mc/mc-connection.js";
@@ -30,7 +30,7 @@ import { LimitRequest } from "../../src/limiter/limit-request.js";
 // of one instance whose reads both reach memcached before either increment (one connection,
 // answered in order), so the outcome is exact.
 
-const silent = pino({ level: "silent" });
+const silent = silentLogger();
 const compensatedStat = "ratelimit.all_or_nothing.compensated";
 
 function descriptor(key: string, value: string) {

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { Client } from "memjs";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nodeIndexForKey } from "../../src/backends/mc/mc-client.js";
 import type { McBackendOptions } from "../../src/backends/mc/mc-options.js";
@@ -29,7 +29,7 @@ import type { McCounterBackend } from "../../src/backends/mc/mc-counter-backend.
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 import { LimitRequest } from "../../src/limiter/limit-request.js";
 
-const silent = pino({ level: "silent" });
+const silent = silentLogger();
 
 function descriptor(...pairs: [string, string][]) {
   return create(RateLimitDescriptorSchema, {

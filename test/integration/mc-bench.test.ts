@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import { createDecider } from "../../src/limiter/decide.js";
 import { RateLimitDescriptorSchema } from "../../src/proto.js";
@@ -33,7 +33,7 @@ describe.runIf(process.env["RLS_BENCH"] === "1")(
       const cache = mcLimiter({
         decider: createDecider({ clock: systemClock }),
         clock: systemClock,
-        logger: pino({ level: "silent" }),
+        logger: silentLogger(),
         hostPorts: nodes.map((node) => node.address),
         maxIdleConns: conns,
       });

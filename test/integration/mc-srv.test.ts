@@ -3,6 +3,7 @@ import { createServer, Packet, type DnsServer } from "dns2";
 import { Client } from "memjs";
 import { Resolver } from "node:dns/promises";
 import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nodeIndexForKey } from "../../src/backends/mc/mc-client.js";
 import { BackendError } from "../../src/limiter/backend-error.js";
@@ -227,7 +228,7 @@ describe("McCounterBackend with SRV discovery", () => {
     const cache = mcLimiter({
       decider: createDecider({ clock }),
       clock,
-      logger: pino({ level: "silent" }),
+      logger: silentLogger(),
       srv: srvName,
       srvResolver: resolver(),
     });

@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { McTlsOptions } from "../../src/backends/mc/mc-options.js";
 import { HealthChecker } from "../../src/health/health.js";
@@ -52,7 +52,7 @@ describe("McCounterBackend over TLS", () => {
     const cache = mcLimiter({
       decider: createDecider({ clock }),
       clock,
-      logger: pino({ level: "silent" }),
+      logger: silentLogger(),
       hostPorts: [server!.address],
       health,
       tls,

@@ -3,6 +3,7 @@ import { connect as tcpConnect, type Socket } from "node:net";
 import { Writable } from "node:stream";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { pino, type Logger } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import {
   RateLimitRequestSchema,
@@ -52,7 +53,7 @@ async function start(
   const server = await startGrpcServer({
     engine: "node",
     routes: () => undefined,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     host: "127.0.0.1",
     port: 0,
     fastPath: (req) => {

@@ -16,6 +16,7 @@ import type { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Redis as RedisClient } from "ioredis";
 import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import {
   KvOverrideCommands,
   kvOverrideAuditKey,
@@ -364,7 +365,7 @@ describe("KvOverrideStore expiry", () => {
           // Only the test's own sync() calls run.
           syncIntervalMs: 60_000,
           clock,
-          logger: pino({ level: "silent" }),
+          logger: silentLogger(),
         }),
     );
     const [s1, s2] = stores as [KvOverrideStore, KvOverrideStore];

@@ -10,7 +10,7 @@ import {
   createGrpcTransport,
 } from "@connectrpc/connect-node";
 import { Redis } from "ioredis";
-import pino from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { runClient } from "../../src/cli/client.js";
 import {
@@ -390,7 +390,7 @@ describe("KvQuotaLedger.peek", () => {
       reportIntervalMs: 1_000,
       replicaId,
       clock,
-      logger: pino({ level: "silent" }),
+      logger: silentLogger(),
     });
     ledgers.push(made);
     return made;

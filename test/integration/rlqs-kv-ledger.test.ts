@@ -3,7 +3,7 @@
 // the change channel reaches the other replica, and a store outage fails no call.
 
 import { Redis } from "ioredis";
-import pino from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   KvQuotaLedgerCommands,
@@ -46,7 +46,7 @@ function ledger(
     reportIntervalMs: 1_000,
     replicaId,
     clock,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     ...(stats !== undefined ? { stats } : {}),
   });
   ledgers.push(made);

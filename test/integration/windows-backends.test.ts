@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { allOrNothingScript } from "../../src/backends/kv/kv-scripts.js";
 import type { KvInstanceOptions } from "../../src/backends/kv/kv-options.js";
@@ -37,7 +37,7 @@ import { LimitRequest } from "../../src/limiter/limit-request.js";
 // Sliding windows, unit_multiplier and all-or-nothing charging on real stores: the same
 // request sequences give the same answers on every backend as on the memory backend.
 
-const silent = pino({ level: "silent" });
+const silent = silentLogger();
 const start = 1_700_000_040; // a multiple of 120 s
 
 let single: RedisServer;

@@ -7,7 +7,7 @@ import {
   createGrpcTransport,
   Http2SessionManager,
 } from "@connectrpc/connect-node";
-import { pino } from "pino";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../src/app/create-app.js";
 import {
@@ -451,7 +451,7 @@ describe("xDS settings checks", () => {
     });
     let error: unknown;
     try {
-      await createApp(settings, { logger: pino({ level: "silent" }) });
+      await createApp(settings, { logger: silentLogger() });
     } catch (err) {
       error = err;
     }

@@ -1,4 +1,4 @@
-import { pino } from "pino";
+import { silentLogger } from "../../helpers/silent-logger.js";
 import { KvCounterBackend } from "../../../src/backends/kv/kv-counter-backend.js";
 import { describe, expect, it } from "vitest";
 import type { AppContext } from "../../../src/app/app-context.js";
@@ -13,7 +13,7 @@ import { FakeClock } from "../../helpers/fake-clock.js";
 function context(): AppContext {
   const clock = new FakeClock(0);
   return {
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     clock,
     health: new HealthChecker([{ name: "sigterm", healthy: true }]),
     statsManager: createStatsManager(),

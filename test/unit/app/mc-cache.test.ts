@@ -1,4 +1,4 @@
-import { pino } from "pino";
+import { silentLogger } from "../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import type { AppContext } from "../../../src/app/app-context.js";
 import { createMcCache } from "../../../src/app/mc-cache.js";
@@ -13,7 +13,7 @@ const clock = new FakeClock(0);
 
 function context(): AppContext {
   return {
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     clock,
     health: new HealthChecker([]),
     statsManager: createStatsManager(),

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { pino } from "pino";
+import { silentLogger } from "../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import type { AdminParts } from "../../../src/admin/admin-routes.js";
 import {
@@ -24,7 +24,7 @@ import {
 import { createHandlerContext } from "@connectrpc/connect";
 import { FakeClock } from "../../helpers/fake-clock.js";
 
-const logger = pino({ level: "silent" });
+const logger = silentLogger();
 const clock = new FakeClock(1_800_000_000);
 
 /** Lets every message in flight (each delivered on its own macrotask, as IPC does) arrive. */

@@ -4,7 +4,7 @@
 
 import { createDecisionChannel } from "../../../src/limiter/decision-channel.js";
 import { create } from "@bufbuild/protobuf";
-import { pino } from "pino";
+import { silentLogger } from "../../helpers/silent-logger.js";
 import { MemoryCounterBackend } from "../../../src/backends/memory/memory-counter-backend.js";
 import type { CanaryLedger } from "../../../src/canary/canary-ledger.js";
 import { createCanary, type Canary } from "../../../src/canary/canary.js";
@@ -98,7 +98,7 @@ export function startCanaryHarness(
     }),
     stopCacheKeyIncrementWhenOverlimit: options.stopIncrement ?? false,
   });
-  const logger = pino({ level: "silent" });
+  const logger = silentLogger();
   const decisions = createDecisionChannel();
   const canary = createCanary({
     decisions,

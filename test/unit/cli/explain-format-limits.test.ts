@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { pino } from "pino";
+import { silentLogger } from "../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import { formatExplanation } from "../../../src/cli/explain-format.js";
 import { loadConfig } from "../../../src/config/load-config.js";
@@ -47,7 +47,7 @@ function build() {
     cache,
     statsManager,
     clock,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
   });
   service.applyConfigUpdate({
     ok: true,

@@ -5,7 +5,7 @@ import {
   createClient,
   createRouterTransport,
 } from "@connectrpc/connect";
-import { pino } from "pino";
+import { silentLogger } from "../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../../src/config/load-config.js";
 import type { RateLimitConfig } from "../../../src/config/rate-limit-config.js";
@@ -68,7 +68,7 @@ function setup() {
   const rlqs = createRlqsService({
     currentConfig: () => config,
     stats: statsManager.store,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     clock: new FakeClock(5),
     ledger,
   });
@@ -269,7 +269,7 @@ describe("createBucketExplainService", () => {
 });
 
 describe("ExplainBucket and ListBuckets on a Connect router", () => {
-  const logger = pino({ level: "silent" });
+  const logger = silentLogger();
   const explain = () => Promise.resolve(create(ExplainResponseSchema));
 
   it("maps errors to codes and answers FAILED_PRECONDITION without RLQS, UNIMPLEMENTED while Explain is off", async () => {

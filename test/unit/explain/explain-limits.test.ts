@@ -1,6 +1,6 @@
 import { create, toJson } from "@bufbuild/protobuf";
 import fc from "fast-check";
-import { pino } from "pino";
+import { silentLogger } from "../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../../src/config/load-config.js";
 import { createExplainService } from "../../../src/explain/explain-service.js";
@@ -54,7 +54,7 @@ function build(
     cache,
     statsManager,
     clock,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
   });
   service.applyConfigUpdate({
     ok: true,

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import fc from "fast-check";
-import { pino } from "pino";
+import { silentLogger } from "../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../../src/config/load-config.js";
 import type { RateLimit } from "../../../src/config/rate-limit-config.js";
@@ -51,7 +51,7 @@ function build(configText: string, setup: Setup) {
     cache,
     statsManager,
     clock,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     globalShadowMode: setup.shadow,
   });
   service.applyConfigUpdate({

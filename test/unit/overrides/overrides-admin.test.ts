@@ -6,7 +6,7 @@ import {
   createRouterTransport,
   type Client,
 } from "@connectrpc/connect";
-import { pino } from "pino";
+import { silentLogger } from "../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import { registerAdmin } from "../../../src/admin/admin-routes.js";
 import { loadConfig } from "../../../src/config/load-config.js";
@@ -61,7 +61,7 @@ function setup(config: RateLimitConfig | null = loaded()): {
 } {
   const clock = new FakeClock(1_800_000_000);
   const table = new OverrideTable({ clock });
-  const logger = pino({ level: "silent" });
+  const logger = silentLogger();
   const store = new MemoryOverrideStore({
     table,
     clock,

@@ -1,4 +1,4 @@
-import { pino } from "pino";
+import { silentLogger } from "../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../../src/config/load-config.js";
 import type { RateLimitConfig } from "../../../src/config/rate-limit-config.js";
@@ -58,7 +58,7 @@ function setup(options: { globalShadowMode?: boolean } = {}) {
   const service = createRlqsService({
     currentConfig: () => config,
     stats: statsManager.store,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     clock: new FakeClock(5),
     ledger,
     ...options,

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { pino } from "pino";
+import { silentLogger } from "../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../../src/config/load-config.js";
 import {
@@ -134,7 +134,7 @@ function setup() {
   const service = createRlqsService({
     currentConfig: () => config,
     stats: statsManager.store,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     clock,
     abandonAfterMs: 20_000,
   });

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { pino } from "pino";
+import { silentLogger } from "../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../../../src/config/config-error.js";
 import { HealthChecker } from "../../../src/health/health.js";
@@ -45,7 +45,7 @@ function setup(extra: Partial<RateLimitServiceOptions> = {}, stop = false) {
     cache,
     statsManager: stats,
     clock,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     ...extra,
   });
   const limits = {
@@ -116,7 +116,7 @@ describe("createRateLimitService shouldRateLimit", () => {
       }),
       statsManager: createStatsManager(),
       clock,
-      logger: pino({ level: "silent" }),
+      logger: silentLogger(),
     });
     await expect(
       service.shouldRateLimit(request("d", [[["a", "1"]]])),

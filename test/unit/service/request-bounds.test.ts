@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { pino } from "pino";
+import { silentLogger } from "../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import { createDecider } from "../../../src/limiter/decide.js";
 import {
@@ -33,7 +33,7 @@ function setup(extra: Partial<RateLimitServiceOptions> = {}) {
     }),
     statsManager: stats,
     clock,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     ...extra,
   });
   const limit = testRateLimit(stats, "d.a", 10);
@@ -115,7 +115,7 @@ function setupOptions(): RateLimitServiceOptions {
     }),
     statsManager: createStatsManager(),
     clock,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
   };
 }
 

@@ -18,7 +18,7 @@ import {
   SimpleSpanProcessor,
   TracerProvider,
 } from "@opentelemetry/sdk-trace";
-import { pino } from "pino";
+import { silentLogger } from "../../helpers/silent-logger.js";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { BackendError } from "../../../src/limiter/backend-error.js";
 import { createDecider } from "../../../src/limiter/decide.js";
@@ -113,7 +113,7 @@ function setup(tracing: boolean, cache?: RateLimitCache) {
   const serviceTracing: ServiceTracingOptions = {
     backend: cache === undefined ? "memory" : "kv",
   };
-  const logger = pino({ level: "silent" });
+  const logger = silentLogger();
   const service = createRateLimitService({
     cache: backend,
     statsManager,

@@ -9,7 +9,7 @@ import {
 } from "../../../../src/backends/kv/kv-options.js";
 import { BackendError } from "../../../../src/limiter/backend-error.js";
 import { createDecider } from "../../../../src/limiter/decide.js";
-import { pino } from "pino";
+import { silentLogger } from "../../../helpers/silent-logger.js";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 
 function optionsError(fn: () => unknown): KvOptionsError {
@@ -215,7 +215,7 @@ describe("resolveKvInstanceOptions", () => {
 describe("resolveKvBackendOptions", () => {
   const common = {
     decider: createDecider({ clock: new FakeClock(0) }),
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
   };
 
   it("names the instance of a bad option", () => {

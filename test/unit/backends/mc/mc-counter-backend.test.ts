@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { pino } from "pino";
+import { silentLogger } from "../../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import { createDecider, type Decider } from "../../../../src/limiter/decide.js";
 import { CacheKeyError } from "../../../../src/limiter/cache-key-error.js";
@@ -37,7 +37,7 @@ function newCache(
           : {}),
       }),
     clock,
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     ...(options.srv === true
       ? { srv: "_mc._tcp.unresolved.test" }
       : { hostPorts: ["127.0.0.1:1"] }),

@@ -1,5 +1,5 @@
 import { rootCertificates } from "node:tls";
-import { pino } from "pino";
+import { silentLogger } from "../../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import {
   nodesFromSrv,
@@ -12,7 +12,7 @@ import { FakeClock } from "../../../helpers/fake-clock.js";
 const clock = new FakeClock(0);
 const base: McBackendOptions = {
   clock,
-  logger: pino({ level: "silent" }),
+  logger: silentLogger(),
 };
 
 describe("parseNodeAddress", () => {

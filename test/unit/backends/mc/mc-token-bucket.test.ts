@@ -1,4 +1,4 @@
-import { pino } from "pino";
+import { silentLogger } from "../../../helpers/silent-logger.js";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   maxCasAttempts,
@@ -44,7 +44,7 @@ async function backendOn(
   peers.push(peer);
   const backend = new McCounterBackend({
     clock: new FakeClock(nowSeconds),
-    logger: pino({ level: "silent" }),
+    logger: silentLogger(),
     hostPorts: [peer.address],
     maxIdleConns: 1,
   });

@@ -1,5 +1,5 @@
 import { createRouterTransport } from "@connectrpc/connect";
-import { pino } from "pino";
+import { silentLogger } from "../../../helpers/silent-logger.js";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   AdsStream,
@@ -103,7 +103,7 @@ describe("AdsStream", () => {
         if (verdict instanceof Error) throw verdict;
         return verdict;
       },
-      logger: pino({ level: "silent" }),
+      logger: silentLogger(),
       schedule:
         schedule ??
         ((callback, delayMs) => {

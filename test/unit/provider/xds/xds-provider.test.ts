@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { createRouterTransport } from "@connectrpc/connect";
-import { pino } from "pino";
+import { silentLogger } from "../../../helpers/silent-logger.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { ConfigError } from "../../../../src/config/config-error.js";
 import type { ConfigUpdate } from "../../../../src/config/config-update.js";
@@ -195,7 +195,7 @@ describe("xDS provider", () => {
         jitter: true,
       },
       load,
-      logger: pino({ level: "silent" }),
+      logger: silentLogger(),
       random: () => 0.5,
       schedule: (callback) => {
         const timer = setImmediate(callback);
