@@ -2,6 +2,7 @@
 // counters. Fills `keys` distinct cache keys (default 1,000,000) through the pipeline over the memory backend,
 // prints bytes of heap per live key, then moves the clock past the window, lets the sweep free
 // them and prints heapUsed/RSS against the values before the fill. One process, no network.
+import { compileAlgorithm } from "../src/config/algorithm.js";
 import { create } from "@bufbuild/protobuf";
 import { MemoryCounterBackend } from "../src/backends/memory/memory-counter-backend.js";
 import { unitToSeconds } from "../src/config/units.js";
@@ -44,6 +45,12 @@ const limit: RateLimit = {
   unitMultiplier: 1,
   windowSeconds: unitToSeconds(Unit.MINUTE),
   sliding: false,
+  algorithm: compileAlgorithm(
+    unitToSeconds(Unit.MINUTE),
+    false,
+    undefined,
+    undefined,
+  ),
   cacheKeySuffix: "",
   tokenBucket: undefined,
   calendar: undefined,

@@ -14,6 +14,7 @@
 // Environment: BENCH_OFFENDERS_DECISIONS (per round and mode, default 100000),
 // BENCH_OFFENDERS_ROUNDS (default 7), BENCH_OFFENDERS_RULES (default 200).
 
+import { compileAlgorithm } from "../src/config/algorithm.js";
 import { createDecisionChannel } from "../src/limiter/decision-channel.js";
 import { LimitRequest } from "../src/limiter/limit-request.js";
 import { spawnSync } from "node:child_process";
@@ -210,6 +211,7 @@ function limitFor(index: number): RateLimit {
     unitMultiplier: 1,
     windowSeconds: unitSeconds,
     sliding: false,
+    algorithm: compileAlgorithm(unitSeconds, false, undefined, undefined),
     cacheKeySuffix: "",
     tokenBucket: undefined,
     calendar: undefined,

@@ -4,6 +4,7 @@
 // rows differ only by the backend's work: client CPU per decision, store CPU per decision,
 // store commands per decision, decisions per second at a fixed concurrency. Numbers are for
 // comparison within one run; the machine is shared.
+import { compileAlgorithm } from "../src/config/algorithm.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
@@ -61,6 +62,12 @@ function limit(
     unitMultiplier,
     windowSeconds: shape.windowSeconds,
     sliding,
+    algorithm: compileAlgorithm(
+      shape.windowSeconds,
+      sliding,
+      undefined,
+      undefined,
+    ),
     cacheKeySuffix: shape.cacheKeySuffix,
     tokenBucket: undefined,
     calendar: undefined,

@@ -8,6 +8,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { RateLimitResponse_RateLimit_Unit as Unit } from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";
+import { compileAlgorithm } from "./algorithm.js";
 import { CalendarWindow, CalendarWindowError } from "./calendar-window.js";
 import type { ConfigError, ConfigErrorOptions } from "./config-error.js";
 import type { RateLimit } from "./rate-limit-config.js";
@@ -310,6 +311,12 @@ function compileLimit(block: YamlRateLimit, where: BlockContext): PendingLimit {
     unitMultiplier,
     windowSeconds: shape.windowSeconds,
     sliding,
+    algorithm: compileAlgorithm(
+      shape.windowSeconds,
+      sliding,
+      tokenBucket,
+      calendar,
+    ),
     cacheKeySuffix,
     tokenBucket,
     calendar,

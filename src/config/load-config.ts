@@ -3,6 +3,7 @@ import type {
   RateLimitDescriptor_RateLimitOverride,
 } from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";
+import { fixedEpochWindow } from "./algorithm.js";
 import { ConfigError } from "./config-error.js";
 import {
   failureModes as allFailureModes,
@@ -295,6 +296,7 @@ class LoadedRateLimitConfig implements RateLimitConfig {
       unitMultiplier: 1,
       windowSeconds: unitToSeconds(unit),
       sliding: false,
+      algorithm: fixedEpochWindow(unitToSeconds(unit)),
       cacheKeySuffix: "",
       tokenBucket: undefined,
       calendar: undefined,

@@ -4,6 +4,7 @@
 // Declared in one file that imports no other config/ file but failure-mode.ts, so the files
 // that compile, look up and explain the tree all import it and it imports none of them.
 
+import type { Algorithm } from "./algorithm.js";
 import type { CalendarWindow } from "./calendar-window.js";
 import type { FailureMode } from "./failure-mode.js";
 import type { GcraParams } from "./token-bucket.js";
@@ -52,6 +53,12 @@ export interface RateLimit {
    * reference's fixed windows.
    */
   readonly sliding: boolean;
+  /**
+   * The algorithm as one tagged value (`fixed_window`, `sliding_window`, `token_bucket`),
+   * built and frozen at load from the same facts as `sliding`, `tokenBucket` and `calendar`,
+   * which it is to replace (issue 32 item 2).
+   */
+  readonly algorithm: Algorithm;
   /**
    * Appended to the cache key after the window start, decided at load: "" for the reference's
    * fixed one-unit windows (keys stay byte-identical), `_w<windowSeconds>` for fixed windows

@@ -51,6 +51,7 @@ export type OverrideShape = Pick<
   | "unitMultiplier"
   | "windowSeconds"
   | "sliding"
+  | "algorithm"
   | "cacheKeySuffix"
   | "tokenBucket"
   | "calendar"
@@ -238,6 +239,7 @@ export function compileOverrideLimit(limit: OverrideLimit): OverrideShape {
     unitMultiplier: primary.unitMultiplier,
     windowSeconds: primary.windowSeconds,
     sliding: primary.sliding,
+    algorithm: primary.algorithm,
     cacheKeySuffix: primary.cacheKeySuffix,
     tokenBucket: primary.tokenBucket,
     calendar: primary.calendar,
@@ -266,6 +268,7 @@ export function applyOverrideShape(
     unitMultiplier: shape.unitMultiplier,
     windowSeconds: shape.windowSeconds,
     sliding: shape.sliding,
+    algorithm: shape.algorithm,
     cacheKeySuffix: shape.cacheKeySuffix,
     tokenBucket: shape.tokenBucket,
     calendar: shape.calendar,

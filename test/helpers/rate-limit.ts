@@ -1,3 +1,4 @@
+import { compileAlgorithm } from "../../src/config/algorithm.js";
 import type { RateLimit } from "../../src/config/rate-limit-config.js";
 import { unitToSeconds, windowShape } from "../../src/config/units.js";
 import { RateLimitResponse_RateLimit_Unit as Unit } from "../../src/proto.js";
@@ -11,6 +12,7 @@ export function testRateLimit(
   unit: Unit = Unit.MINUTE,
   extra: Partial<RateLimit> = {},
 ): RateLimit {
+  const windowSeconds = extra.windowSeconds ?? unitToSeconds(unit);
   return {
     fullKey: statsKey,
     stats: stats.rateLimitStats(statsKey),
@@ -35,6 +37,15 @@ export function testRateLimit(
     metadata: undefined,
     shareThresholdValues: undefined,
     ...extra,
+    // The algorithm follows the flags a test set, unless it set the algorithm itself.
+    algorithm:
+      extra.algorithm ??
+      compileAlgorithm(
+        windowSeconds,
+        extra.sliding ?? false,
+        extra.tokenBucket,
+        extra.calendar,
+      ),
   };
 }
 

@@ -369,6 +369,10 @@ describe("RateLimitConfig getLimit domain and override", () => {
       unitMultiplier: 1,
       windowSeconds: 3600,
       sliding: false,
+      algorithm: {
+        kind: "fixed_window",
+        window: { kind: "epoch", seconds: 3600 },
+      },
       cacheKeySuffix: "",
       tokenBucket: undefined,
       calendar: undefined,
