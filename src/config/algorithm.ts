@@ -31,9 +31,6 @@ export interface TokenBucket {
 /** A rate limit's algorithm, switched on by its `kind`. */
 export type Algorithm = FixedWindow | SlidingWindow | TokenBucket;
 
-/** The algorithm kinds, as `Algorithm["kind"]`. */
-export type AlgorithmKindName = Algorithm["kind"];
-
 /**
  * Builds the frozen algorithm of a limit from what config load decided: a token bucket when
  * `bucket` is given, else a sliding or fixed window whose bounds are the calendar period when
@@ -47,6 +44,8 @@ export function compileAlgorithm(
 ): Algorithm {
   if (bucket !== undefined)
     return Object.freeze({ kind: "token_bucket", bucket });
+  if (!sliding && calendar === undefined)
+    return fixedEpochWindow(windowSeconds);
   const window: Window = Object.freeze(
     calendar === undefined
       ? { kind: "epoch", seconds: windowSeconds }
@@ -62,8 +61,9 @@ export function compileAlgorithm(
 const fixedEpochWindows = new Map<number, FixedWindow>();
 
 /**
- * The frozen fixed epoch-aligned window of `seconds`, one shared value per length: a request's
- * own limit (`RateLimitDescriptor.limit`) gets its algorithm without an allocation per request.
+ * The frozen fixed epoch-aligned window of `seconds`, one shared value per length, for config
+ * rules and for a request's own limit (`RateLimitDescriptor.limit`), which so gets its algorithm
+ * without an allocation per request.
  */
 export function fixedEpochWindow(seconds: number): FixedWindow {
   let algorithm = fixedEpochWindows.get(seconds);
