@@ -1,8 +1,9 @@
 // The Explain golden test (issue 32): seeded sequences of ShouldRateLimit and Explain calls,
 // against a config with one rule per algorithm kind and variant, replayed against the
 // answers recorded from the code before the restructuring. Every Explain answer (its proto3
-// JSON and the `ratelimit-client -explain` tree) and every ShouldRateLimit response must stay
-// byte-identical; the first difference is printed with its seed, step and request.
+// JSON and the `ratelimit-client -explain` tree), every ShouldRateLimit response and, every
+// 100 steps, the decision's statistics must stay byte-identical; the first difference is
+// printed with its seed, step and request.
 //
 // The service is driven only through its public surfaces (explain-driver.ts: createApp with
 // default settings, gRPC and the debug port's Explain), on the memory backend with a hand-moved
@@ -48,6 +49,8 @@ const configFiles = Object.fromEntries(
 
 /** Steps per seed. */
 const stepCount = 300;
+/** Steps between two records of the statistics. */
+const statisticsEvery = 100;
 
 /**
  * One sequence per seed, each starting at its own instant just before a boundary worth
@@ -80,50 +83,67 @@ function advanceMs(random: Random): number {
 type Entries = readonly (readonly [string, string])[];
 
 /** Descriptor shapes of the `golden` domain: each rule, and requests that match none. */
-function goldenEntries(random: Random): Entries {
+const goldenShapes: readonly ((random: Random, v: string) => Entries)[] = [
+  (_, v) => [["fixed_s", v]],
+  (random) => [["fixed_m", pick(random, ["shared", "other"])]],
+  (_, v) => [["fixed_mult", v]],
+  (_, v) => [["sliding", v]],
+  (_, v) => [["sliding_mult", v]],
+  (_, v) => [["cal_day", v]],
+  (_, v) => [["cal_month", v]],
+  (_, v) => [["bucket", v]],
+  (_, v) => [["bucket_min", v]],
+  (_, v) => [["multi", v]],
+  (_, v) => [["shadow", v]],
+  (_, v) => [["quota", v]],
+  (_, v) => [["unlimited", v]],
+  () => [["plan", "free"]],
+  () => [["plan_tier", "premium"]],
+  (_, v) => [["override", v]],
+  (random, v) => [
+    ["tenant", v],
+    [
+      "path",
+      pick(random, [
+        "/files/a",
+        "/files/b",
+        "/users/u1/items",
+        "/users/u2/items",
+        "/health",
+        "/other",
+      ]),
+    ],
+  ],
+  (_, v) => [["tenant", v]],
+  (_, v) => [
+    ["tenant", v],
+    ["path", "/files/a"],
+    ["deeper", "x"],
+  ],
+  (random) => [["wild", pick(random, ["img-1", "img-2", "img", "doc-1"])]],
+  (random) => [["internal", pick(random, ["batch", "other"])]],
+  (_, v) => [["nope", v]],
+];
+
+/**
+ * One `golden` descriptor: mostly one of the sequence's `hot` shapes (indexes into
+ * {@link goldenShapes}), so that its counters reach their limits, else any shape.
+ */
+function goldenEntries(random: Random, hot: readonly number[]): Entries {
   const v = pick(random, ["a", "a", "b"]);
-  return pick<() => Entries>(random, [
-    () => [["fixed_s", v]],
-    () => [["fixed_m", pick(random, ["shared", "other"])]],
-    () => [["fixed_mult", v]],
-    () => [["sliding", v]],
-    () => [["sliding_mult", v]],
-    () => [["cal_day", v]],
-    () => [["cal_month", v]],
-    () => [["bucket", v]],
-    () => [["bucket_min", v]],
-    () => [["multi", v]],
-    () => [["multi", v]],
-    () => [["shadow", v]],
-    () => [["quota", v]],
-    () => [["unlimited", v]],
-    () => [["plan", "free"]],
-    () => [["plan_tier", "premium"]],
-    () => [["override", v]],
-    () => [
-      ["tenant", v],
-      [
-        "path",
-        pick(random, [
-          "/files/a",
-          "/files/b",
-          "/users/u1/items",
-          "/users/u2/items",
-          "/health",
-          "/other",
-        ]),
-      ],
-    ],
-    () => [["tenant", v]],
-    () => [
-      ["tenant", v],
-      ["path", "/files/a"],
-      ["deeper", "x"],
-    ],
-    () => [["wild", pick(random, ["img-1", "img-2", "img", "doc-1"])]],
-    () => [["internal", pick(random, ["batch", "other"])]],
-    () => [["nope", v]],
-  ])();
+  const index =
+    random() < 0.7
+      ? pick(random, hot)
+      : Math.floor(random() * goldenShapes.length);
+  return goldenShapes[index]!(random, v);
+}
+
+/**
+ * The hot shapes of the `part`-th of `parts` sequences: every `parts`-th shape, so that each
+ * shape is hot in one sequence.
+ */
+function hotShapes(part: number, parts: number): number[] {
+  return goldenShapes.map((_, i) => i).filter((i) => i % parts === part);
 }
 
 /** Descriptor shapes of the `golden_aon` (all-or-nothing) domain. */
@@ -145,7 +165,10 @@ function aonEntries(random: Random): Entries {
  * A random request: 1 to 3 descriptors, random hits, refunds and request-supplied limits; now
  * and then an unknown domain, or an empty one (refused as INVALID_ARGUMENT).
  */
-function randomRequest(random: Random): RateLimitRequest {
+function randomRequest(
+  random: Random,
+  hot: readonly number[],
+): RateLimitRequest {
   const r = random();
   const domain =
     r < 0.72 ? "golden" : r < 0.95 ? "golden_aon" : r < 0.98 ? "unknown" : "";
@@ -158,7 +181,7 @@ function randomRequest(random: Random): RateLimitRequest {
       ? [i === 0 ? ["plan", "free"] : ["plan_tier", "premium"]]
       : domain === "golden_aon"
         ? aonEntries(random)
-        : goldenEntries(random);
+        : goldenEntries(random, hot);
     const descriptor: {
       entries: { key: string; value: string }[];
       hitsAddend?: bigint;
@@ -195,6 +218,7 @@ async function runStep(
   random: Random,
   step: number,
   recent: RateLimitRequest[],
+  hot: readonly number[],
 ): Promise<Step> {
   driver.clock.advance(advanceMs(random));
   // Clients repeat themselves: reusing one of the last requests drives counters to their
@@ -202,7 +226,7 @@ async function runStep(
   const request =
     recent.length > 0 && random() < 0.45
       ? pick(random, recent)
-      : randomRequest(random);
+      : randomRequest(random, hot);
   recent.unshift(request);
   if (recent.length > 3) recent.pop();
   const r = random();
@@ -229,15 +253,30 @@ async function runStep(
   };
 }
 
-/** Runs one seeded sequence on a fresh service; one JSON text per step. */
-async function record(seed: number, startMs: number): Promise<string[]> {
+/** Runs one seeded sequence on a fresh service; one JSON text per step or statistics record. */
+async function record(
+  seed: number,
+  startMs: number,
+  hot: readonly number[],
+): Promise<string[]> {
   const driver = await startExplainDriver(configFiles, startMs);
   try {
     const random = mulberry32(seed);
     const lines: string[] = [];
     const recent: RateLimitRequest[] = [];
-    for (let step = 0; step < stepCount; step++)
-      lines.push(JSON.stringify(await runStep(driver, random, step, recent)));
+    for (let step = 0; step < stepCount; step++) {
+      lines.push(
+        JSON.stringify(await runStep(driver, random, step, recent, hot)),
+      );
+      // The statistics too, now and then: Explain moves none, ShouldRateLimit its own.
+      if ((step + 1) % statisticsEvery === 0)
+        lines.push(
+          JSON.stringify({
+            afterStep: step,
+            statistics: await driver.statistics(),
+          }),
+        );
+    }
     return lines;
   } finally {
     await driver.stop();
@@ -288,9 +327,9 @@ function shown(value: unknown): string {
   return value === undefined ? "(absent)" : JSON.stringify(value);
 }
 
-/** A string field of a recorded step, for the failure message. */
-function field(a: JsonObject, e: JsonObject, key: string): string {
-  const value = a[key] ?? e[key];
+/** A field of a recorded step (the expected one's, else the actual one's), for a failure. */
+function field(e: JsonObject, a: JsonObject, key: string): string {
+  const value = e[key] ?? a[key];
   return typeof value === "string" ? value : shown(value);
 }
 
@@ -307,10 +346,18 @@ function describeMismatch(
     const a =
       actual[i] === undefined ? {} : (JSON.parse(actual[i]!) as JsonObject);
     const where = firstFieldDifference(e, a) ?? "(the JSON texts differ)";
+    const head =
+      (e["statistics"] ?? a["statistics"]) !== undefined
+        ? [
+            `seed ${seed}, the statistics after step ${field(e, a, "afterStep")}:`,
+          ]
+        : [
+            `seed ${seed}, step ${field(e, a, "step")} (${field(e, a, "call")} at ${field(e, a, "at")}):`,
+            `request: ${shown(e["request"] ?? a["request"])}`,
+          ];
     return [
-      `seed ${seed}, step ${i} (${field(a, e, "call")} at ${field(a, e, "at")}):`,
-      `request: ${shown(a["request"] ?? e["request"])}`,
-      `first difference at ${where}`,
+      ...head,
+      `line ${i + 1} of ${fixturePath(seed)}, first difference at ${where}`,
       `(the recorded answers of earlier steps agree; regenerate only for an intended change: see the file's header)`,
     ].join("\n");
   }
@@ -318,9 +365,13 @@ function describeMismatch(
 }
 
 describe("Explain and ShouldRateLimit over seeded sequences (golden answers)", () => {
-  for (const { seed, startMs } of sequences) {
+  sequences.forEach(({ seed, startMs }, part) => {
     it(`answers seed ${seed} exactly as recorded`, async () => {
-      const actual = await record(seed, startMs);
+      const actual = await record(
+        seed,
+        startMs,
+        hotShapes(part, sequences.length),
+      );
       const path = fixturePath(seed);
       if (update) writeFileSync(path, actual.join("\n") + "\n");
       const expected = readFileSync(path, "utf8")
@@ -328,7 +379,9 @@ describe("Explain and ShouldRateLimit over seeded sequences (golden answers)", (
         .split("\n");
       const mismatch = describeMismatch(seed, expected, actual);
       if (mismatch !== undefined) expect.fail(mismatch);
-      expect(actual.length).toBe(stepCount);
+      expect(actual.length).toBe(
+        stepCount + Math.floor(stepCount / statisticsEvery),
+      );
     }, 60_000);
-  }
+  });
 });

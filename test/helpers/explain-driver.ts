@@ -80,6 +80,11 @@ export interface ExplainDriver {
   shouldRateLimit(request: RateLimitRequest): Promise<ChargeResult>;
   /** Explain over Connect on the debug port; `charge` also counts the request. */
   explain(request: RateLimitRequest, charge?: boolean): Promise<ExplainResult>;
+  /**
+   * The debug port's `/stats` lines of the decision's statistics (`ratelimit.service.*`,
+   * `ratelimit_server.*`), counters and gauges only, sorted by name as `/stats` sorts them.
+   */
+  statistics(): Promise<readonly string[]>;
   stop(): Promise<void>;
 }
 
@@ -131,6 +136,17 @@ export async function startExplainDriver(
       } catch (err) {
         return { ok: false, error: callError(err) };
       }
+    },
+    async statistics() {
+      const text = await (
+        await fetch(`http://${t.addresses.debug}/stats`)
+      ).text();
+      // Counters and gauges only: timers (`count=… sum_ms=…`) measure real time.
+      return text
+        .split("\n")
+        .filter((line) =>
+          /^ratelimit(\.service\.|_server\.)\S+: -?\d+$/.test(line),
+        );
     },
     stop: () => t.stop(),
   };
