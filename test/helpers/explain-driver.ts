@@ -81,8 +81,9 @@ export interface ExplainDriver {
   /** Explain over Connect on the debug port; `charge` also counts the request. */
   explain(request: RateLimitRequest, charge?: boolean): Promise<ExplainResult>;
   /**
-   * The debug port's `/stats` lines of the decision's statistics (`ratelimit.service.*`,
-   * `ratelimit_server.*`), counters and gauges only, sorted by name as `/stats` sorts them.
+   * The debug port's `/stats` lines of the decision's statistics (`ratelimit.service.*` but
+   * the config loads, `ratelimit_server.*`), counters and gauges only, sorted by name as
+   * `/stats` sorts them.
    */
   statistics(): Promise<readonly string[]>;
   stop(): Promise<void>;
@@ -141,11 +142,14 @@ export async function startExplainDriver(
       const text = await (
         await fetch(`http://${t.addresses.debug}/stats`)
       ).text();
-      // Counters and gauges only: timers (`count=… sum_ms=…`) measure real time.
+      // Counters and gauges only: timers (`count=… sum_ms=…`) measure real time, and the
+      // config loads follow the file watcher, not the requests.
       return text
         .split("\n")
-        .filter((line) =>
-          /^ratelimit(\.service\.|_server\.)\S+: -?\d+$/.test(line),
+        .filter(
+          (line) =>
+            /^ratelimit(\.service\.|_server\.)\S+: -?\d+$/.test(line) &&
+            !line.startsWith("ratelimit.service.config_load_"),
         );
     },
     stop: () => t.stop(),
