@@ -13,7 +13,6 @@ import {
   RateLimitRequestSchema,
   RateLimitResponse_Code as Code,
   RateLimitResponse_RateLimit_Unit as Unit,
-  type RateLimitResponse,
   type RateLimitResponse_DescriptorStatus,
 } from "../../src/proto.js";
 import {
@@ -98,7 +97,8 @@ function at(seconds: number): void {
  * Asks Explain about a one-descriptor request, then charges it at the same instant, and checks
  * that Explain told the same story.
  *
- * @returns the charge's status of the descriptor, and the Explain answer's verdict
+ * @returns the charge's status of the descriptor, the verdict Explain gave it, and whether
+ *   Explain said an all-or-nothing request is refused
  */
 async function charge(
   domain: string,
@@ -106,7 +106,6 @@ async function charge(
   value: string,
 ): Promise<{
   status: RateLimitResponse_DescriptorStatus;
-  response: RateLimitResponse;
   verdict: Verdict;
   allOrNothingRefused: boolean;
 }> {
@@ -131,7 +130,6 @@ async function charge(
   );
   return {
     status: response.statuses[0]!,
-    response,
     verdict,
     allOrNothingRefused: explained.response.allOrNothingRefused,
   };

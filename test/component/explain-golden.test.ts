@@ -9,8 +9,11 @@
 // default settings, gRPC and the debug port's Explain), on the memory backend with a hand-moved
 // clock, so this file needs no change when the limiter or Explain is rewritten behind them.
 //
-// Regenerate the fixtures (only when a change of behaviour is intended, and say so in the
-// commit):
+// The config is test/fixtures/explain-golden/config/*.yaml; the fixtures are
+// test/fixtures/explain-golden/seed-<n>.jsonl, one JSON object per line (JSON Lines, so a diff
+// shows the step): a call (`step`, `at`, `call`, `request`, then `response` and for Explain its
+// `text`, or `error`), or the statistics (`afterStep`, `statistics`). Regenerate them only when
+// a change of behaviour is intended, and say so in the commit:
 //
 //   UPDATE_GOLDEN=1 npx vitest run test/component/explain-golden.test.ts
 
