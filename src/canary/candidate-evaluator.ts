@@ -14,7 +14,7 @@ import {
   okWithoutLimitStatus,
   type Decider,
 } from "../limiter/decide.js";
-import { weightedCount } from "../limiter/counter-decision.js";
+import { weightedCount } from "../limiter/algorithms.js";
 import { cacheKeyString } from "../limiter/cache-key.js";
 import type {
   PlannedDescriptor,

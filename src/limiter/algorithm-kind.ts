@@ -1,0 +1,118 @@
+/**
+ * The contract of one algorithm kind (house style §2, issue 32 item 2): what a module of
+ * `fixed-window.ts`, `sliding-window.ts` or `token-bucket.ts` owns for the limits whose
+ * `RateLimit.algorithm.kind` is its kind: the plan step (cache keys, window end, expiration),
+ * the store operation its plan entries take, the status (threshold, remaining, reset, with the
+ * statistics) and the kind's own Explain notes. `decide.ts` and `algorithms.ts` switch on the
+ * kind (ending in a `const never: never` check) and call the module; adding a kind means one module implementing this, one store
+ * operation per backend (`counter-backend.ts`) and a case in the contract suite.
+ *
+ * The two context objects are built once per {@link Decider} and reused by every request (the
+ * plan step's fields are rewritten at the start of each plan): a request allocates nothing
+ * for the dispatch.
+ */
+import type { Algorithm } from "../config/algorithm.js";
+import type { RateLimit } from "../config/rate-limit-config.js";
+import type {
+  RateLimitDescriptor,
+  RateLimitResponse_DescriptorStatus,
+} from "../proto.js";
+import type { Decider } from "./decide.js";
+import type { LocalCache } from "./local-cache.js";
+import type { PlannedDescriptor } from "./request-plan.js";
+
+/**
+ * The {@link CounterBackend} call a kind's plan entries take: `increment` (with `peek`, `add`
+ * and `chargeAllOrNothing` for the other charge modes and refunds) for window counters,
+ * `takeTokens` for token buckets.
+ */
+export type StoreOperation = "increment" | "takeTokens";
+
+/** What a kind's plan step reads of the request being planned (one per {@link Decider}). */
+export interface PlanStep {
+  /** Request time, whole seconds since the Unix epoch (the plan's one clock read). */
+  nowSeconds: number;
+  /**
+   * Request time in integer µs since the Unix epoch, read on the first token bucket of the
+   * request ({@link PlanStep.microseconds}); 0 until then.
+   */
+  nowUs: number;
+  /** Reads {@link PlanStep.nowUs} once per request and returns it. */
+  microseconds(): number;
+  /**
+   * Builds the plan entry of one window counter, the rules every window kind shares: a refund
+   * (negative hits) clears the key's local-cache entry when the plan charges and is never
+   * answered by it; a key the local cache knows over limit is a local-cache hit; the
+   * expiration is `lifetimeSeconds` plus random jitter (0 for refunds, local-cache hits and
+   * plans that draw no expirations).
+   *
+   * @param lifetimeSeconds - how long a new counter must live before jitter: one window for
+   *   fixed windows, two for sliding windows (read as the previous window in the next one)
+   * @param windowSeconds - the current window's length (a calendar period's real length)
+   * @param windowEndSeconds - when the current window ends, seconds since the Unix epoch
+   */
+  windowEntry(
+    index: number,
+    descriptor: RateLimitDescriptor,
+    limit: RateLimit,
+    hits: number,
+    cacheKey: string,
+    previousCacheKey: string | undefined,
+    lifetimeSeconds: number,
+    windowSeconds: number,
+    windowEndSeconds: number,
+  ): PlannedDescriptor;
+}
+
+/** What a kind's status reads of its {@link Decider} (one per decider). */
+export interface StatusContext {
+  /** `NEAR_LIMIT_RATIO` rounded to float32, as thresholds are computed. */
+  readonly ratio: number;
+  /** The local over-limit cache an over-limit window key enters; undefined when off. */
+  readonly localCache: LocalCache | undefined;
+}
+
+/**
+ * One algorithm kind (see the file comment): `A` is its {@link Algorithm} variant.
+ * `current` is the window counter a status compares (after the entry's increment when
+ * `charged`, before it otherwise; all-or-nothing adds earlier hits on a shared key to it);
+ * token buckets read the entry's `decision` instead.
+ */
+export interface AlgorithmKind<A extends Algorithm> {
+  /** The `RateLimit.algorithm.kind` the module serves. */
+  readonly kind: A["kind"];
+  /** The store operation its plan entries take. */
+  readonly operation: StoreOperation;
+  /**
+   * The plan step of one limit of one descriptor: its cache key(s), window and expiration.
+   *
+   * @param stem - the descriptor's cache-key stem (`cacheKeyStem`)
+   */
+  plan(
+    step: PlanStep,
+    index: number,
+    descriptor: RateLimitDescriptor,
+    limit: RateLimit,
+    algorithm: A,
+    hits: number,
+    stem: string,
+  ): PlannedDescriptor;
+  /**
+   * The status of a counted (or charged) plan entry, counting its statistics and, when over
+   * limit, entering its key in the local cache.
+   */
+  status(
+    context: StatusContext,
+    entry: PlannedDescriptor,
+    algorithm: A,
+    current: number,
+    nowSeconds: number,
+    charged: boolean,
+  ): RateLimitResponse_DescriptorStatus;
+  /** The status of a refund entry (`is_negative_hits`): OK, no statistic. */
+  refundStatus(
+    entry: PlannedDescriptor,
+    algorithm: A,
+    nowSeconds: number,
+  ): RateLimitResponse_DescriptorStatus;
+}
