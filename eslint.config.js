@@ -260,6 +260,7 @@ export default defineConfig(
       "!**/limiter/limit-request.js",
       "!**/limiter/counter-decision.js",
       "!**/limiter/algorithms.js",
+      "!**/limiter/fixed-window.js",
       "!**/limiter/sliding-window.js",
       "!**/limiter/token-bucket.js",
       "!**/limiter/hits-addend.js",
@@ -268,7 +269,7 @@ export default defineConfig(
       "!**/limiter/backend-error.js",
       "!**/limiter/cache-key-error.js",
     ],
-    "explain/ may import what service/ may, plus service/ and server/'s handler contract, the algorithm kinds' arithmetic and notes (algorithms.ts, sliding-window.ts, token-bucket.ts, gcra.ts); it reads counters only through the decision pipeline",
+    "explain/ may import what service/ may, plus service/ and server/'s handler contract, the algorithm kinds' arithmetic and notes (algorithms.ts, fixed-window.ts, sliding-window.ts, token-bucket.ts, gcra.ts); it reads counters only through the decision pipeline",
   ),
   boundary(
     ["src/rlqs/**"],

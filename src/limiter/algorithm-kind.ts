@@ -7,7 +7,7 @@
  * kind (ending in a `const never: never` check) and call the module; adding a kind means one module implementing this, one store
  * operation per backend (`counter-backend.ts`) and a case in the contract suite.
  *
- * The two context objects are built once per {@link Decider} and reused by every request (the
+ * The two context objects are built once per `Decider` and reused by every request (the
  * plan step's fields are rewritten at the start of each plan): a request allocates nothing
  * for the dispatch.
  */
@@ -17,7 +17,6 @@ import type {
   RateLimitDescriptor,
   RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
-import type { Decider } from "./decide.js";
 import type { LocalCache } from "./local-cache.js";
 import type { PlannedDescriptor } from "./request-plan.js";
 
@@ -28,7 +27,7 @@ import type { PlannedDescriptor } from "./request-plan.js";
  */
 export type StoreOperation = "increment" | "takeTokens";
 
-/** What a kind's plan step reads of the request being planned (one per {@link Decider}). */
+/** What a kind's plan step reads of the request being planned (one per `Decider`). */
 export interface PlanStep {
   /** Request time, whole seconds since the Unix epoch (the plan's one clock read). */
   nowSeconds: number;
@@ -64,7 +63,7 @@ export interface PlanStep {
   ): PlannedDescriptor;
 }
 
-/** What a kind's status reads of its {@link Decider} (one per decider). */
+/** What a kind's status reads of its `Decider` (one per decider). */
 export interface StatusContext {
   /** `NEAR_LIMIT_RATIO` rounded to float32, as thresholds are computed. */
   readonly ratio: number;

@@ -155,12 +155,28 @@ export function fixedWindowRefundStatus(
   );
 }
 
+/**
+ * Explain's note on a window counter's refund of `back` hits (`is_negative_hits`), fixed and
+ * sliding windows alike (the current window's counter goes down).
+ */
+export function windowRefundNote(back: number): string {
+  return `is_negative_hits: a refund: the counter goes down by ${back} (never below 0, never created); always OK, counted in no statistic`;
+}
+
 /** The fixed window as an {@link AlgorithmKind}. */
 export const fixedWindow: AlgorithmKind<FixedWindow> = {
   kind: "fixed_window",
   operation: "increment",
   plan: (step, index, descriptor, limit, algorithm, hits, stem) =>
-    planFixedWindow(step, index, descriptor, limit, algorithm.window, hits, stem),
+    planFixedWindow(
+      step,
+      index,
+      descriptor,
+      limit,
+      algorithm.window,
+      hits,
+      stem,
+    ),
   status: (context, entry, _algorithm, current, nowSeconds, charged) =>
     fixedWindowStatus(
       context,

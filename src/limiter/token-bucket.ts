@@ -141,7 +141,8 @@ export function tokenBucketNotes(
         ? `token bucket: ${hits} hits are more than the burst ${burst}: never admitted, nothing taken`
         : `token bucket: ${hits} hit(s) wanted, ${read.limitRemaining} left: refused, nothing taken; the same request fits in ${microsText(final.retryAfterUs ?? 0)}`,
     );
-    if (limit.shadowMode) notes.push("shadow_mode: over the limit, answered OK");
+    if (limit.shadowMode)
+      notes.push("shadow_mode: over the limit, answered OK");
     return false;
   }
   if (hits > 0 && !forecast.charged)
@@ -163,6 +164,11 @@ const refundContext: StatusContext = Object.freeze({
   ratio: 0,
   localCache: undefined,
 });
+
+/** Explain's note on a token bucket's refund of `back` hits (`is_negative_hits`). */
+export function tokenBucketRefundNote(back: number): string {
+  return `is_negative_hits: a refund: the token bucket gets ${back} hit(s) back (its TAT moves back ${back} emission intervals, never past full); always OK, counted in no statistic`;
+}
 
 /** The token bucket as an {@link AlgorithmKind}. */
 export const tokenBucket: AlgorithmKind<TokenBucket> = {
