@@ -7,8 +7,7 @@ import {
 import { hitsAddendFor } from "../limiter/hits-addend.js";
 import { LimitRequest } from "../limiter/limit-request.js";
 import { counterReading } from "../limiter/pipeline.js";
-import { windowRefundNote } from "../limiter/fixed-window.js";
-import { tokenBucketRefundNote } from "../limiter/token-bucket.js";
+import { kinds } from "../limiter/algorithms.js";
 import type {
   ChargePreview,
   RateLimitCache,
@@ -407,18 +406,7 @@ function refundNote(limit: RateLimit | undefined, back: number): string {
     return `is_negative_hits: a refund of ${back}, but no counter applies`;
   if (limit.extraLimits !== undefined)
     return `is_negative_hits: a refund: each limit of the rate_limits: list gives back ${back} (a counter never below 0 nor created, a token bucket never past full); always OK, counted in no statistic`;
-  const algorithm = limit.algorithm;
-  switch (algorithm.kind) {
-    case "fixed_window":
-    case "sliding_window":
-      return windowRefundNote(back);
-    case "token_bucket":
-      return tokenBucketRefundNote(back);
-    default: {
-      const never: never = algorithm;
-      return never;
-    }
-  }
+  return kinds[limit.algorithm.kind].refundNote(back);
 }
 
 /** One line summing up the answer. */

@@ -24,8 +24,9 @@ import {
 } from "../limiter/gcra.js";
 import type { CounterReading } from "../limiter/rate-limit-cache.js";
 import { tighterStatus } from "../limiter/pipeline.js";
-import { slidingWindowNote } from "../limiter/sliding-window.js";
-import { tokenBucketNotes } from "../limiter/token-bucket.js";
+import { fixedWindow } from "../limiter/fixed-window.js";
+import { slidingWindow } from "../limiter/sliding-window.js";
+import { tokenBucket } from "../limiter/token-bucket.js";
 import {
   CalendarPeriodSchema,
   CounterSchema,
@@ -184,8 +185,21 @@ export function explainWindow(
   }
   if (hits === 0)
     notes.push("hits addend 0: checks the counter without consuming");
-  if (algorithm.kind === "sliding_window" && !cached)
-    notes.push(slidingWindowNote(limit, previous, decision, nowSeconds));
+  const forecast = { previous, decision, nowSeconds, cached };
+  switch (algorithm.kind) {
+    case "fixed_window":
+      fixedWindow.explain(limit, algorithm, forecast, notes);
+      break;
+    case "sliding_window":
+      slidingWindow.explain(limit, algorithm, forecast, notes);
+      break;
+    case "token_bucket":
+      throw new TypeError(`limit ${limit.fullKey} is a token bucket`);
+    default: {
+      const never: never = algorithm;
+      return never;
+    }
+  }
   let code = isOver ? RlsCode.OVER_LIMIT : RlsCode.OK;
   let verdict: Verdict;
   if (isOver && limit.shadowMode) {
@@ -265,9 +279,9 @@ export function explainBucket(
         : read;
   const remaining = final.limitRemaining;
   const reset = final.durationUntilResetSeconds;
-  const near = tokenBucketNotes(
+  const near = tokenBucket.explain(
     limit,
-    params,
+    algorithm,
     {
       hits,
       charged,

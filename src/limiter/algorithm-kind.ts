@@ -17,6 +17,8 @@ import type {
   RateLimitDescriptor,
   RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
+import type { CounterDecision } from "./counter-decision.js";
+import type { GcraDecision } from "./gcra.js";
 import type { LocalCache } from "./local-cache.js";
 import type { PlannedDescriptor } from "./request-plan.js";
 
@@ -71,6 +73,43 @@ export interface StatusContext {
   readonly localCache: LocalCache | undefined;
 }
 
+/** What Explain predicts for one window counter, for a window kind's notes. */
+export interface WindowForecast {
+  /** The previous window's counter as read (0 for fixed windows). */
+  readonly previous: number;
+  /** The decision Explain predicts (`counterDecision`). */
+  readonly decision: CounterDecision;
+  /** Request time, seconds since the Unix epoch. */
+  readonly nowSeconds: number;
+  /** The local over-limit cache answers the key (no counter compared). */
+  readonly cached: boolean;
+}
+
+/** What Explain predicts for one token bucket, for its notes. */
+export interface TokenBucketForecast {
+  /** The request's hits for the descriptor. */
+  readonly hits: number;
+  /** Whether all-or-nothing charging lets the request through (false: nothing is taken). */
+  readonly charged: boolean;
+  /** The state the hits meet (`gcraDecide` with 0 hits, or the refusal). */
+  readonly read: GcraDecision;
+  /** What the hits get: admitted or refused. */
+  readonly would: GcraDecision;
+  /** The state the answer reports (after the take, the give-back, or the state read). */
+  readonly final: GcraDecision;
+  /** `NEAR_LIMIT_RATIO` rounded to float32, as thresholds are computed. */
+  readonly ratio: number;
+  /** `NEAR_LIMIT_RATIO` as configured, for the note. */
+  readonly configuredRatio: number;
+}
+
+/** What each kind's Explain notes read, by kind. */
+export interface ExplainForecasts {
+  readonly fixed_window: WindowForecast;
+  readonly sliding_window: WindowForecast;
+  readonly token_bucket: TokenBucketForecast;
+}
+
 /**
  * One algorithm kind (see the file comment): `A` is its {@link Algorithm} variant.
  * `current` is the window counter a status compares (after the entry's increment when
@@ -114,4 +153,19 @@ export interface AlgorithmKind<A extends Algorithm> {
     algorithm: A,
     nowSeconds: number,
   ): RateLimitResponse_DescriptorStatus;
+  /**
+   * Appends the kind's own Explain notes to `notes`, in the order they apply (the notes every
+   * window shares, local cache, shadow mode and near limit, are `explain/limit-outcome.ts`'s).
+   *
+   * @returns whether the kind's notes put the limit near its limit (token buckets; window
+   *   kinds leave near limit to the shared note and return false)
+   */
+  explain(
+    limit: RateLimit,
+    algorithm: A,
+    forecast: ExplainForecasts[A["kind"]],
+    notes: string[],
+  ): boolean;
+  /** Explain's note on a refund of `back` hits (`is_negative_hits`) to a limit of the kind. */
+  refundNote(back: number): string;
 }

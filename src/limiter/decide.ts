@@ -115,7 +115,8 @@ export interface Decider {
     nowSeconds: number,
   ): number;
   /**
-   * Decides one descriptor from its counters (any algorithm) and updates its stats, like
+   * Decides one descriptor from its counters (any window kind: the status of its module,
+   * picked by `limit.algorithm.kind`) and updates its stats, like
    * {@link Decider.descriptorStatus} but with the sliding-window weighting, and for a
    * request that all-or-nothing charging did not charge (`charged` false): the counters are
    * then the values before the request; an OK answer reports `limit − weighted count` as
@@ -126,6 +127,7 @@ export interface Decider {
    * @param current - the current window's counter: after the increment when `charged`,
    *   before it otherwise
    * @param previous - the previous window's counter (sliding windows; else ignored)
+   * @throws TypeError for a token bucket (decided by {@link Decider.bucketStatus})
    */
   counterStatus(
     cacheKey: string,
@@ -158,6 +160,7 @@ export interface Decider {
    *
    * @param current - the current window's counter after the refund
    * @param previous - the previous window's counter (sliding windows; else ignored)
+   * @throws TypeError for a token bucket (its refund is decided by {@link Decider.bucketStatus})
    */
   refundStatus(
     limit: RateLimit,

@@ -189,4 +189,7 @@ export const fixedWindow: AlgorithmKind<FixedWindow> = {
     ),
   refundStatus: (entry, _algorithm, nowSeconds) =>
     fixedWindowRefundStatus(entry.limit, entry.current, nowSeconds),
+  // A fixed window has no notes of its own: Explain's window notes say it all.
+  explain: () => false,
+  refundNote: windowRefundNote,
 };

@@ -27,6 +27,7 @@ import {
   slidingSecondsUntilDecrease,
   windowStartSeconds,
 } from "./window.js";
+import { windowRefundNote } from "./fixed-window.js";
 import { limitStatus, windowStatus } from "./window-status.js";
 
 /**
@@ -248,4 +249,17 @@ export const slidingWindow: AlgorithmKind<SlidingWindow> = {
       entry.previous,
       nowSeconds,
     ),
+  explain: (limit, _algorithm, forecast, notes) => {
+    if (!forecast.cached)
+      notes.push(
+        slidingWindowNote(
+          limit,
+          forecast.previous,
+          forecast.decision,
+          forecast.nowSeconds,
+        ),
+      );
+    return false;
+  },
+  refundNote: windowRefundNote,
 };

@@ -16,6 +16,7 @@ import type {
   AlgorithmKind,
   PlanStep,
   StatusContext,
+  TokenBucketForecast,
 } from "./algorithm-kind.js";
 import { isPerSecond } from "./cache-key.js";
 import { nearLimitThreshold } from "./counter-decision.js";
@@ -91,23 +92,6 @@ export function tokenBucketStatus(
   if (used > threshold) stats.nearLimit.add(Math.min(hits, used - threshold));
   stats.withinLimit.add(hits);
   return limitStatus(Code.OK, limit, remaining, reset);
-}
-
-/** What Explain predicts for one token bucket, for {@link tokenBucketNotes}. */
-export interface TokenBucketForecast {
-  /** The request's hits for the descriptor. */
-  readonly hits: number;
-  /** Whether all-or-nothing charging lets the request through (false: nothing is taken). */
-  readonly charged: boolean;
-  /** The state the hits meet (`gcraDecide` with 0 hits, or the refusal). */
-  readonly read: GcraDecision;
-  /** What the hits get: admitted or refused. */
-  readonly would: GcraDecision;
-  /** The state the answer reports (after the take, the give-back, or the state read). */
-  readonly final: GcraDecision;
-  /** `NEAR_LIMIT_RATIO` rounded to float32, and as configured (for the note). */
-  readonly ratio: number;
-  readonly configuredRatio: number;
 }
 
 /** "1.5s", "100ms", "250µs": a µs duration for notes. */
@@ -192,4 +176,7 @@ export const tokenBucket: AlgorithmKind<TokenBucket> = {
       entry.hitsAddend,
       entry.decision!,
     ),
+  explain: (limit, algorithm, forecast, notes) =>
+    tokenBucketNotes(limit, algorithm.bucket, forecast, notes),
+  refundNote: tokenBucketRefundNote,
 };
