@@ -4,7 +4,6 @@
 import type { RateLimit } from "../config/rate-limit-config.js";
 import {
   RateLimitResponse_Code as Code,
-  type RateLimitDescriptor,
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
 import type { Clock } from "../util/clock.js";
@@ -246,45 +245,6 @@ export function createDecider(options: DeciderOptions): Decider {
     },
   };
 
-  /** The plan entry of one limit of one descriptor, by its algorithm kind. */
-  function planLimit(
-    index: number,
-    descriptor: RateLimitDescriptor,
-    limit: RateLimit,
-    hits: number,
-    stem: string,
-  ): PlannedDescriptor {
-    const algorithm = limit.algorithm;
-    switch (algorithm.kind) {
-      case "fixed_window":
-        return planFixedWindow(
-          step,
-          index,
-          descriptor,
-          limit,
-          algorithm.window,
-          hits,
-          stem,
-        );
-      case "sliding_window":
-        return planSlidingWindow(
-          step,
-          index,
-          descriptor,
-          limit,
-          algorithm.window,
-          hits,
-          stem,
-        );
-      case "token_bucket":
-        return planTokenBucket(step, index, descriptor, limit, hits, stem);
-      default: {
-        const never: never = algorithm;
-        return never;
-      }
-    }
-  }
-
   /** The status of a window counter (any window kind) from its counters. */
   function counterStatus(
     cacheKey: string,
@@ -358,10 +318,44 @@ export function createDecider(options: DeciderOptions): Decider {
         const extra = limit.extraLimits;
         for (let k = 0; ;) {
           if (!refund && charge) limit.stats.totalHits.add(hits);
-          const planned = planLimit(i, descriptor, limit, hits, stem);
+          // The kind's plan step; its store operation says which list the entry joins.
+          const algorithm = limit.algorithm;
+          let planned: PlannedDescriptor;
+          let takesTokens = false;
+          switch (algorithm.kind) {
+            case "fixed_window":
+              planned = planFixedWindow(
+                step,
+                i,
+                descriptor,
+                limit,
+                algorithm.window,
+                hits,
+                stem,
+              );
+              break;
+            case "sliding_window":
+              planned = planSlidingWindow(
+                step,
+                i,
+                descriptor,
+                limit,
+                algorithm.window,
+                hits,
+                stem,
+              );
+              break;
+            case "token_bucket":
+              planned = planTokenBucket(step, i, descriptor, limit, hits, stem);
+              takesTokens = true;
+              break;
+            default: {
+              const never: never = algorithm;
+              return never;
+            }
+          }
           if (refund) (refunds ??= []).push(planned);
-          else if (limit.algorithm.kind === "token_bucket")
-            (buckets ??= []).push(planned);
+          else if (takesTokens) (buckets ??= []).push(planned);
           else {
             counted.push(planned);
             if (planned.localCacheHit)
