@@ -3,7 +3,6 @@ import {
   calendarOf,
   compileAlgorithm,
   fixedEpochWindow,
-  type Algorithm,
   type SlidingWindow,
   type TokenBucket,
   type FixedWindow,
@@ -66,14 +65,6 @@ export function tokenBucket(bucket: GcraParams): TokenBucket {
 /** A fixed window whose bounds are a calendar period (`time_zone:`). */
 export function calendarWindow(period: CalendarWindow): FixedWindow {
   return compileAlgorithm(0, false, undefined, period) as FixedWindow;
-}
-
-/** The same limit with another algorithm (a spread that keeps every other field). */
-export function withAlgorithm(
-  limit: RateLimit,
-  algorithm: Algorithm,
-): RateLimit {
-  return { ...limit, algorithm };
 }
 
 /** The extension fields of a test limit (see {@link windowedRateLimit}). */
