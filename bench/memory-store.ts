@@ -44,7 +44,6 @@ const limit: RateLimit = {
   unitSeconds: unitToSeconds(Unit.MINUTE),
   unitMultiplier: 1,
   windowSeconds: unitToSeconds(Unit.MINUTE),
-  sliding: false,
   algorithm: compileAlgorithm(
     unitToSeconds(Unit.MINUTE),
     false,
@@ -52,8 +51,6 @@ const limit: RateLimit = {
     undefined,
   ),
   cacheKeySuffix: "",
-  tokenBucket: undefined,
-  calendar: undefined,
   extraLimits: undefined,
   statsKeySuffix: "",
   allOrNothing: false,

@@ -61,7 +61,6 @@ function limit(
     unitSeconds: unitToSeconds(unit),
     unitMultiplier,
     windowSeconds: shape.windowSeconds,
-    sliding,
     algorithm: compileAlgorithm(
       shape.windowSeconds,
       sliding,
@@ -69,8 +68,6 @@ function limit(
       undefined,
     ),
     cacheKeySuffix: shape.cacheKeySuffix,
-    tokenBucket: undefined,
-    calendar: undefined,
     extraLimits: undefined,
     statsKeySuffix: "",
     allOrNothing,

@@ -14,7 +14,8 @@ import {
   okWithoutLimitStatus,
   type Decider,
 } from "../limiter/decide.js";
-import { weightedCount } from "../limiter/counter-decision.js";
+import { calendarOf } from "../config/algorithm.js";
+import { weightedCount } from "../limiter/algorithms.js";
 import { cacheKeyString } from "../limiter/cache-key.js";
 import type {
   PlannedDescriptor,
@@ -283,7 +284,7 @@ export function createCandidateEvaluator(
         }
         if (
           (hitsAddends[i] ?? 0) < 0 ||
-          limit.tokenBucket !== undefined ||
+          limit.algorithm.kind === "token_bucket" ||
           limit.extraLimits !== undefined ||
           limit.allOrNothing
         )
@@ -306,7 +307,7 @@ export function createCandidateEvaluator(
         const descriptor = descriptors[i];
         if (
           !ownInProcess ||
-          limit.calendar !== undefined ||
+          calendarOf(limit.algorithm) !== undefined ||
           descriptor === undefined
         )
           return undefined;
@@ -346,13 +347,11 @@ export function createCandidateEvaluator(
           if (descriptor === undefined) return undefined;
           const windowSeconds = limit.windowSeconds;
           const end = windowStartSeconds(now, windowSeconds) + windowSeconds;
-          const held = ledger.entry(
-            key,
-            limit.sliding ? end + windowSeconds : end,
-          );
+          const sliding = limit.algorithm.kind === "sliding_window";
+          const held = ledger.entry(key, sliding ? end + windowSeconds : end);
           held.extra += hitsAddends[i] ?? 0;
           current = Math.max(0, held.seen + held.extra);
-          previous = limit.sliding
+          previous = sliding
             ? ledger.count(
                 cacheKeyString(
                   prefix,

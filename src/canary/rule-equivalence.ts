@@ -4,6 +4,7 @@
 // are all the same does not need the candidate's pipeline either. Only what changes a decision
 // is compared: statistics handles, stats keys, `detailed_metric` and metadata are not.
 
+import { bucketOf, calendarOf } from "../config/algorithm.js";
 import type {
   DescriptorLevel,
   DescriptorNode,
@@ -28,7 +29,7 @@ export function sameLimit(
     a.unit === b.unit &&
     a.unitMultiplier === b.unitMultiplier &&
     a.windowSeconds === b.windowSeconds &&
-    a.sliding === b.sliding &&
+    a.algorithm.kind === b.algorithm.kind &&
     a.cacheKeySuffix === b.cacheKeySuffix &&
     a.allOrNothing === b.allOrNothing &&
     a.unlimited === b.unlimited &&
@@ -105,7 +106,7 @@ export function sameCounter(a: RateLimit, b: RateLimit): boolean {
     a === b ||
     (a.windowSeconds === b.windowSeconds &&
       a.unit === b.unit &&
-      a.sliding === b.sliding &&
+      a.algorithm.kind === b.algorithm.kind &&
       a.cacheKeySuffix === b.cacheKeySuffix &&
       sameOptionalStrings(a.shareThresholdValues, b.shareThresholdValues) &&
       sameBucket(a, b) &&
@@ -120,7 +121,7 @@ export function hasReplaces(level: DescriptorLevel | undefined): boolean {
 
 /** Whether any rule of a level (or below it) is a token bucket. */
 export function hasTokenBuckets(level: DescriptorLevel | undefined): boolean {
-  return someLimit(level, (limit) => limit.tokenBucket !== undefined);
+  return someLimit(level, (limit) => limit.algorithm.kind === "token_bucket");
 }
 
 /** Whether a limit of a level (or below it; `rate_limits:` lists included) passes `test`. */
@@ -199,15 +200,15 @@ function sameNode(a: DescriptorNode, b: DescriptorNode): boolean {
 }
 
 function sameBucket(a: RateLimit, b: RateLimit): boolean {
-  const x = a.tokenBucket;
-  const y = b.tokenBucket;
+  const x = bucketOf(a.algorithm);
+  const y = bucketOf(b.algorithm);
   if (x === undefined || y === undefined) return x === y;
   return x.emissionIntervalUs === y.emissionIntervalUs && x.burst === y.burst;
 }
 
 function sameCalendar(a: RateLimit, b: RateLimit): boolean {
-  const x = a.calendar;
-  const y = b.calendar;
+  const x = calendarOf(a.algorithm);
+  const y = calendarOf(b.algorithm);
   if (x === undefined || y === undefined) return x === y;
   return (
     x.unit === y.unit &&

@@ -76,3 +76,28 @@ export function fixedEpochWindow(seconds: number): FixedWindow {
   }
   return algorithm;
 }
+
+/**
+ * The calendar period of a window algorithm whose bounds are one (`time_zone:`), else
+ * undefined (epoch-aligned windows, token buckets). For the code off the hot path that
+ * describes a limit (dump, Explain, the console); the decision switches on the kinds.
+ */
+export function calendarOf(algorithm: Algorithm): CalendarWindow | undefined {
+  return algorithm.kind !== "token_bucket" &&
+    algorithm.window.kind === "calendar"
+    ? algorithm.window.period
+    : undefined;
+}
+
+/** The GCRA parameters of a token bucket, else undefined (window algorithms). */
+export function bucketOf(algorithm: Algorithm): GcraParams | undefined {
+  return algorithm.kind === "token_bucket" ? algorithm.bucket : undefined;
+}
+
+/**
+ * Whether the algorithm is the reference's: a fixed window whose bounds are epoch-aligned
+ * multiples of its length (whatever `unit_multiplier`).
+ */
+export function isFixedEpochWindow(algorithm: Algorithm): boolean {
+  return algorithm.kind === "fixed_window" && algorithm.window.kind === "epoch";
+}

@@ -4,6 +4,7 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import type { StatsManager } from "../stats/stats-manager.js";
 import { ConfigError } from "./config-error.js";
+import { calendarOf } from "./algorithm.js";
 import { compileRuleLimits, finishLimits, type Fail } from "./limit-compile.js";
 import type {
   DescriptorLevel,
@@ -261,11 +262,11 @@ function extensionDump(limit: RateLimit): string {
   let out = "";
   if (limit.unitMultiplier !== 1)
     out += `, unit_multiplier: ${String(limit.unitMultiplier)}`;
-  if (limit.sliding) out += ", algorithm: sliding_window";
-  const bucket = limit.tokenBucket;
-  if (bucket !== undefined)
-    out += `, algorithm: token_bucket, burst: ${String(bucket.burst)}`;
-  const calendar = limit.calendar;
+  const algorithm = limit.algorithm;
+  if (algorithm.kind === "sliding_window") out += ", algorithm: sliding_window";
+  else if (algorithm.kind === "token_bucket")
+    out += `, algorithm: token_bucket, burst: ${String(algorithm.bucket.burst)}`;
+  const calendar = calendarOf(algorithm);
   if (calendar !== undefined) {
     out += `, time_zone: ${calendar.timeZone}`;
     if (calendar.unit === "week" && calendar.weekStart !== "monday")

@@ -8,7 +8,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { RateLimitResponse_RateLimit_Unit as Unit } from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";
-import { compileAlgorithm } from "./algorithm.js";
+import { calendarOf, compileAlgorithm } from "./algorithm.js";
 import { CalendarWindow, CalendarWindowError } from "./calendar-window.js";
 import type { ConfigError, ConfigErrorOptions } from "./config-error.js";
 import type { RateLimit } from "./rate-limit-config.js";
@@ -310,7 +310,6 @@ function compileLimit(block: YamlRateLimit, where: BlockContext): PendingLimit {
     unitSeconds: unitToSeconds(effectiveUnit),
     unitMultiplier,
     windowSeconds: shape.windowSeconds,
-    sliding,
     algorithm: compileAlgorithm(
       shape.windowSeconds,
       sliding,
@@ -318,8 +317,6 @@ function compileLimit(block: YamlRateLimit, where: BlockContext): PendingLimit {
       calendar,
     ),
     cacheKeySuffix,
-    tokenBucket,
-    calendar,
     extraLimits: undefined,
     statsKeySuffix,
     allOrNothing: where.context.allOrNothing,
@@ -492,7 +489,7 @@ function listStatsKeySuffix(
  * (`_w<seconds>`, `_s<seconds>`).
  */
 function counterIdentity(limit: PendingLimit): string {
-  const calendar = limit.calendar;
+  const calendar = calendarOf(limit.algorithm);
   if (calendar !== undefined)
     return `calendar ${calendar.unit} ${calendar.timeZone} ${calendar.weekStart}`;
   return limit.cacheKeySuffix;
@@ -500,13 +497,14 @@ function counterIdentity(limit: PendingLimit): string {
 
 /** Why two limits of {@link counterIdentity} share a counter, for the error. */
 function counterReason(limit: PendingLimit): string {
-  const calendar = limit.calendar;
-  if (limit.tokenBucket !== undefined)
-    return `the same token bucket: ${String(limit.requestsPerUnit)} per ${String(limit.windowSeconds)} s, burst ${String(limit.tokenBucket.burst)}`;
+  const algorithm = limit.algorithm;
+  if (algorithm.kind === "token_bucket")
+    return `the same token bucket: ${String(limit.requestsPerUnit)} per ${String(limit.windowSeconds)} s, burst ${String(algorithm.bucket.burst)}`;
+  const calendar = calendarOf(algorithm);
   if (calendar !== undefined) {
     return calendar.unit === "week"
       ? `the same calendar week in ${calendar.timeZone}, starting ${calendar.weekStart}`
       : `the same calendar ${calendar.unit} in ${calendar.timeZone}`;
   }
-  return `the same ${limit.sliding ? "sliding" : "fixed"} window of ${String(limit.windowSeconds)} s`;
+  return `the same ${algorithm.kind === "sliding_window" ? "sliding" : "fixed"} window of ${String(limit.windowSeconds)} s`;
 }

@@ -5,9 +5,7 @@
 // that compile, look up and explain the tree all import it and it imports none of them.
 
 import type { Algorithm } from "./algorithm.js";
-import type { CalendarWindow } from "./calendar-window.js";
 import type { FailureMode } from "./failure-mode.js";
-import type { GcraParams } from "./token-bucket.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type {
   RateLimitDescriptor,
@@ -48,15 +46,14 @@ export interface RateLimit {
    */
   readonly windowSeconds: number;
   /**
-   * `algorithm: sliding_window` (an extension): the decision uses the weighted sum of the
-   * previous and the current window's counters (docs/configuration.md). False for the
-   * reference's fixed windows.
-   */
-  readonly sliding: boolean;
-  /**
-   * The algorithm as one tagged value (`fixed_window`, `sliding_window`, `token_bucket`),
-   * built and frozen at load from the same facts as `sliding`, `tokenBucket` and `calendar`,
-   * which it is to replace (issue 32 item 2).
+   * The algorithm (issue 32 item 2), decided and frozen at load: `fixed_window` (the
+   * reference's, the default), `sliding_window` (the weighted sum of the previous and the
+   * current window's counters) or `token_bucket` (GCRA parameters: emission interval from
+   * `requests_per_unit` per `windowSeconds`, `burst`); a window's bounds are epoch-aligned
+   * multiples of `windowSeconds`, or a calendar period (`time_zone:` with a DAY, WEEK, MONTH or
+   * YEAR unit: the unit in that IANA zone; `windowSeconds` stays the unit's nominal length for
+   * the dump and headers while a decision uses the period's real bounds). Each kind has its
+   * module in `limiter/` (`fixed-window.ts`, `sliding-window.ts`, `token-bucket.ts`).
    */
   readonly algorithm: Algorithm;
   /**
@@ -64,25 +61,11 @@ export interface RateLimit {
    * fixed one-unit windows (keys stay byte-identical), `_w<windowSeconds>` for fixed windows
    * of several units (and for every fixed window in a `rate_limits:` list, whose windows could
    * otherwise start at the same second), `_s<windowSeconds>` for sliding windows; for token
-   * buckets the whole tail after the stem (`tb…`, see `tokenBucket`).
+   * buckets the whole tail after the stem (`tb<windowSeconds>_<requests_per_unit>_<burst>`, see
+   * `gcraCacheKeyTail`), with no window start; calendar windows put the period's
+   * `cacheKeyPart` (`2026-11@Europe/Berlin`) where the window start would be.
    */
   readonly cacheKeySuffix: string;
-  /**
-   * `algorithm: token_bucket` (an extension): the GCRA parameters (emission interval from
-   * `requests_per_unit` per `windowSeconds`, `burst`), decided at load; undefined for the window
-   * algorithms. A token bucket has no windows: its cache key is the stem plus
-   * `cacheKeySuffix` (`tb<windowSeconds>_<requests_per_unit>_<burst>`, see `gcraCacheKeyTail`),
-   * with no window start.
-   */
-  readonly tokenBucket: GcraParams | undefined;
-  /**
-   * `time_zone:` (an extension) with a DAY, WEEK, MONTH or YEAR unit: the calendar window of
-   * that unit in that IANA zone (`week_start` for weeks), decided at load; undefined for the
-   * reference's epoch-aligned windows. Its cache key is the stem plus the period's
-   * `cacheKeyPart` (`2026-11@Europe/Berlin`) plus `cacheKeySuffix`; `windowSeconds` stays the
-   * unit's nominal length (dump, headers), while a decision uses the period's real bounds.
-   */
-  readonly calendar: CalendarWindow | undefined;
   /**
    * `rate_limits:` (an extension, a list instead of `rate_limit:`): the list's other limits,
    * in list order, checked with this one (the list's first entry) for every request that

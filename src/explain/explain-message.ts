@@ -14,6 +14,7 @@ import {
   type Rule,
   type Source,
 } from "../proto.js";
+import { bucketOf, calendarOf } from "../config/algorithm.js";
 import type { RateLimit, RuleSource } from "../config/rate-limit-config.js";
 import { applyLimitRules } from "../limiter/decision-rules.js";
 import type {
@@ -80,8 +81,9 @@ export function ruleMessage(
   shareFrom.shareThresholdValues?.forEach((value, i) => {
     if (value !== undefined) shared.push(`${entries[i]?.key ?? ""}=${value}`);
   });
-  const bucket = limit.tokenBucket;
-  const calendar = limit.calendar;
+  const algorithm = limit.algorithm;
+  const bucket = bucketOf(algorithm);
+  const calendar = calendarOf(algorithm);
   return create(RuleSchema, {
     fullKey: limit.fullKey,
     name: limit.name,
@@ -99,7 +101,7 @@ export function ruleMessage(
     shareThreshold: shared,
     unitMultiplier: limit.unitMultiplier,
     windowSeconds: limit.windowSeconds,
-    slidingWindow: limit.sliding,
+    slidingWindow: algorithm.kind === "sliding_window",
     allOrNothing: limit.allOrNothing,
     ...(bucket !== undefined
       ? {

@@ -7,6 +7,7 @@ import {
 import { hitsAddendFor } from "../limiter/hits-addend.js";
 import { LimitRequest } from "../limiter/limit-request.js";
 import { counterReading } from "../limiter/pipeline.js";
+import { kinds } from "../limiter/algorithms.js";
 import type {
   ChargePreview,
   RateLimitCache,
@@ -226,7 +227,7 @@ export function createExplainService(
       for (const l of rules) {
         const entry = planned[i]?.find((e) => e.limit === l);
         const notes: string[] = [];
-        if (l.tokenBucket !== undefined) {
+        if (l.algorithm.kind === "token_bucket") {
           if (nowUs === 0) nowUs = clock.nowMs() * 1000;
           if (entry?.decision === undefined) unread = true;
           const step = entry === undefined ? undefined : steps.get(entry);
@@ -405,9 +406,7 @@ function refundNote(limit: RateLimit | undefined, back: number): string {
     return `is_negative_hits: a refund of ${back}, but no counter applies`;
   if (limit.extraLimits !== undefined)
     return `is_negative_hits: a refund: each limit of the rate_limits: list gives back ${back} (a counter never below 0 nor created, a token bucket never past full); always OK, counted in no statistic`;
-  if (limit.tokenBucket !== undefined)
-    return `is_negative_hits: a refund: the token bucket gets ${back} hit(s) back (its TAT moves back ${back} emission intervals, never past full); always OK, counted in no statistic`;
-  return `is_negative_hits: a refund: the counter goes down by ${back} (never below 0, never created); always OK, counted in no statistic`;
+  return kinds[limit.algorithm.kind].refundNote(back);
 }
 
 /** One line summing up the answer. */

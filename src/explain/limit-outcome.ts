@@ -7,19 +7,26 @@
  */
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { CalendarWindow } from "../config/calendar-window.js";
 import type { RateLimit } from "../config/rate-limit-config.js";
+import { counterDecision } from "../limiter/algorithms.js";
 import {
-  counterDecision,
   limitResetSeconds,
   nearLimitThreshold,
   remainingWithin,
 } from "../limiter/counter-decision.js";
 // gcra.ts is the token bucket's pure arithmetic, as counter-decision.ts is the windows':
 // Explain predicts with the decision's own formulas, reading no store.
-import { gcraDecide, type GcraDecision } from "../limiter/gcra.js";
+import {
+  gcraDecide,
+  type GcraDecision,
+  type GcraParams,
+} from "../limiter/gcra.js";
 import type { CounterReading } from "../limiter/rate-limit-cache.js";
 import { tighterStatus } from "../limiter/pipeline.js";
-import { secondsUntilReset } from "../limiter/window.js";
+import { fixedWindow } from "../limiter/fixed-window.js";
+import { slidingWindow } from "../limiter/sliding-window.js";
+import { tokenBucket } from "../limiter/token-bucket.js";
 import {
   CalendarPeriodSchema,
   CounterSchema,
@@ -67,9 +74,11 @@ export interface LimitOutcome {
   readonly isBucket: boolean;
 }
 
-/** The calendar period of a `time_zone` limit at `nowSeconds`, as a message. */
-function periodMessage(limit: RateLimit, nowSeconds: number): CalendarPeriod {
-  const calendar = limit.calendar!;
+/** The calendar period of a `time_zone` window at `nowSeconds`, as a message. */
+function periodMessage(
+  calendar: CalendarWindow,
+  nowSeconds: number,
+): CalendarPeriod {
   const period = calendar.period(nowSeconds);
   return create(CalendarPeriodSchema, {
     label: period.label,
@@ -122,6 +131,11 @@ export function explainWindow(
   notes: string[],
 ): LimitOutcome {
   const rpu = limit.requestsPerUnit;
+  const algorithm = limit.algorithm;
+  const calendar =
+    algorithm.kind !== "token_bucket" && algorithm.window.kind === "calendar"
+      ? algorithm.window.period
+      : undefined;
   const cached = reading?.localCacheHit === true;
   const previous = reading?.previousValue ?? 0;
   const decision = charged
@@ -158,8 +172,8 @@ export function explainWindow(
           }
         : {}),
       comparedCount: BigInt(cached ? reading.value : count),
-      ...(limit.calendar !== undefined
-        ? { period: periodMessage(limit, nowSeconds) }
+      ...(calendar !== undefined
+        ? { period: periodMessage(calendar, nowSeconds) }
         : {}),
     });
   }
@@ -171,12 +185,20 @@ export function explainWindow(
   }
   if (hits === 0)
     notes.push("hits addend 0: checks the counter without consuming");
-  if (limit.sliding && !cached) {
-    const w = limit.windowSeconds;
-    const left = secondsUntilReset(nowSeconds, w);
-    notes.push(
-      `sliding window: the previous window's counter (${String(previous)}) weighs ${String(left)}/${String(w)} → ${String(decision.previousWeight)}; weighted count ${String(decision.previousWeight)} + ${String(count - decision.previousWeight)} = ${String(count)} against the limit ${String(rpu)}`,
-    );
+  const forecast = { previous, decision, nowSeconds, cached };
+  switch (algorithm.kind) {
+    case "fixed_window":
+      fixedWindow.explain(limit, algorithm, forecast, notes);
+      break;
+    case "sliding_window":
+      slidingWindow.explain(limit, algorithm, forecast, notes);
+      break;
+    case "token_bucket":
+      throw new TypeError(`limit ${limit.fullKey} is a token bucket`);
+    default: {
+      const never: never = algorithm;
+      return never;
+    }
   }
   let code = isOver ? RlsCode.OVER_LIMIT : RlsCode.OK;
   let verdict: Verdict;
@@ -210,14 +232,6 @@ export function explainWindow(
   };
 }
 
-/** "1.5s", "100ms", "250µs": a µs duration for notes. */
-function microsText(us: number): string {
-  if (us >= 1_000_000 && us % 1000 === 0) return `${String(us / 1_000_000)}s`;
-  if (us >= 1000 && us % 1000 === 0) return `${String(us / 1000)}ms`;
-  if (us >= 1_000_000) return `${(us / 1_000_000).toFixed(6)}s`;
-  return `${String(us)}µs`;
-}
-
 /**
  * Explains one token bucket (`algorithm: token_bucket`) without taking anything: from the TAT
  * the plan read, what this request's hits get ({@link gcraDecide}, the decision every backend
@@ -246,7 +260,10 @@ export function explainBucket(
   notes: string[],
   givenBack?: GcraDecision,
 ): LimitOutcome {
-  const params = limit.tokenBucket!;
+  const algorithm = limit.algorithm;
+  if (algorithm.kind !== "token_bucket")
+    throw new TypeError(`limit ${limit.fullKey} is not a token bucket`);
+  const params = algorithm.bucket;
   const burst = params.burst;
   const check = gcraDecide(tatReadUs, nowUs, 0, params);
   const would = gcraDecide(tatReadUs, nowUs, hits, params);
@@ -262,39 +279,29 @@ export function explainBucket(
         : read;
   const remaining = final.limitRemaining;
   const reset = final.durationUntilResetSeconds;
-  if (hits === 0) notes.push("hits addend 0: checks the bucket without taking");
+  const near = tokenBucket.explain(
+    limit,
+    algorithm,
+    {
+      hits,
+      charged,
+      read,
+      would,
+      final,
+      ratio: nearLimit.ratio,
+      configuredRatio: nearLimit.configured,
+    },
+    notes,
+  );
   let code = RlsCode.OK;
   let verdict: Verdict;
   if (!would.allowed) {
-    notes.push(
-      hits > burst
-        ? `token bucket: ${hits} hits are more than the burst ${burst}: never admitted, nothing taken`
-        : `token bucket: ${hits} hit(s) wanted, ${read.limitRemaining} left: refused, nothing taken; the same request fits in ${microsText(final.retryAfterUs ?? 0)}`,
-    );
-    if (limit.shadowMode) {
-      verdict = Verdict.OVER_LIMIT_SHADOW;
-      notes.push("shadow_mode: over the limit, answered OK");
-    } else {
+    if (limit.shadowMode) verdict = Verdict.OVER_LIMIT_SHADOW;
+    else {
       code = RlsCode.OVER_LIMIT;
       verdict = Verdict.OVER_LIMIT;
     }
-  } else {
-    if (hits > 0 && !charged)
-      notes.push(
-        `token bucket: ${hits} of the ${read.limitRemaining} left would fit, but the request is refused, so nothing is taken`,
-      );
-    // Near limit as the decision counts it: the bucket's used part above floor(burst × ratio).
-    const threshold = nearLimitThreshold(burst, nearLimit.ratio);
-    const used = burst - remaining;
-    if (used > threshold) {
-      verdict = Verdict.NEAR_LIMIT;
-      notes.push(
-        `near limit: ${used} of the burst ${burst} used > near-limit threshold ${threshold} (NEAR_LIMIT_RATIO ${String(nearLimit.configured)})`,
-      );
-    } else {
-      verdict = Verdict.WITHIN_LIMIT;
-    }
-  }
+  } else verdict = near ? Verdict.NEAR_LIMIT : Verdict.WITHIN_LIMIT;
   const bucket = create(TokenBucketStateSchema, {
     key: cacheKey,
     tat: timestampFromUs(read.tatUs),
@@ -338,6 +345,14 @@ export function decidingLimit(outcomes: readonly LimitOutcome[]): number {
       if (best < 0 || tighter(outcomes[best]!.status, o.status)) best = k;
     });
   return best;
+}
+
+/** A token bucket's GCRA parameters. */
+function bucketParams(limit: RateLimit): GcraParams {
+  const algorithm = limit.algorithm;
+  if (algorithm.kind !== "token_bucket")
+    throw new TypeError(`limit ${limit.fullKey} is not a token bucket`);
+  return algorithm.bucket;
 }
 
 /** One token bucket of a request as the store meets it ({@link bucketSequence}). */
@@ -394,7 +409,7 @@ export function bucketSequence(
       start,
       nowUs,
       slot.hitsAddend,
-      slot.limit.tokenBucket!,
+      bucketParams(slot.limit),
     );
     if (!would.allowed && !slot.limit.shadowMode) refuses = true;
     after.push(
@@ -415,7 +430,7 @@ export function bucketSequence(
         current,
         nowUs,
         -slot.hitsAddend,
-        slot.limit.tokenBucket!,
+        bucketParams(slot.limit),
       );
       tat.set(slot.cacheKey, refund.tatUs);
       back[j] = refund;

@@ -1,9 +1,6 @@
+// The threshold, remaining and reset arithmetic every algorithm kind shares, once (issue 32).
 import type { RateLimit } from "../config/rate-limit-config.js";
-import {
-  previousWindowWeight,
-  secondsUntilReset,
-  slidingSecondsUntilDecrease,
-} from "./window.js";
+import { secondsUntilReset } from "./window.js";
 
 /**
  * The near-limit threshold of a limit (or a token bucket's burst): hits above it count as near
@@ -37,7 +34,8 @@ export function remainingWithin(
 /**
  * Returns the seconds until the current window of `limit` ends, `duration_until_reset`: the
  * calendar period's end for a `time_zone` limit (exact to the second, DST included), else the
- * epoch-aligned window's ({@link secondsUntilReset}). In [1, window].
+ * epoch-aligned window's ({@link secondsUntilReset}) of `limit.windowSeconds` (a token
+ * bucket's rate window too: the local limiter and the guard answer so). In [1, window].
  *
  * @param nowSeconds - seconds since the Unix epoch
  */
@@ -45,32 +43,18 @@ export function limitResetSeconds(
   limit: RateLimit,
   nowSeconds: number,
 ): number {
-  const calendar = limit.calendar;
-  return calendar === undefined
-    ? secondsUntilReset(nowSeconds, limit.windowSeconds)
-    : calendar.secondsUntilReset(nowSeconds);
+  const algorithm = limit.algorithm;
+  return algorithm.kind !== "token_bucket" &&
+    algorithm.window.kind === "calendar"
+    ? algorithm.window.period.secondsUntilReset(nowSeconds)
+    : secondsUntilReset(nowSeconds, limit.windowSeconds);
 }
 
 /**
- * The count a decision compares with the limit: `current` for fixed windows; for sliding
- * windows `ceil(previous × (W − e)/W) + current` ({@link previousWindowWeight}).
- *
- * @param current - the current window's counter
- * @param previous - the previous window's counter (ignored for fixed windows)
- * @param nowSeconds - seconds since the Unix epoch
+ * The arithmetic of one counted descriptor's decision, any window kind: what its module
+ * (`fixedWindowDecision`, `slidingWindowDecision`) computes and `counterDecision` in
+ * `algorithms.ts` picks by kind.
  */
-export function weightedCount(
-  limit: RateLimit,
-  current: number,
-  previous: number,
-  nowSeconds: number,
-): number {
-  return limit.sliding
-    ? current + previousWindowWeight(previous, nowSeconds, limit.windowSeconds)
-    : current;
-}
-
-/** The arithmetic of one counted descriptor's decision (see {@link counterDecision}). */
 export interface CounterDecision {
   /** The previous window's share of the count, `ceil(previous × (W − e)/W)`; 0 for fixed windows. */
   readonly previousWeight: number;
@@ -96,60 +80,4 @@ export interface CounterDecision {
    * when not charged only if the window is already full without this request.
    */
   readonly cacheWhenOver: boolean;
-}
-
-/**
- * Decides the arithmetic of one counted descriptor from its counters, any algorithm (the
- * decision {@link Decider.counterStatus} answers with, and the Explain API's prediction).
- * Pure: reads no clock, changes no statistic.
- *
- * @param current - the current window's counter: after the increment when `charged`, before
- *   it otherwise
- * @param previous - the previous window's counter (sliding windows; else ignored)
- * @param hitsAddend - this request's hits for the descriptor
- * @param nowSeconds - seconds since the Unix epoch
- * @param charged - whether the request's hits were added to `current`
- */
-export function counterDecision(
-  limit: RateLimit,
-  current: number,
-  previous: number,
-  hitsAddend: number,
-  nowSeconds: number,
-  charged: boolean,
-): CounterDecision {
-  const windowSeconds = limit.windowSeconds;
-  const previousWeight = limit.sliding
-    ? previousWindowWeight(previous, nowSeconds, windowSeconds)
-    : 0;
-  const count = previousWeight + current + (charged ? 0 : hitsAddend);
-  const resetSeconds = limit.sliding
-    ? slidingSecondsUntilDecrease(
-        previous,
-        charged ? current : current + hitsAddend,
-        nowSeconds,
-        windowSeconds,
-      )
-    : limitResetSeconds(limit, nowSeconds);
-  // Fixed windows: the key is over until its window ends. Sliding windows: at least until the
-  // weighted count falls by one.
-  const cacheTtlSeconds = limit.sliding ? resetSeconds : windowSeconds;
-  if (charged)
-    return {
-      previousWeight,
-      count,
-      resetSeconds,
-      cacheTtlSeconds,
-      remaining: -1,
-      cacheWhenOver: true,
-    };
-  const before = count - hitsAddend;
-  return {
-    previousWeight,
-    count,
-    resetSeconds,
-    cacheTtlSeconds,
-    remaining: Math.max(0, limit.requestsPerUnit - before),
-    cacheWhenOver: before >= limit.requestsPerUnit,
-  };
 }

@@ -1,12 +1,22 @@
-// The decide step of the decision pipeline: plans, thresholds, statistics and statuses.
-import type { Duration } from "@bufbuild/protobuf/wkt";
+// The decide step of the decision pipeline: the plan (each limit's step by its algorithm kind),
+// statuses and statistics, dispatched to the kind modules (fixed-window.ts, sliding-window.ts,
+// token-bucket.ts; issue 32 item 2).
 import type { RateLimit } from "../config/rate-limit-config.js";
 import {
   RateLimitResponse_Code as Code,
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
 import type { Clock } from "../util/clock.js";
+import type { PlanStep, StatusContext } from "./algorithm-kind.js";
+import { weightedCount } from "./algorithms.js";
 import { cacheKeyStem, isPerSecond } from "./cache-key.js";
+import { limitResetSeconds } from "./counter-decision.js";
+import {
+  fixedWindowRefundStatus,
+  fixedWindowStatus,
+  planFixedWindow,
+} from "./fixed-window.js";
+import type { GcraDecision } from "./gcra.js";
 import type { LimitRequest } from "./limit-request.js";
 import type { LocalCache } from "./local-cache.js";
 import {
@@ -15,14 +25,14 @@ import {
   type RequestPlan,
 } from "./request-plan.js";
 import {
-  counterDecision,
-  limitResetSeconds,
-  nearLimitThreshold,
-  remainingWithin,
-  weightedCount,
-} from "./counter-decision.js";
-import type { GcraDecision } from "./gcra.js";
-import { windowStartSeconds } from "./window.js";
+  planSlidingWindow,
+  slidingWindowRefundStatus,
+  slidingWindowStatus,
+} from "./sliding-window.js";
+import { planTokenBucket, tokenBucketStatus } from "./token-bucket.js";
+import { limitStatus, okWithoutLimitStatus } from "./window-status.js";
+
+export { limitStatus, okWithoutLimitStatus } from "./window-status.js";
 
 /** Options of {@link createDecider}. */
 export interface DeciderOptions {
@@ -104,7 +114,8 @@ export interface Decider {
     nowSeconds: number,
   ): number;
   /**
-   * Decides one descriptor from its counters (any algorithm) and updates its stats, like
+   * Decides one descriptor from its counters (any window kind: the status of its module,
+   * picked by `limit.algorithm.kind`) and updates its stats, like
    * {@link Decider.descriptorStatus} but with the sliding-window weighting, and for a
    * request that all-or-nothing charging did not charge (`charged` false): the counters are
    * then the values before the request; an OK answer reports `limit − weighted count` as
@@ -115,6 +126,7 @@ export interface Decider {
    * @param current - the current window's counter: after the increment when `charged`,
    *   before it otherwise
    * @param previous - the previous window's counter (sliding windows; else ignored)
+   * @throws TypeError for a token bucket (decided by {@link Decider.bucketStatus})
    */
   counterStatus(
     cacheKey: string,
@@ -147,6 +159,7 @@ export interface Decider {
    *
    * @param current - the current window's counter after the refund
    * @param previous - the previous window's counter (sliding windows; else ignored)
+   * @throws TypeError for a token bucket (its refund is decided by {@link Decider.bucketStatus})
    */
   refundStatus(
     limit: RateLimit,
@@ -182,76 +195,98 @@ export function createDecider(options: DeciderOptions): Decider {
   const jitterMax = options.expirationJitterMaxSeconds ?? 300;
   const random = options.random ?? Math.random;
   const localCache = options.localCache;
+  const context: StatusContext = Object.freeze({ ratio, localCache });
+  // Whether the plan being built charges / draws expirations: set by `plan`, read by
+  // `step.windowEntry` (a plan is built synchronously, one at a time).
+  let charging = true;
+  let drawing = true;
 
-  /**
-   * The decision shared by every algorithm (upstream `GetResponseDescriptorStatus`): `after` is
-   * the count compared with the limit; an over-limit key enters the local cache for
-   * `cacheTtlSeconds` (not when `cacheKey` is undefined); `remaining` ≥ 0 replaces the OK
-   * answer's `limit − after`.
-   */
-  function decide(
-    cacheKey: string | undefined,
-    limit: RateLimit,
-    after: number,
-    hits: number,
-    resetSeconds: number,
-    cacheTtlSeconds: number,
-    remaining: number,
-  ): RateLimitResponse_DescriptorStatus {
-    const limitValue = limit.requestsPerUnit;
-    const nearThreshold = nearLimitThreshold(limitValue, ratio);
-    // Upstream subtracts in uint64; when hits > after (only possible when an increment was
-    // skipped) the result wraps to a huge number, which compares as "already over".
-    const before = after >= hits ? after - hits : Number.MAX_SAFE_INTEGER;
-    const stats = limit.stats;
-    let result: RateLimitResponse_DescriptorStatus;
-    if (after > limitValue) {
-      result = limitStatus(Code.OVER_LIMIT, limit, 0, resetSeconds);
-      // Remembered for the whole window (not just the rest of it), as upstream does;
-      // harmless because the key embeds its window start.
-      if (cacheKey !== undefined) localCache?.add(cacheKey, cacheTtlSeconds);
-      if (before >= limitValue) {
-        // Every hit of this request is over the limit.
-        stats.overLimit.add(hits);
-        if (limit.shadowMode) stats.shadowMode.add(hits);
-      } else {
-        // The request crossed the limit: hits above it are over; the part between the
-        // near-limit threshold (or the old value, if higher) and the limit is near.
-        stats.overLimit.add(after - limitValue);
-        stats.nearLimit.add(limitValue - Math.max(nearThreshold, before));
-        if (limit.shadowMode) stats.shadowMode.add(after - limitValue);
-      }
-    } else {
-      result = limitStatus(
-        Code.OK,
-        limit,
-        remainingWithin(limitValue, after, remaining),
-        resetSeconds,
-      );
-      if (after > nearThreshold) {
-        // Only the hits above the near-limit threshold are near.
-        stats.nearLimit.add(
-          before >= nearThreshold ? hits : after - nearThreshold,
-        );
-      }
-      stats.withinLimit.add(hits);
-    }
-    if (result.code === Code.OVER_LIMIT && limit.shadowMode)
-      result.code = Code.OK;
-    return result;
-  }
-
-  /**
-   * A new counter's lifetime, seconds: the window (two for sliding windows, read as the
-   * previous window during the next one) plus random jitter.
-   */
-  function lifetime(windowSeconds: number, sliding: boolean): number {
-    const seconds = sliding ? 2 * windowSeconds : windowSeconds;
+  /** A new counter's lifetime, seconds: `seconds` plus random jitter. */
+  function lifetime(seconds: number): number {
     return jitterMax > 0 ? seconds + Math.floor(random() * jitterMax) : seconds;
   }
 
-  function expirationSeconds(limit: RateLimit): number {
-    return lifetime(limit.windowSeconds, limit.sliding);
+  // The kinds' plan step reads the request through this one object, rewritten per plan.
+  const step: PlanStep = {
+    nowSeconds: 0,
+    nowUs: 0,
+    microseconds() {
+      return (step.nowUs = clock.nowMs() * 1000);
+    },
+    windowEntry(
+      index,
+      descriptor,
+      limit,
+      hits,
+      cacheKey,
+      previousCacheKey,
+      lifetimeSeconds,
+      windowSeconds,
+      windowEndSeconds,
+    ) {
+      // A refund (negative hits) counts no statistic and is never answered by the local
+      // cache, whose entry it makes stale.
+      const refund = hits < 0;
+      if (refund && charging) localCache?.delete(cacheKey);
+      const cached = !refund && localCache?.has(cacheKey) === true;
+      return new PlannedDescriptor(
+        index,
+        descriptor,
+        limit,
+        hits,
+        cacheKey,
+        previousCacheKey,
+        isPerSecond(limit),
+        cached || refund || !drawing ? 0 : lifetime(lifetimeSeconds),
+        windowSeconds,
+        windowEndSeconds,
+        cached,
+      );
+    },
+  };
+
+  /** The status of a window counter (any window kind) from its counters. */
+  function counterStatus(
+    cacheKey: string,
+    limit: RateLimit,
+    current: number,
+    previous: number,
+    hits: number,
+    nowSeconds: number,
+    charged: boolean,
+  ): RateLimitResponse_DescriptorStatus {
+    const algorithm = limit.algorithm;
+    switch (algorithm.kind) {
+      case "fixed_window":
+        return fixedWindowStatus(
+          context,
+          cacheKey,
+          limit,
+          current,
+          hits,
+          nowSeconds,
+          charged,
+        );
+      case "sliding_window":
+        return slidingWindowStatus(
+          context,
+          cacheKey,
+          limit,
+          current,
+          previous,
+          hits,
+          nowSeconds,
+          charged,
+        );
+      case "token_bucket":
+        throw new TypeError(
+          `token bucket ${cacheKey} has no window counter to decide`,
+        );
+      default: {
+        const never: never = algorithm;
+        return never;
+      }
+    }
   }
 
   return {
@@ -260,7 +295,10 @@ export function createDecider(options: DeciderOptions): Decider {
     plan(request, charge, expirations) {
       const { domain, descriptors, limits, hitsAddends } = request;
       const nowSeconds = clock.nowSeconds();
-      let nowUs = 0;
+      step.nowSeconds = nowSeconds;
+      step.nowUs = 0;
+      charging = charge;
+      drawing = expirations;
       const counted: PlannedDescriptor[] = [];
       // Built only once a local-cache hit shows up; until then `counted` is sent whole.
       let sent: PlannedDescriptor[] | undefined;
@@ -275,74 +313,54 @@ export function createDecider(options: DeciderOptions): Decider {
         const descriptor = descriptors[i]!;
         const stem = cacheKeyStem(prefix, domain, descriptor, limit);
         const hits = hitsAddends[i]!;
-        // A refund (negative hits) counts no statistic and is never answered by the local
-        // cache, whose entry it makes stale.
+        // A refund (negative hits) counts no statistic.
         const refund = hits < 0;
         const extra = limit.extraLimits;
         for (let k = 0; ;) {
           if (!refund && charge) limit.stats.totalHits.add(hits);
+          // The kind's plan step; its store operation says which list the entry joins.
+          const algorithm = limit.algorithm;
           let planned: PlannedDescriptor;
-          if (limit.tokenBucket !== undefined) {
-            if (nowUs === 0) nowUs = clock.nowMs() * 1000;
-            planned = new PlannedDescriptor(
-              i,
-              descriptor,
-              limit,
-              hits,
-              stem + limit.cacheKeySuffix,
-              undefined,
-              isPerSecond(limit),
-              0,
-              limit.windowSeconds,
-              0,
-              false,
-            );
-            if (refund) (refunds ??= []).push(planned);
-            else (buckets ??= []).push(planned);
-          } else {
-            let cacheKey: string;
-            let previousCacheKey: string | undefined;
-            let windowSeconds: number;
-            let windowEnd: number;
-            const calendar = limit.calendar;
-            if (calendar === undefined) {
-              windowSeconds = limit.windowSeconds;
-              const start = windowStartSeconds(nowSeconds, windowSeconds);
-              cacheKey = stem + String(start) + limit.cacheKeySuffix;
-              previousCacheKey = limit.sliding
-                ? stem + String(start - windowSeconds) + limit.cacheKeySuffix
-                : undefined;
-              windowEnd = start + windowSeconds;
-            } else {
-              const period = calendar.period(nowSeconds);
-              cacheKey = stem + period.cacheKeyPart + limit.cacheKeySuffix;
-              previousCacheKey = undefined;
-              windowSeconds = period.endSeconds - period.startSeconds;
-              windowEnd = period.endSeconds;
+          let takesTokens = false;
+          switch (algorithm.kind) {
+            case "fixed_window":
+              planned = planFixedWindow(
+                step,
+                i,
+                descriptor,
+                limit,
+                algorithm.window,
+                hits,
+                stem,
+              );
+              break;
+            case "sliding_window":
+              planned = planSlidingWindow(
+                step,
+                i,
+                descriptor,
+                limit,
+                algorithm.window,
+                hits,
+                stem,
+              );
+              break;
+            case "token_bucket":
+              planned = planTokenBucket(step, i, descriptor, limit, hits, stem);
+              takesTokens = true;
+              break;
+            default: {
+              const never: never = algorithm;
+              return never;
             }
-            if (refund && charge) localCache?.delete(cacheKey);
-            const cached = !refund && localCache?.has(cacheKey) === true;
-            planned = new PlannedDescriptor(
-              i,
-              descriptor,
-              limit,
-              hits,
-              cacheKey,
-              previousCacheKey,
-              isPerSecond(limit),
-              cached || refund || !expirations
-                ? 0
-                : lifetime(windowSeconds, limit.sliding),
-              windowSeconds,
-              windowEnd,
-              cached,
-            );
-            if (refund) (refunds ??= []).push(planned);
-            else {
-              counted.push(planned);
-              if (cached) sent ??= counted.slice(0, counted.length - 1);
-              else sent?.push(planned);
-            }
+          }
+          if (refund) (refunds ??= []).push(planned);
+          else if (takesTokens) (buckets ??= []).push(planned);
+          else {
+            counted.push(planned);
+            if (planned.localCacheHit)
+              sent ??= counted.slice(0, counted.length - 1);
+            else sent?.push(planned);
           }
           if (extra === undefined || k === extra.length) break;
           limit = extra[k++]!;
@@ -352,7 +370,7 @@ export function createDecider(options: DeciderOptions): Decider {
         request,
         domain,
         nowSeconds,
-        nowUs,
+        nowUs: step.nowUs,
         size: n,
         counted,
         sent: sent ?? counted,
@@ -375,137 +393,63 @@ export function createDecider(options: DeciderOptions): Decider {
       return limitStatus(Code.OVER_LIMIT, limit, 0, reset);
     },
 
-    expirationSeconds,
+    expirationSeconds(limit) {
+      const seconds = limit.windowSeconds;
+      return lifetime(
+        limit.algorithm.kind === "sliding_window" ? 2 * seconds : seconds,
+      );
+    },
 
     weightedCount,
 
     descriptorStatus(cacheKey, limit, after, hits, nowSeconds) {
-      return decide(
+      return fixedWindowStatus(
+        context,
         cacheKey,
         limit,
         after,
         hits,
-        limitResetSeconds(limit, nowSeconds),
-        limit.windowSeconds,
-        -1,
+        nowSeconds,
+        true,
       );
     },
 
-    counterStatus(cacheKey, limit, current, previous, hits, now, charged) {
-      const d = counterDecision(limit, current, previous, hits, now, charged);
-      return decide(
-        d.cacheWhenOver ? cacheKey : undefined,
-        limit,
-        d.count,
-        hits,
-        d.resetSeconds,
-        d.cacheTtlSeconds,
-        d.remaining,
-      );
-    },
+    counterStatus,
 
     refundStatus(limit, current, previous, nowSeconds) {
-      const count = weightedCount(limit, current, previous, nowSeconds);
-      return limitStatus(
-        Code.OK,
-        limit,
-        Math.max(0, limit.requestsPerUnit - count),
-        limitResetSeconds(limit, nowSeconds),
-      );
+      const algorithm = limit.algorithm;
+      switch (algorithm.kind) {
+        case "fixed_window":
+          return fixedWindowRefundStatus(limit, current, nowSeconds);
+        case "sliding_window":
+          return slidingWindowRefundStatus(
+            limit,
+            current,
+            previous,
+            nowSeconds,
+          );
+        case "token_bucket":
+          throw new TypeError("a token bucket's refund is decided by GCRA");
+        default: {
+          const never: never = algorithm;
+          return never;
+        }
+      }
     },
 
     bucketStatus(limit, hits, decision) {
-      const remaining = decision.limitRemaining;
-      const reset = decision.durationUntilResetSeconds;
-      // A refund: always OK, no statistic.
-      if (hits < 0) return limitStatus(Code.OK, limit, remaining, reset);
-      const stats = limit.stats;
-      if (!decision.allowed) {
-        stats.overLimit.add(hits);
-        if (limit.shadowMode) {
-          stats.shadowMode.add(hits);
-          return limitStatus(Code.OK, limit, remaining, reset);
-        }
-        return limitStatus(Code.OVER_LIMIT, limit, remaining, reset);
-      }
-      // Near limit: the hits that took the bucket's used part (burst − remaining) above
-      // floor(burst × ratio), in float32 as the windows' threshold.
-      const burst = limit.tokenBucket?.burst ?? limit.requestsPerUnit;
-      const threshold = nearLimitThreshold(burst, ratio);
-      const used = burst - remaining;
-      if (used > threshold)
-        stats.nearLimit.add(Math.min(hits, used - threshold));
-      stats.withinLimit.add(hits);
-      return limitStatus(Code.OK, limit, remaining, reset);
+      const algorithm = limit.algorithm;
+      return tokenBucketStatus(
+        context,
+        limit,
+        algorithm.kind === "token_bucket"
+          ? algorithm.bucket.burst
+          : limit.requestsPerUnit,
+        hits,
+        decision,
+      );
     },
 
     okWithoutLimit: okWithoutLimitStatus,
   };
-}
-
-// Statuses are built as complete message literals (every field set, as `create()` would leave
-// them) rather than through `create()`, which walks the schema on every call: this is the hot
-// path. The reset durations are shared, read-only objects, one per value.
-
-/**
- * Returns the status of a descriptor with a limit: `code`, the rule as `currentLimit`,
- * `limitRemaining`, and `resetSeconds` (seconds until the window resets) as a shared Duration.
- */
-export function limitStatus(
-  code: Code,
-  limit: RateLimit,
-  limitRemaining: number,
-  resetSeconds: number,
-): RateLimitResponse_DescriptorStatus {
-  return {
-    $typeName: "envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus",
-    code,
-    currentLimit: {
-      $typeName: "envoy.service.ratelimit.v3.RateLimitResponse.RateLimit",
-      name: limit.name,
-      requestsPerUnit: limit.requestsPerUnit,
-      unit: limit.unit,
-    },
-    limitRemaining,
-    durationUntilReset: resetDuration(resetSeconds),
-    quota: undefined,
-  };
-}
-
-/** Returns the status of a descriptor without a limit: `{code: OK}` only. */
-export function okWithoutLimitStatus(): RateLimitResponse_DescriptorStatus {
-  return {
-    $typeName: "envoy.service.ratelimit.v3.RateLimitResponse.DescriptorStatus",
-    code: Code.OK,
-    currentLimit: undefined,
-    limitRemaining: 0,
-    durationUntilReset: undefined,
-    quota: undefined,
-  };
-}
-
-// Shared Duration messages for resets up to one day (MINUTE windows use 60 of them);
-// longer resets are built per call.
-const cachedResets: (Duration | undefined)[] = [];
-const maxCachedResetSeconds = 86400;
-
-/** Returns a read-only Duration of `seconds` whole seconds (shared for small values). */
-function resetDuration(seconds: number): Duration {
-  if (seconds > maxCachedResetSeconds) {
-    return {
-      $typeName: "google.protobuf.Duration",
-      seconds: BigInt(seconds),
-      nanos: 0,
-    };
-  }
-  let duration = cachedResets[seconds];
-  if (duration === undefined) {
-    duration = Object.freeze({
-      $typeName: "google.protobuf.Duration" as const,
-      seconds: BigInt(seconds),
-      nanos: 0,
-    });
-    cachedResets[seconds] = duration;
-  }
-  return duration;
 }

@@ -158,7 +158,7 @@ export class LocalMode {
       const windowEnd =
         now +
         limitResetSeconds(limit, now) +
-        (limit.sliding ? limit.windowSeconds : 0);
+        (limit.algorithm.kind === "sliding_window" ? limit.windowSeconds : 0);
       if (windowEnd > this.recoveringUntilSeconds)
         this.recoveringUntilSeconds = windowEnd;
     }

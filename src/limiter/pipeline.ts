@@ -242,12 +242,12 @@ export class RateLimitPipeline<
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     const refunds = plan.refunds;
     const backend = this.backend;
-    if (refunds.every((d) => d.tokenBucket === undefined)) {
+    if (!refunds.some(takesTokens)) {
       await backend.add(refunds, plan.nowSeconds);
     } else {
       // Token buckets give back with a GCRA step (the TAT moves back, never below now).
-      const windows = refunds.filter((d) => d.tokenBucket === undefined);
-      const buckets = refunds.filter((d) => d.tokenBucket !== undefined);
+      const windows = refunds.filter((d) => !takesTokens(d));
+      const buckets = refunds.filter(takesTokens);
       await Promise.all([
         windows.length > 0 ? backend.add(windows, plan.nowSeconds) : undefined,
         backend.takeTokens(buckets, plan.nowUs),
@@ -341,23 +341,15 @@ export class RateLimitPipeline<
         d.index,
         d.localCacheHit
           ? base.localCacheStatus(limit, d.hitsAddend, now)
-          : limit.sliding
-            ? base.counterStatus(
-                d.cacheKey,
-                limit,
-                d.current,
-                d.previous,
-                d.hitsAddend,
-                now,
-                true,
-              )
-            : base.descriptorStatus(
-                d.cacheKey,
-                limit,
-                d.current,
-                d.hitsAddend,
-                now,
-              ),
+          : base.counterStatus(
+              d.cacheKey,
+              limit,
+              d.current,
+              d.previous,
+              d.hitsAddend,
+              now,
+              true,
+            ),
       );
     }
     return this.finish(statuses, plan);
@@ -387,7 +379,7 @@ export class RateLimitPipeline<
       put(
         statuses,
         d.index,
-        d.tokenBucket !== undefined
+        takesTokens(d)
           ? base.bucketStatus(d.limit, d.hitsAddend, d.decision!)
           : base.refundStatus(d.limit, d.current, d.previous, plan.nowSeconds),
       );
@@ -554,6 +546,11 @@ export class RateLimitPipeline<
     }
     return this.finish(statuses, plan, charged);
   }
+}
+
+/** Whether a plan entry's store operation is `takeTokens` (a token bucket). */
+function takesTokens(d: PlannedDescriptor): boolean {
+  return d.limit.algorithm.kind === "token_bucket";
 }
 
 /**

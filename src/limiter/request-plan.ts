@@ -48,12 +48,15 @@ export class PlannedDescriptor implements CounterSlot, BucketSlot {
   /** Token buckets: the backend's decision (see {@link BucketSlot.decision}). */
   decision: GcraDecision | undefined = undefined;
 
-  // The limit's own fields, read through (not copied into every plan entry).
+  // The limit's own fields, read through (not copied into every plan entry); the backends read
+  // the slot fields `sliding` and `tokenBucket`, derived here from the limit's algorithm, and
+  // never the algorithm itself (config/ is not theirs to import).
   get tokenBucket(): GcraParams | undefined {
-    return this.limit.tokenBucket;
+    const algorithm = this.limit.algorithm;
+    return algorithm.kind === "token_bucket" ? algorithm.bucket : undefined;
   }
   get sliding(): boolean {
-    return this.limit.sliding;
+    return this.limit.algorithm.kind === "sliding_window";
   }
   get requestsPerUnit(): number {
     return this.limit.requestsPerUnit;

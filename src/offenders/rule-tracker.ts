@@ -4,7 +4,7 @@
 // are: at multiples of the window since the Unix epoch, or at the calendar period's bounds
 // for a rule with `time_zone` (docs/configuration.md).
 
-import type { CalendarWindow } from "../config/calendar-window.js";
+import { calendarOf, type Algorithm } from "../config/algorithm.js";
 import type { RateLimitDescriptor_Entry } from "../proto.js";
 import { SpaceSaving, type SketchEntry } from "./space-saving.js";
 
@@ -12,8 +12,12 @@ import { SpaceSaving, type SketchEntry } from "./space-saving.js";
 export interface TrackedWindow {
   /** Window length in seconds (`unitSeconds × unitMultiplier`), ≥ 1. */
   readonly windowSeconds: number;
-  /** The calendar window of a rule with `time_zone`; undefined for epoch-aligned windows. */
-  readonly calendar: CalendarWindow | undefined;
+  /**
+   * The rule's algorithm: a window whose bounds are a calendar period (`time_zone`) counts by
+   * that period; any other (epoch-aligned windows, token buckets) by `windowSeconds` since
+   * the Unix epoch.
+   */
+  readonly algorithm: Algorithm;
 }
 
 /** One offender of a rule, as {@link RuleTracker.top} reports it. */
@@ -96,8 +100,8 @@ export class RuleTracker {
   hasWindow(window: TrackedWindow): boolean {
     const mine = this.window;
     if (mine.windowSeconds !== window.windowSeconds) return false;
-    const a = mine.calendar;
-    const b = window.calendar;
+    const a = calendarOf(mine.algorithm);
+    const b = calendarOf(window.algorithm);
     if (a === b) return true;
     if (a === undefined || b === undefined) return false;
     return (
@@ -211,7 +215,8 @@ export class RuleTracker {
 
   /** Moves the windows on to the one containing `nowSeconds` (≥ the current end). */
   private advance(nowSeconds: number): void {
-    const { windowSeconds, calendar } = this.window;
+    const { windowSeconds, algorithm } = this.window;
+    const calendar = calendarOf(algorithm);
     let start: number;
     let end: number;
     let previousStart: number;

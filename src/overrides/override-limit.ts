@@ -5,6 +5,8 @@
 // the limit itself: its stats handles (same stats key, never one per override or value), name,
 // `replaces`, metadata, quota mode and charge mode.
 
+import { calendarOf } from "../config/algorithm.js";
+import type { CalendarWindow } from "../config/calendar-window.js";
 import { ConfigError } from "../config/config-error.js";
 import { compileRuleLimits } from "../config/limit-compile.js";
 import type { RateLimit } from "../config/rate-limit-config.js";
@@ -50,22 +52,22 @@ export type OverrideShape = Pick<
   | "unitSeconds"
   | "unitMultiplier"
   | "windowSeconds"
-  | "sliding"
   | "algorithm"
   | "cacheKeySuffix"
-  | "tokenBucket"
-  | "calendar"
   | "unlimited"
   | "shadowMode"
 >;
 
-/** The algorithm of a compiled limit, as the YAML names it. */
-function algorithmOf(limit: RateLimit): YamlAlgorithm {
-  return limit.tokenBucket !== undefined
-    ? "token_bucket"
-    : limit.sliding
-      ? "sliding_window"
-      : "fixed_window";
+/**
+ * The algorithm of a compiled limit, as the YAML names it (the kinds carry the YAML names),
+ * with the calendar period of its window (`time_zone:`), if any.
+ */
+function algorithmOf(limit: RateLimit): {
+  readonly name: YamlAlgorithm;
+  readonly calendar: CalendarWindow | undefined;
+} {
+  const algorithm = limit.algorithm;
+  return { name: algorithm.kind, calendar: calendarOf(algorithm) };
 }
 
 const knownUnits: ReadonlySet<number> = new Set(unitByName.values());
@@ -130,7 +132,7 @@ export function resolveOverrideLimit(
       ? requested.algorithm
       : rule.unlimited
         ? "fixed_window"
-        : algorithmOf(rule);
+        : algorithmOf(rule).name;
   const unitMultiplier =
     requested.unitMultiplier !== 0
       ? requested.unitMultiplier
@@ -138,7 +140,7 @@ export function resolveOverrideLimit(
         ? rule.unitMultiplier
         : 1;
   // The rule's calendar goes with its window, unless the override sets its own zone.
-  const calendar = keepsWindow ? rule.calendar : undefined;
+  const calendar = keepsWindow ? algorithmOf(rule).calendar : undefined;
   const timeZone =
     requested.timeZone !== "" ? requested.timeZone : (calendar?.timeZone ?? "");
   const weekStart =
@@ -238,11 +240,8 @@ export function compileOverrideLimit(limit: OverrideLimit): OverrideShape {
     unitSeconds: primary.unitSeconds,
     unitMultiplier: primary.unitMultiplier,
     windowSeconds: primary.windowSeconds,
-    sliding: primary.sliding,
     algorithm: primary.algorithm,
     cacheKeySuffix: primary.cacheKeySuffix,
-    tokenBucket: primary.tokenBucket,
-    calendar: primary.calendar,
     unlimited: primary.unlimited,
     shadowMode: primary.shadowMode,
   });
@@ -267,11 +266,8 @@ export function applyOverrideShape(
     unitSeconds: shape.unitSeconds,
     unitMultiplier: shape.unitMultiplier,
     windowSeconds: shape.windowSeconds,
-    sliding: shape.sliding,
     algorithm: shape.algorithm,
     cacheKeySuffix: shape.cacheKeySuffix,
-    tokenBucket: shape.tokenBucket,
-    calendar: shape.calendar,
     unlimited: shape.unlimited,
     shadowMode: rule.shadowMode || shape.shadowMode,
     extraLimits: undefined,

@@ -11,6 +11,7 @@ import {
   type DomainTree,
   type RuleTreeNode,
 } from "../config/rule-tree.js";
+import { bucketOf, calendarOf } from "../config/algorithm.js";
 import { unitName } from "../config/units.js";
 import type { HealthChecker } from "../health/health.js";
 import type { StatsStore } from "../stats/stats-store.js";
@@ -138,20 +139,16 @@ const page = `<!doctype html>
 
 /** One limit's fields for the console (see {@link ConsoleLimit}). */
 function consoleLimit(limit: RateLimit): ConsoleLimit {
-  const bucket = limit.tokenBucket;
-  const calendar = limit.calendar;
+  const algorithm = limit.algorithm;
+  const bucket = bucketOf(algorithm);
+  const calendar = calendarOf(algorithm);
   return {
     name: limit.name,
     unit: unitName(limit.unit),
     requestsPerUnit: limit.requestsPerUnit,
     unitMultiplier: limit.unitMultiplier,
     windowSeconds: limit.windowSeconds,
-    algorithm:
-      bucket !== undefined
-        ? "token_bucket"
-        : limit.sliding
-          ? "sliding_window"
-          : "fixed_window",
+    algorithm: algorithm.kind,
     ...(bucket !== undefined
       ? { burst: bucket.burst, emissionIntervalUs: bucket.emissionIntervalUs }
       : {}),

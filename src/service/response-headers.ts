@@ -1,4 +1,5 @@
 import { create } from "@bufbuild/protobuf";
+import { isFixedEpochWindow } from "../config/algorithm.js";
 import type { Decision } from "../limiter/decision.js";
 import {
   HeaderValueSchema,
@@ -59,10 +60,7 @@ export function rateLimitHeaders(
   const windowSeconds = limit?.windowSeconds ?? 1;
   const resetSeconds =
     limit !== undefined &&
-    (limit.sliding ||
-      limit.tokenBucket !== undefined ||
-      limit.calendar !== undefined ||
-      limit.extraLimits !== undefined)
+    (!isFixedEpochWindow(limit.algorithm) || limit.extraLimits !== undefined)
       ? Number(status.durationUntilReset?.seconds ?? 1n)
       : windowSeconds - (nowSeconds % windowSeconds);
   return [

@@ -1,10 +1,24 @@
-import { compileAlgorithm } from "../../src/config/algorithm.js";
+import {
+  bucketOf,
+  calendarOf,
+  compileAlgorithm,
+  fixedEpochWindow,
+  type SlidingWindow,
+  type TokenBucket,
+  type FixedWindow,
+} from "../../src/config/algorithm.js";
+import type { CalendarWindow } from "../../src/config/calendar-window.js";
+import type { GcraParams } from "../../src/config/token-bucket.js";
 import type { RateLimit } from "../../src/config/rate-limit-config.js";
 import { unitToSeconds, windowShape } from "../../src/config/units.js";
 import { RateLimitResponse_RateLimit_Unit as Unit } from "../../src/proto.js";
 import type { StatsManager } from "../../src/stats/stats-manager.js";
 
-/** Builds a RateLimit for tests without going through YAML. */
+/**
+ * Builds a RateLimit for tests without going through YAML: a fixed epoch window of the unit
+ * (or of `extra.windowSeconds`) unless `extra.algorithm` says otherwise ({@link slidingWindow},
+ * {@link tokenBucket}, {@link calendarWindow}).
+ */
 export function testRateLimit(
   stats: StatsManager,
   statsKey: string,
@@ -21,10 +35,8 @@ export function testRateLimit(
     unitSeconds: unitToSeconds(unit),
     unitMultiplier: 1,
     windowSeconds: unitToSeconds(unit),
-    sliding: false,
+    algorithm: fixedEpochWindow(windowSeconds),
     cacheKeySuffix: "",
-    tokenBucket: undefined,
-    calendar: undefined,
     extraLimits: undefined,
     statsKeySuffix: "",
     allOrNothing: false,
@@ -37,16 +49,22 @@ export function testRateLimit(
     metadata: undefined,
     shareThresholdValues: undefined,
     ...extra,
-    // The algorithm follows the flags a test set, unless it set the algorithm itself.
-    algorithm:
-      extra.algorithm ??
-      compileAlgorithm(
-        windowSeconds,
-        extra.sliding ?? false,
-        extra.tokenBucket,
-        extra.calendar,
-      ),
   };
+}
+
+/** `algorithm: sliding_window` over epoch-aligned windows of `seconds`. */
+export function slidingWindow(seconds: number): SlidingWindow {
+  return compileAlgorithm(seconds, true, undefined, undefined) as SlidingWindow;
+}
+
+/** `algorithm: token_bucket` with these GCRA parameters (`resolveGcraParams`). */
+export function tokenBucket(bucket: GcraParams): TokenBucket {
+  return compileAlgorithm(0, false, bucket, undefined) as TokenBucket;
+}
+
+/** A fixed window whose bounds are a calendar period (`time_zone:`). */
+export function calendarWindow(period: CalendarWindow): FixedWindow {
+  return compileAlgorithm(0, false, undefined, period) as FixedWindow;
 }
 
 /** The extension fields of a test limit (see {@link windowedRateLimit}). */
@@ -74,10 +92,26 @@ export function windowedRateLimit(
   const shape = windowShape(unit, unitMultiplier, sliding);
   return testRateLimit(stats, statsKey, requestsPerUnit, unit, {
     unitMultiplier,
-    sliding,
+    algorithm: sliding
+      ? slidingWindow(shape.windowSeconds)
+      : fixedEpochWindow(shape.windowSeconds),
     windowSeconds: shape.windowSeconds,
     cacheKeySuffix: shape.cacheKeySuffix,
     allOrNothing: options.allOrNothing ?? false,
     shadowMode: options.shadowMode ?? false,
   });
+}
+
+/** A limit's token-bucket parameters (undefined for window algorithms, or no limit). */
+export function bucketOfLimit(
+  limit: RateLimit | undefined,
+): GcraParams | undefined {
+  return limit === undefined ? undefined : bucketOf(limit.algorithm);
+}
+
+/** A limit's calendar period (undefined for epoch windows, token buckets, or no limit). */
+export function calendarOfLimit(
+  limit: RateLimit | undefined,
+): CalendarWindow | undefined {
+  return limit === undefined ? undefined : calendarOf(limit.algorithm);
 }

@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { fixedEpochWindow } from "../../../src/config/algorithm.js";
+import { calendarOf, fixedEpochWindow } from "../../../src/config/algorithm.js";
+import { resolveGcraParams } from "../../../src/config/token-bucket.js";
 import { loadConfig } from "../../../src/config/load-config.js";
 import { RateLimitDescriptorSchema } from "../../../src/proto.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
@@ -30,7 +31,7 @@ function limitFor(key: string) {
 }
 
 describe("config: RateLimit.algorithm", () => {
-  it("is one frozen tagged value that agrees with the compiled flags", () => {
+  it("is one frozen tagged value per kind, as the YAML says", () => {
     const fixed = limitFor("fixed").algorithm;
     expect(fixed).toEqual({
       kind: "fixed_window",
@@ -44,12 +45,20 @@ describe("config: RateLimit.algorithm", () => {
     const bucket = limitFor("bucket");
     expect(bucket.algorithm).toEqual({
       kind: "token_bucket",
-      bucket: bucket.tokenBucket,
+      bucket: resolveGcraParams({
+        requestsPerUnit: 10,
+        windowSeconds: 1,
+        burst: 20,
+      }),
     });
-    const month = limitFor("month");
-    expect(month.algorithm).toEqual({
+    const month = limitFor("month").algorithm;
+    expect(month.kind).toBe("fixed_window");
+    const period = calendarOf(month);
+    expect(period?.unit).toBe("month");
+    expect(period?.timeZone).toBe("Europe/Berlin");
+    expect(month).toEqual({
       kind: "fixed_window",
-      window: { kind: "calendar", period: month.calendar },
+      window: { kind: "calendar", period },
     });
   });
 

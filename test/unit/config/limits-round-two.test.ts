@@ -4,6 +4,7 @@
 // with its line and field path. The decisions themselves are tested in test/unit/limiter.
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
+import { fixedEpochWindow } from "../../../src/config/algorithm.js";
 import { ConfigError } from "../../../src/config/config-error.js";
 import { loadConfig } from "../../../src/config/load-config.js";
 import type { RateLimit } from "../../../src/config/rate-limit-config.js";
@@ -13,6 +14,7 @@ import {
   RateLimitResponse_RateLimit_Unit as Unit,
 } from "../../../src/proto.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
+import { bucketOfLimit, calendarOfLimit } from "../../helpers/rate-limit.js";
 
 const request = (...entries: [string, string][]) =>
   create(RateLimitDescriptorSchema, {
@@ -66,17 +68,18 @@ describe("config: algorithm token_bucket", () => {
     expect(limit).toMatchObject({
       unit: Unit.MINUTE,
       windowSeconds: 60,
-      sliding: false,
-      tokenBucket: resolveGcraParams({
-        requestsPerUnit: 100,
-        windowSeconds: 60,
-      }),
+      algorithm: {
+        kind: "token_bucket",
+        bucket: resolveGcraParams({
+          requestsPerUnit: 100,
+          windowSeconds: 60,
+        }),
+      },
       cacheKeySuffix: "tb60_100_100",
-      calendar: undefined,
       extraLimits: undefined,
       statsKeySuffix: "",
     });
-    expect(limit.tokenBucket).toEqual({
+    expect(bucketOfLimit(limit)).toEqual({
       emissionIntervalUs: 600_000,
       burst: 100,
       toleranceUs: 59_400_000,
@@ -97,10 +100,10 @@ describe("config: algorithm token_bucket", () => {
       ),
     );
     expect(limit.windowSeconds).toBe(10);
-    expect(limit.tokenBucket).toEqual(
+    expect(bucketOfLimit(limit)).toEqual(
       resolveGcraParams({ requestsPerUnit: 5, windowSeconds: 10, burst: 20 }),
     );
-    expect(limit.tokenBucket?.emissionIntervalUs).toBe(2_000_000);
+    expect(bucketOfLimit(limit)?.emissionIntervalUs).toBe(2_000_000);
     expect(limit.cacheKeySuffix).toBe("tb10_5_20");
   });
 
@@ -139,13 +142,13 @@ describe("config: time_zone and week_start", () => {
       unit: Unit.MONTH,
       windowSeconds: 2592000,
       cacheKeySuffix: "",
-      tokenBucket: undefined,
       statsKeySuffix: "",
     });
-    expect(limit.calendar?.unit).toBe("month");
-    expect(limit.calendar?.timeZone).toBe("Europe/Berlin");
+    expect(limit.algorithm.kind).toBe("fixed_window");
+    expect(calendarOfLimit(limit)?.unit).toBe("month");
+    expect(calendarOfLimit(limit)?.timeZone).toBe("Europe/Berlin");
     // 2026-11-27T21:00:00Z is in November in Berlin.
-    expect(limit.calendar?.period(1795813200).cacheKeyPart).toBe(
+    expect(calendarOfLimit(limit)?.period(1795813200).cacheKeyPart).toBe(
       "2026-11@Europe/Berlin",
     );
   });
@@ -160,8 +163,8 @@ describe("config: time_zone and week_start", () => {
         "  week_start: Sunday",
       ),
     );
-    expect(limit.calendar?.weekStart).toBe("sunday");
-    expect(limit.calendar?.unit).toBe("week");
+    expect(calendarOfLimit(limit)?.weekStart).toBe("sunday");
+    expect(calendarOfLimit(limit)?.unit).toBe("week");
     expect(limit.windowSeconds).toBe(604800);
   });
 
@@ -232,9 +235,9 @@ describe("config: rate_limits lists", () => {
       ["_hourly", "d.k_hourly", "tb3600_1000_50"],
       ["_per_day", "d.k_per_day", ""],
     ]);
-    expect(extra?.[1]?.tokenBucket?.burst).toBe(50);
+    expect(bucketOfLimit(extra?.[1])?.burst).toBe(50);
     expect(extra?.[1]?.name).toBe("hourly");
-    expect(extra?.[2]?.calendar?.timeZone).toBe("UTC");
+    expect(calendarOfLimit(extra?.[2])?.timeZone).toBe("UTC");
     for (const other of extra ?? []) {
       expect(Object.isFrozen(other)).toBe(true);
       expect(other.extraLimits).toBeUndefined();
@@ -359,8 +362,7 @@ describe("config: rate_limits lists", () => {
     expect(limit).toMatchObject({
       cacheKeySuffix: "",
       statsKeySuffix: "",
-      tokenBucket: undefined,
-      calendar: undefined,
+      algorithm: fixedEpochWindow(60),
       extraLimits: undefined,
     });
     expect(limit.stats.key).toBe("d.k");

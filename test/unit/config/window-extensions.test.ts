@@ -1,5 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
+import { fixedEpochWindow } from "../../../src/config/algorithm.js";
 import { ConfigError } from "../../../src/config/config-error.js";
 import {
   loadConfig,
@@ -63,21 +64,22 @@ describe("config: window extensions", () => {
       unitSeconds: 60,
       unitMultiplier: 5,
       windowSeconds: 300,
-      sliding: false,
+      algorithm: fixedEpochWindow(300),
       cacheKeySuffix: "_w300",
       allOrNothing: true,
     });
     expect(config.getLimit("api", request(["ip", "1"]))).toMatchObject({
       windowSeconds: 1,
-      sliding: true,
+      algorithm: {
+        kind: "sliding_window",
+        window: { kind: "epoch", seconds: 1 },
+      },
       cacheKeySuffix: "_s1",
     });
     expect(config.getLimit("api", request(["plain", "x"]))).toMatchObject({
       windowSeconds: 3600,
-      sliding: false,
+      algorithm: fixedEpochWindow(3600),
       cacheKeySuffix: "",
-      tokenBucket: undefined,
-      calendar: undefined,
       extraLimits: undefined,
       statsKeySuffix: "",
     });
@@ -215,7 +217,10 @@ describe("xDS: window extension fields", () => {
     });
     expect(loaded.getLimit("d", request(["k", "v"]))).toMatchObject({
       windowSeconds: 300,
-      sliding: true,
+      algorithm: {
+        kind: "sliding_window",
+        window: { kind: "epoch", seconds: 300 },
+      },
       allOrNothing: true,
     });
   });

@@ -4,7 +4,7 @@ import { createDecider } from "../../../src/limiter/decide.js";
 import {
   counterDecision,
   weightedCount,
-} from "../../../src/limiter/counter-decision.js";
+} from "../../../src/limiter/algorithms.js";
 import {
   RateLimitResponse_Code as Code,
   RateLimitResponse_RateLimit_Unit as Unit,

@@ -19,7 +19,12 @@ import {
 } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
-import { testRateLimit, windowedRateLimit } from "../../helpers/rate-limit.js";
+import {
+  calendarWindow,
+  testRateLimit,
+  tokenBucket,
+  windowedRateLimit,
+} from "../../helpers/rate-limit.js";
 import { LimitRequest } from "../../../src/limiter/limit-request.js";
 import { peekCounters } from "../../helpers/decisions.js";
 
@@ -46,11 +51,13 @@ function bucket(
   const base = testRateLimit(stats, statsKey, rate, unit);
   return {
     ...base,
-    tokenBucket: resolveGcraParams({
-      requestsPerUnit: rate,
-      windowSeconds: base.windowSeconds,
-      burst,
-    }),
+    algorithm: tokenBucket(
+      resolveGcraParams({
+        requestsPerUnit: rate,
+        windowSeconds: base.windowSeconds,
+        burst,
+      }),
+    ),
     cacheKeySuffix: gcraCacheKeyTail(base.windowSeconds, rate, burst),
     ...extra,
   };
@@ -273,10 +280,12 @@ describe("calendar windows in the pipeline", () => {
     const base = windowedRateLimit(stats, "d.k_v", 2, Unit.MONTH);
     const limit: RateLimit = {
       ...base,
-      calendar: new CalendarWindow({
-        unit: "month",
-        timeZone: "Europe/Berlin",
-      }),
+      algorithm: calendarWindow(
+        new CalendarWindow({
+          unit: "month",
+          timeZone: "Europe/Berlin",
+        }),
+      ),
     };
     const first = await call(limit);
     expect(first.code).toBe(Code.OK);
@@ -307,7 +316,9 @@ describe("calendar windows in the pipeline", () => {
     const base = windowedRateLimit(stats, "d.k_v", 2, Unit.DAY);
     const limit: RateLimit = {
       ...base,
-      calendar: new CalendarWindow({ unit: "day", timeZone: "Asia/Tokyo" }),
+      algorithm: calendarWindow(
+        new CalendarWindow({ unit: "day", timeZone: "Asia/Tokyo" }),
+      ),
     };
     await call(limit);
     await call(limit);

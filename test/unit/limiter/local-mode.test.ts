@@ -18,7 +18,7 @@ import {
   type StatsManager,
 } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
-import { testRateLimit } from "../../helpers/rate-limit.js";
+import { slidingWindow, testRateLimit } from "../../helpers/rate-limit.js";
 
 const open: LocalMode[] = [];
 
@@ -163,7 +163,7 @@ describe("LocalMode", () => {
   it("keeps a sliding window's verdict one window longer", async () => {
     const f = fixture();
     const limit = testRateLimit(f.stats, "d.s", 1, undefined, {
-      sliding: true,
+      algorithm: slidingWindow(60),
     });
     await codes(f, f.request(limit), 2);
     f.clock.seconds += 60;

@@ -1,6 +1,5 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import type { RateLimit } from "../../../src/config/rate-limit-config.js";
 import { createDecider } from "../../../src/limiter/decide.js";
 import { hitsAddendFor } from "../../../src/limiter/hits-addend.js";
 import { createLocalCache } from "../../../src/limiter/local-cache.js";
@@ -15,7 +14,10 @@ import {
 } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
-import { windowedRateLimit } from "../../helpers/rate-limit.js";
+import {
+  windowedRateLimit,
+  type WindowOptions,
+} from "../../helpers/rate-limit.js";
 import { LimitRequest } from "../../../src/limiter/limit-request.js";
 import { peekCounters } from "../../helpers/decisions.js";
 
@@ -32,7 +34,7 @@ const descriptor = create(RateLimitDescriptorSchema, {
 
 function setup(
   requestsPerUnit: number,
-  extra: Partial<RateLimit> = {},
+  extra: WindowOptions = {},
   localCache = false,
 ) {
   const clock = new FakeClock(now);

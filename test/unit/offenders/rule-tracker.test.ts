@@ -1,4 +1,8 @@
 import { describe, expect, it } from "vitest";
+import {
+  compileAlgorithm,
+  fixedEpochWindow,
+} from "../../../src/config/algorithm.js";
 import { CalendarWindow } from "../../../src/config/calendar-window.js";
 import {
   RuleTracker,
@@ -10,7 +14,23 @@ import { create } from "@bufbuild/protobuf";
 import { RateLimitDescriptorSchema } from "../../../src/proto.js";
 import { ExactCounts, zipfSampler } from "../../helpers/zipf.js";
 
-const minute: TrackedWindow = { windowSeconds: 60, calendar: undefined };
+/** An epoch-aligned window of `seconds`, as a fixed-window rule's limit has it. */
+function epochWindow(seconds: number): TrackedWindow {
+  return { windowSeconds: seconds, algorithm: fixedEpochWindow(seconds) };
+}
+
+/** A calendar window (`time_zone`) of nominal length `seconds`. */
+function calendarWindow(
+  seconds: number,
+  calendar: CalendarWindow,
+): TrackedWindow {
+  return {
+    windowSeconds: seconds,
+    algorithm: compileAlgorithm(seconds, false, undefined, calendar),
+  };
+}
+
+const minute: TrackedWindow = epochWindow(60);
 /** 2026-11-28T00:00:00Z, a multiple of 60 and of 3600. */
 const t0 = 1_795_824_000;
 
@@ -58,7 +78,7 @@ describe("RuleTracker", () => {
   });
 
   it("rotates at unit × multiplier windows since the epoch", () => {
-    const t = tracker(4, { windowSeconds: 300, calendar: undefined });
+    const t = tracker(4, epochWindow(300));
     t.add("user=a", 1, 0, t0 + 299);
     t.add("user=a", 1, 0, t0 + 300);
     t.add("user=a", 1, 0, t0 + 600);
@@ -71,7 +91,7 @@ describe("RuleTracker", () => {
       unit: "day",
       timeZone: "Europe/Berlin",
     });
-    const t = tracker(4, { windowSeconds: 86_400, calendar });
+    const t = tracker(4, calendarWindow(86_400, calendar));
     // 2026-11-27T22:59:59Z is 23:59:59 in Berlin (UTC+1); one second later is the next day.
     const midnight = t0 - 3600;
     t.add("user=a", 1, 0, midnight - 86_400 - 1);
@@ -148,31 +168,23 @@ describe("RuleTracker", () => {
 
   it("tells whether another window counts alike, and resets to a new one", () => {
     const t = tracker();
-    expect(t.hasWindow({ windowSeconds: 60, calendar: undefined })).toBe(true);
-    expect(t.hasWindow({ windowSeconds: 3600, calendar: undefined })).toBe(
-      false,
-    );
+    expect(t.hasWindow(epochWindow(60))).toBe(true);
+    expect(t.hasWindow(epochWindow(3600))).toBe(false);
     const day = (timeZone: string) =>
       new CalendarWindow({ unit: "day", timeZone });
     const c = new RuleTracker(
       "rl",
       "rl.user",
       undefined,
-      { windowSeconds: 86_400, calendar: day("UTC") },
+      calendarWindow(86_400, day("UTC")),
       4,
       0,
     );
-    expect(c.hasWindow({ windowSeconds: 86_400, calendar: day("UTC") })).toBe(
-      true,
-    );
-    expect(
-      c.hasWindow({ windowSeconds: 86_400, calendar: day("Asia/Tokyo") }),
-    ).toBe(false);
-    expect(c.hasWindow({ windowSeconds: 86_400, calendar: undefined })).toBe(
-      false,
-    );
+    expect(c.hasWindow(calendarWindow(86_400, day("UTC")))).toBe(true);
+    expect(c.hasWindow(calendarWindow(86_400, day("Asia/Tokyo")))).toBe(false);
+    expect(c.hasWindow(epochWindow(86_400))).toBe(false);
     t.add("user=a", 1, 0, t0);
-    t.reset({ windowSeconds: 3600, calendar: undefined });
+    t.reset(epochWindow(3600));
     expect(t.windowSeconds).toBe(3600);
     expect(t.isIdle(t0)).toBe(true);
     t.add("user=a", 1, 0, t0 + 3599);
@@ -191,15 +203,7 @@ describe("RuleTracker", () => {
 
   it("refuses a window shorter than a second", () => {
     expect(
-      () =>
-        new RuleTracker(
-          "rl",
-          "rl.user",
-          undefined,
-          { windowSeconds: 0, calendar: undefined },
-          4,
-          0,
-        ),
+      () => new RuleTracker("rl", "rl.user", undefined, epochWindow(0), 4, 0),
     ).toThrow("invalid window of 0 s: expected ≥ 1 s");
   });
 });

@@ -26,6 +26,7 @@ import {
 } from "../../../src/overrides/override-table.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
+import { bucketOfLimit } from "../../helpers/rate-limit.js";
 
 type LimitInit = MessageInitShape<typeof OverrideLimitSchema>;
 
@@ -148,10 +149,10 @@ describe("OverrideTable", () => {
       }),
     );
     const tb = decided(config, table, descriptor(["tenant", "tb"]))!;
-    expect(tb.tokenBucket?.burst).toBe(5);
+    expect(bucketOfLimit(tb)?.burst).toBe(5);
     expect(tb.cacheKeySuffix).toBe("tb60_60_5");
     const sw = decided(config, table, descriptor(["tenant", "sw"]))!;
-    expect(sw.sliding).toBe(true);
+    expect(sw.algorithm.kind).toBe("sliding_window");
     expect(sw.windowSeconds).toBe(300);
     expect(sw.cacheKeySuffix).toBe("_s300");
   });

@@ -27,6 +27,7 @@ import { OverrideTable } from "../../../src/overrides/override-table.js";
 import { createOverridesAdmin } from "../../../src/overrides/overrides-admin.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
+import { calendarOf } from "../../../src/config/algorithm.js";
 
 type LimitInit = MessageInitShape<typeof OverrideLimitSchema>;
 
@@ -356,7 +357,7 @@ describe("resolveOverrideLimit", () => {
     expect(bucket.burst).toBe(50);
     const month = resolve("month", { requestsPerUnit: 9000 });
     expect(month.timeZone).toBe("Europe/Berlin");
-    expect(compileOverrideLimit(month).calendar?.timeZone).toBe(
+    expect(calendarOf(compileOverrideLimit(month).algorithm)?.timeZone).toBe(
       "Europe/Berlin",
     );
   });
