@@ -26,6 +26,7 @@ import {
 } from "../../../src/overrides/override-table.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
+import { descriptor } from "../../helpers/requests.js";
 
 type LimitInit = MessageInitShape<typeof OverrideLimitSchema>;
 
@@ -55,12 +56,6 @@ function setup(): {
   });
   const clock = new FakeClock(1_800_000_000);
   return { config, table: new OverrideTable({ clock }), clock };
-}
-
-function descriptor(...pairs: [string, string][]): RateLimitDescriptor {
-  return create(RateLimitDescriptorSchema, {
-    entries: pairs.map(([key, value]) => ({ key, value })),
-  });
 }
 
 function limit(init: LimitInit): OverrideLimit {
