@@ -6,7 +6,6 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { create } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@connectrpc/connect";
 import {
   createConnectTransport,
@@ -16,7 +15,6 @@ import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   AdminService,
-  RateLimitRequestSchema,
   RateLimitResponse_Code as Code,
   RateLimitService,
 } from "../../src/proto.js";
@@ -24,6 +22,7 @@ import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { repoRoot } from "../helpers/spawn-service.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { request } from "../helpers/requests.js";
 
 const chromium = "/usr/bin/chromium";
 const results = join(repoRoot, "test-results");
@@ -53,13 +52,6 @@ let admin: Client<typeof AdminService>;
 
 async function inPage<T = unknown>(page: Page, script: string): Promise<T> {
   return (await page.evaluate(script)) as T;
-}
-
-function request(key: string, value: string) {
-  return create(RateLimitRequestSchema, {
-    domain: "shop",
-    descriptors: [{ entries: [{ key, value }] }],
-  });
 }
 
 beforeAll(async () => {
@@ -117,15 +109,16 @@ describe("the console's day-2 view in Chromium", () => {
       const answers: Code[] = [];
       for (let i = 0; i < 7; i++)
         answers.push(
-          (await rls.shouldRateLimit(request("tenant", "acme"))).overallCode,
+          (await rls.shouldRateLimit(request("shop", [["tenant", "acme"]])))
+            .overallCode,
         );
       for (let i = 0; i < 2; i++)
-        await rls.shouldRateLimit(request("tenant", "globex"));
+        await rls.shouldRateLimit(request("shop", [["tenant", "globex"]]));
       for (let i = 0; i < 3; i++)
-        await rls.shouldRateLimit(request("path", "/cart"));
+        await rls.shouldRateLimit(request("shop", [["path", "/cart"]]));
       // Then a trickle over a few polls, so the charts have steps to draw.
       for (let i = 0; i < 10; i++) {
-        await rls.shouldRateLimit(request("tenant", "umbrella"));
+        await rls.shouldRateLimit(request("shop", [["tenant", "umbrella"]]));
         await new Promise((resolve) => setTimeout(resolve, 300));
       }
       expect(answers).toEqual([
@@ -206,8 +199,10 @@ describe("the console's day-2 view in Chromium", () => {
       expect(row[5]).toBe("trial account");
       expect(Date.parse(row[4]!)).toBeGreaterThan(Date.now() + 500_000);
       const initech = [
-        (await rls.shouldRateLimit(request("tenant", "initech"))).overallCode,
-        (await rls.shouldRateLimit(request("tenant", "initech"))).overallCode,
+        (await rls.shouldRateLimit(request("shop", [["tenant", "initech"]])))
+          .overallCode,
+        (await rls.shouldRateLimit(request("shop", [["tenant", "initech"]])))
+          .overallCode,
       ];
       expect(initech).toEqual([Code.OK, Code.OVER_LIMIT]);
 

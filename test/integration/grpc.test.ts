@@ -21,6 +21,7 @@ import {
 import { GrpcJsRateLimitClient } from "../helpers/grpc-js-client.js";
 import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
+import { request } from "../helpers/requests.js";
 
 const config = `
 domain: rl
@@ -38,15 +39,6 @@ descriptors:
   - key: user
     rate_limit: { unit: hour, requests_per_unit: 2 }
 `;
-
-function request(domain: string, ...descriptors: [string, string][][]) {
-  return create(RateLimitRequestSchema, {
-    domain,
-    descriptors: descriptors.map((entries) => ({
-      entries: entries.map(([key, value]) => ({ key, value })),
-    })),
-  });
-}
 
 let t: TestApp;
 beforeAll(async () => {

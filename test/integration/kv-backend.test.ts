@@ -1,4 +1,3 @@
-import { create } from "@bufbuild/protobuf";
 import { silentLogger } from "../helpers/silent-logger.js";
 import type { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -7,7 +6,6 @@ import { BackendError } from "../../src/limiter/backend-error.js";
 import { createDecider } from "../../src/limiter/decide.js";
 import { createLocalCache } from "../../src/limiter/local-cache.js";
 import {
-  RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
   RateLimitResponse_RateLimit_Unit as Unit,
 } from "../../src/proto.js";
@@ -26,16 +24,11 @@ import { kvLimiter } from "../helpers/limiters.js";
 import type { KvCounterBackend } from "../../src/backends/kv/kv-counter-backend.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { descriptor } from "../helpers/requests.js";
 
 // Keys embed the window start, so a fixed clock gives exact key names; TTLs are real.
 const nowSeconds = 1_700_000_123;
 const silent = silentLogger();
-
-function descriptor(...entries: [string, string][]) {
-  return create(RateLimitDescriptorSchema, {
-    entries: entries.map(([key, value]) => ({ key, value })),
-  });
-}
 
 let main: RedisServer;
 let perSecond: RedisServer;

@@ -1,11 +1,9 @@
-import { create } from "@bufbuild/protobuf";
 import { Cluster } from "ioredis";
 import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { keySlot } from "../../src/backends/kv/kv-key-slot.js";
 import type { KvInstanceOptions } from "../../src/backends/kv/kv-options.js";
 import { createDecider } from "../../src/limiter/decide.js";
-import { RateLimitDescriptorSchema } from "../../src/proto.js";
 import { createStatsManager } from "../../src/stats/stats-manager.js";
 import { FakeClock } from "../helpers/fake-clock.js";
 import { testRateLimit } from "../helpers/rate-limit.js";
@@ -20,15 +18,12 @@ import { kvLimiter } from "../helpers/limiters.js";
 import type { KvCounterBackend } from "../../src/backends/kv/kv-counter-backend.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { descriptor } from "../helpers/requests.js";
 
 const nowSeconds = 1_700_000_200;
 const windowStart = nowSeconds - (nowSeconds % 60);
 const stats = createStatsManager();
 const limit = testRateLimit(stats, "d.k", 1000);
-
-function descriptor(value: string) {
-  return create(RateLimitDescriptorSchema, { entries: [{ key: "k", value }] });
-}
 
 let cluster: RedisCluster;
 let admin: Cluster;
@@ -104,7 +99,7 @@ describe("KvCounterBackend with KV_TYPE=cluster", () => {
           values.push(value);
         }
       }
-      const descriptors = values.map(descriptor);
+      const descriptors = values.map((v) => descriptor(["k", v]));
       const limits = values.map(() => limit);
       const hits = values.map((_, i) => i + 1);
       const calls = await Promise.all(
@@ -146,7 +141,7 @@ describe("KvCounterBackend with KV_TYPE=cluster", () => {
       if (s !== slot && (await ownerPort(s)) === sourcePort)
         companion = `c${i}`;
     }
-    const d = [descriptor("migrating"), descriptor(companion)];
+    const d = [descriptor(["k", "migrating"]), descriptor(["k", companion])];
     const remaining = async () =>
       (
         await cache.doLimit(new LimitRequest("d", d, [limit, limit], [1, 1]))

@@ -15,7 +15,6 @@ import { BackendError } from "../../src/limiter/backend-error.js";
 import { createDecider } from "../../src/limiter/decide.js";
 import {
   RateLimitDescriptorSchema,
-  RateLimitRequestSchema,
   RateLimitResponse_Code as RlCode,
   RateLimitService,
 } from "../../src/proto.js";
@@ -34,6 +33,7 @@ import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { kvLimiter } from "../helpers/limiters.js";
 import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { jsonRequest, request } from "../helpers/requests.js";
 
 const config = `
 domain: rl
@@ -43,15 +43,6 @@ descriptors:
   - key: burst
     rate_limit: { unit: second, requests_per_unit: 100 }
 `;
-
-function request(...descriptors: [string, string][]) {
-  return create(RateLimitRequestSchema, {
-    domain: "rl",
-    descriptors: descriptors.map(([key, value]) => ({
-      entries: [{ key, value }],
-    })),
-  });
-}
 
 let store: RedisServer;
 let admin: Redis;
@@ -97,12 +88,16 @@ describe("the service with BACKEND_TYPE=kv", () => {
   it("decides over gRPC with counters in the store", async () => {
     const remaining: number[] = [];
     for (let i = 0; i < 3; i++) {
-      const r = await client.shouldRateLimit(request(["user", "alice"]));
+      const r = await client.shouldRateLimit(
+        request("rl", [["user", "alice"]]),
+      );
       expect(r.overallCode).toBe(RlCode.OK);
       remaining.push(r.statuses[0]!.limitRemaining);
     }
     expect(remaining).toEqual([2, 1, 0]);
-    const over = await client.shouldRateLimit(request(["user", "alice"]));
+    const over = await client.shouldRateLimit(
+      request("rl", [["user", "alice"]]),
+    );
     expect(over.overallCode).toBe(RlCode.OVER_LIMIT);
     const keys = await admin.keys("svc:rl_user_alice_*");
     expect(keys).toHaveLength(1);
@@ -120,20 +115,19 @@ describe("the service with BACKEND_TYPE=kv", () => {
     );
     const before = errors.value();
     const started = Date.now();
-    const err = await client.shouldRateLimit(request(["user", "bob"])).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const err = await client
+      .shouldRateLimit(request("rl", [["user", "bob"]]))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(err).toBeInstanceOf(ConnectError);
     expect((err as ConnectError).code).toBe(Code.Unavailable);
     // Within KV_TIMEOUT (1s): here the ERROR behaviour gives up after its 200 ms wait.
     expect(Date.now() - started).toBeLessThan(1000);
     const json = await fetch(`http://${t.addresses.http}/json`, {
       method: "POST",
-      body: JSON.stringify({
-        domain: "rl",
-        descriptors: [{ entries: [{ key: "user", value: "bob" }] }],
-      }),
+      body: jsonRequest("rl", [["user", "bob"]]),
     });
     expect(json.status).toBe(503);
     expect(errors.value()).toBe(before + 2);
@@ -149,7 +143,9 @@ describe("the service with BACKEND_TYPE=kv", () => {
     await store.restart();
     const r = await waitFor(
       () =>
-        client.shouldRateLimit(request(["user", "bob"])).catch(() => undefined),
+        client
+          .shouldRateLimit(request("rl", [["user", "bob"]]))
+          .catch(() => undefined),
       "a decision after the store came back",
       5000,
     );

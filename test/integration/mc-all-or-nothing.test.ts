@@ -1,4 +1,3 @@
-import { create } from "@bufbuild/protobuf";
 import { Client } from "memjs";
 import { connect } from "node:net";
 import { silentLogger } from "../helpers/silent-logger.js";
@@ -8,7 +7,6 @@ import { McConnection } from "../../src/backends/mc/mc-connection.js";
 import type { RateLimit } from "../../src/config/rate-limit-config.js";
 import { createDecider } from "../../src/limiter/decide.js";
 import {
-  RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
   RateLimitResponse_RateLimit_Unit as Unit,
 } from "../../src/proto.js";
@@ -24,6 +22,7 @@ import { mcLimiter } from "../helpers/limiters.js";
 import type { McCounterBackend } from "../../src/backends/mc/mc-counter-backend.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { descriptor } from "../helpers/requests.js";
 
 // All-or-nothing charging on the memcached backend (check-then-increment with compensation),
 // on real memcached: the race between the check and the increment is forced by two requests
@@ -32,10 +31,6 @@ import { LimitRequest } from "../../src/limiter/limit-request.js";
 
 const silent = silentLogger();
 const compensatedStat = "ratelimit.all_or_nothing.compensated";
-
-function descriptor(key: string, value: string) {
-  return create(RateLimitDescriptorSchema, { entries: [{ key, value }] });
-}
 
 /** A plain memjs client on one node, to read and write what the backend stores. */
 function rawClient(server: MemcachedServer): Client {
@@ -144,7 +139,7 @@ describe("all-or-nothing charging on memcached", () => {
     // The two counters live on different nodes: the undo reaches both.
     const a = valueOnNode("race", "a", 0);
     const b = valueOnNode("race", "b", 1);
-    const descriptors = [descriptor("a", a), descriptor("b", b)];
+    const descriptors = [descriptor(["a", a]), descriptor(["b", b])];
     const keyA = `race_a_${a}_${minuteStart}`;
     const keyB = `race_b_${b}_${minuteStart}`;
     for (let i = 0; i < 2; i++) {
@@ -194,7 +189,7 @@ describe("all-or-nothing charging on memcached", () => {
         allOrNothing: true,
       }),
     ];
-    const descriptors = [descriptor("a", "x"), descriptor("b", "x")];
+    const descriptors = [descriptor(["a", "x"]), descriptor(["b", "x"])];
     const answers = await Promise.all(
       Array.from({ length: 50 }, () =>
         cache.doLimit(new LimitRequest("burst", descriptors, limits, [1, 1])),
@@ -222,12 +217,12 @@ describe("all-or-nothing charging on memcached", () => {
       allOrNothing: true,
     });
     await cache.doLimit(
-      new LimitRequest("store", [descriptor("each", "x")], [each], [2]),
+      new LimitRequest("store", [descriptor(["each", "x"])], [each], [2]),
     );
     await cache.doLimit(
       new LimitRequest(
         "store",
-        [descriptor("aon", "x"), descriptor("month", "x")],
+        [descriptor(["aon", "x"]), descriptor(["month", "x"])],
         [aon, month],
         [2, 3],
       ),

@@ -1,4 +1,3 @@
-import { create } from "@bufbuild/protobuf";
 import { Client } from "memjs";
 import { silentLogger } from "../helpers/silent-logger.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,7 +11,6 @@ import {
 import { CacheKeyError } from "../../src/limiter/cache-key-error.js";
 import { createLocalCache } from "../../src/limiter/local-cache.js";
 import {
-  RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
   RateLimitResponse_RateLimit_Unit as Unit,
 } from "../../src/proto.js";
@@ -28,14 +26,9 @@ import { mcLimiter } from "../helpers/limiters.js";
 import type { McCounterBackend } from "../../src/backends/mc/mc-counter-backend.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { descriptor } from "../helpers/requests.js";
 
 const silent = silentLogger();
-
-function descriptor(...pairs: [string, string][]) {
-  return create(RateLimitDescriptorSchema, {
-    entries: pairs.map(([key, value]) => ({ key, value })),
-  });
-}
 
 /** A plain memjs client on one node, to read what the backend stored. */
 function rawClient(server: MemcachedServer): Client {

@@ -1,11 +1,7 @@
-import { create } from "@bufbuild/protobuf";
 import { status as grpcStatus, type ServiceError } from "@grpc/grpc-js";
 import { Client } from "memjs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  RateLimitRequestSchema,
-  RateLimitResponse_Code as Code,
-} from "../../src/proto.js";
+import { RateLimitResponse_Code as Code } from "../../src/proto.js";
 import { GrpcJsRateLimitClient } from "../helpers/grpc-js-client.js";
 import {
   startMemcached,
@@ -13,6 +9,7 @@ import {
 } from "../helpers/memcached-server.js";
 import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
+import { jsonRequest, request } from "../helpers/requests.js";
 
 const config = `
 domain: svc
@@ -22,15 +19,6 @@ descriptors:
   - key: plan
     rate_limit: { unit: year, requests_per_unit: 100 }
 `;
-
-function request(...descriptors: [string, string][]) {
-  return create(RateLimitRequestSchema, {
-    domain: "svc",
-    descriptors: descriptors.map(([key, value]) => ({
-      entries: [{ key, value }],
-    })),
-  });
-}
 
 describe("the service with BACKEND_TYPE=mc over gRPC", () => {
   let nodes: MemcachedServer[] = [];
@@ -66,7 +54,9 @@ describe("the service with BACKEND_TYPE=mc over gRPC", () => {
   it("counts a user down to OVER_LIMIT and reports healthy", async () => {
     const codes: Code[] = [];
     for (let i = 0; i < 3; i++) {
-      const response = await client!.shouldRateLimit(request(["user", "ann"]));
+      const response = await client!.shouldRateLimit(
+        request("svc", [["user", "ann"]]),
+      );
       codes.push(response.overallCode);
     }
     expect(codes).toEqual([Code.OK, Code.OK, Code.OVER_LIMIT]);
@@ -75,7 +65,7 @@ describe("the service with BACKEND_TYPE=mc over gRPC", () => {
   });
 
   it("stores YEAR counters under the prefixed key on one of the nodes", async () => {
-    await client!.shouldRateLimit(request(["plan", "pro"]));
+    await client!.shouldRateLimit(request("svc", [["plan", "pro"]]));
     await t!.app.close();
     const now = clock.nowSeconds();
     const key = `it:svc_plan_pro_${now - (now % 31_536_000)}`;
@@ -117,8 +107,10 @@ describe("the service with BACKEND_TYPE=mc and a descriptor memcached cannot sto
   // Needs `CacheKeyError` mapped to INVALID_ARGUMENT in src/service/errors.ts (toConnectError).
   it("answers INVALID_ARGUMENT naming the entry, while other requests still count", async () => {
     const [bad, good] = await Promise.allSettled([
-      client!.shouldRateLimit(request(["user", "bob"], ["user", "has space"])),
-      client!.shouldRateLimit(request(["user", "bob"])),
+      client!.shouldRateLimit(
+        request("svc", [["user", "bob"]], [["user", "has space"]]),
+      ),
+      client!.shouldRateLimit(request("svc", [["user", "bob"]])),
     ]);
     expect(bad.status).toBe("rejected");
     const err = (bad as PromiseRejectedResult).reason as ServiceError;
@@ -128,15 +120,14 @@ describe("the service with BACKEND_TYPE=mc and a descriptor memcached cannot sto
     );
     expect(good.status).toBe("fulfilled");
     // The rejected request did not count for bob.
-    const next = await client!.shouldRateLimit(request(["user", "bob"]));
+    const next = await client!.shouldRateLimit(
+      request("svc", [["user", "bob"]]),
+    );
     expect(next.statuses[0]!.limitRemaining).toBe(0);
 
     const json = await fetch(`http://${t!.addresses.http}/json`, {
       method: "POST",
-      body: JSON.stringify({
-        domain: "svc",
-        descriptors: [{ entries: [{ key: "user", value: "tab\there" }] }],
-      }),
+      body: jsonRequest("svc", [["user", "tab\there"]]),
     });
     expect(json.status).toBe(400);
   });

@@ -22,6 +22,7 @@ import {
 } from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { minuteWithRoom } from "../helpers/windows.js";
+import { jsonRequest } from "../helpers/requests.js";
 
 const config = `
 domain: outage
@@ -255,10 +256,7 @@ describe("store killed and restarted empty, default settings", () => {
       const startMs = performance.now();
       const json = await fetch(`http://${service.http}/json`, {
         method: "POST",
-        body: JSON.stringify({
-          domain: "outage",
-          descriptors: [{ entries: [{ key: "client", value: "c1" }] }],
-        }),
+        body: jsonRequest("outage", [["client", "c1"]]),
       });
       expect(json.status).toBeGreaterThanOrEqual(500);
       expect(performance.now() - startMs).toBeLessThan(2000);

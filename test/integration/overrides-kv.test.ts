@@ -32,7 +32,6 @@ import { FakeClock } from "../helpers/fake-clock.js";
 import {
   AdminService,
   OverrideLimitSchema,
-  RateLimitRequestSchema,
   RateLimitResponse_Code as RlCode,
   RateLimitResponse_RateLimit_Unit as Unit,
   RateLimitService,
@@ -48,6 +47,7 @@ import {
 import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { request } from "../helpers/requests.js";
 
 const config = `
 domain: api
@@ -98,15 +98,10 @@ async function replica(): Promise<Replica> {
   };
 }
 
-function request(value: string) {
-  return create(RateLimitRequestSchema, {
-    domain: "api",
-    descriptors: [{ entries: [{ key: "tenant", value }] }],
-  });
-}
-
 async function limitOn(r: Replica, value: string): Promise<number | undefined> {
-  const answer = await r.rls.shouldRateLimit(request(value));
+  const answer = await r.rls.shouldRateLimit(
+    request("api", [["tenant", value]]),
+  );
   return answer.statuses[0]?.currentLimit?.requestsPerUnit;
 }
 
@@ -173,7 +168,10 @@ describe("run-time overrides on two replicas sharing the kv store", () => {
     const before = counter(b, hits);
     const answers = [];
     for (let i = 0; i < 4; i++)
-      answers.push((await b.rls.shouldRateLimit(request("acme"))).overallCode);
+      answers.push(
+        (await b.rls.shouldRateLimit(request("api", [["tenant", "acme"]])))
+          .overallCode,
+      );
     expect(answers).toEqual(
       [1, 2, 3, 4].map((n) =>
         counted + n <= 4 ? RlCode.OK : RlCode.OVER_LIMIT,
@@ -307,8 +305,8 @@ describe("run-time overrides on two replicas sharing the kv store", () => {
     });
     await waitFor(
       async () =>
-        (await b.rls.shouldRateLimit(request("kept"))).statuses[0]
-          ?.limitRemaining === 4294967295,
+        (await b.rls.shouldRateLimit(request("api", [["tenant", "kept"]])))
+          .statuses[0]?.limitRemaining === 4294967295,
       "kept on B",
     );
     store.pause(true);
@@ -329,7 +327,9 @@ describe("run-time overrides on two replicas sharing the kv store", () => {
         /^override store unavailable: the override was not set: /,
       );
       // An unlimited override needs no counter: answered from the table with the store down.
-      const answer = await b.rls.shouldRateLimit(request("kept"));
+      const answer = await b.rls.shouldRateLimit(
+        request("api", [["tenant", "kept"]]),
+      );
       expect(answer.statuses[0]?.limitRemaining).toBe(4294967295);
     } finally {
       store.pause(false);

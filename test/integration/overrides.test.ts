@@ -3,7 +3,6 @@
 // port with ADMIN_ENABLED, ShouldRateLimit over gRPC answering with the override's limit and
 // counting under the rule's stats key, Explain naming the override, expiry, and the audit log.
 
-import { create } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@connectrpc/connect";
 import {
   createConnectTransport,
@@ -13,7 +12,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   AdminService,
   ExplainService,
-  RateLimitRequestSchema,
   RateLimitResponse_Code as RlCode,
   RateLimitService,
 } from "../../src/proto.js";
@@ -21,6 +19,7 @@ import { runClient } from "../../src/cli/client.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { minuteWithRoom } from "../helpers/windows.js";
+import { request } from "../helpers/requests.js";
 
 const config = `
 domain: api
@@ -57,18 +56,14 @@ async function adminJson(
   };
 }
 
-function request(value: string) {
-  return create(RateLimitRequestSchema, {
-    domain: "api",
-    descriptors: [{ entries: [{ key: "tenant", value }] }],
-  });
-}
-
 /** Codes of `n` ShouldRateLimit calls for one tenant. */
 async function codes(value: string, n: number): Promise<RlCode[]> {
   const out: RlCode[] = [];
   for (let i = 0; i < n; i++)
-    out.push((await rls.shouldRateLimit(request(value))).overallCode);
+    out.push(
+      (await rls.shouldRateLimit(request("api", [["tenant", value]])))
+        .overallCode,
+    );
   return out;
 }
 
@@ -137,7 +132,9 @@ describe("run-time overrides (memory backend)", () => {
       ...Array<RlCode>(5).fill(RlCode.OK),
       RlCode.OVER_LIMIT,
     ]);
-    const answer = await rls.shouldRateLimit(request("acme"));
+    const answer = await rls.shouldRateLimit(
+      request("api", [["tenant", "acme"]]),
+    );
     expect(answer.statuses[0]?.currentLimit?.requestsPerUnit).toBe(5);
     // Another tenant keeps the rule's limit.
     expect(await codes("other", 3)).toEqual([
@@ -161,7 +158,9 @@ describe("run-time overrides (memory backend)", () => {
     ).toBe(0);
 
     // Explain (debug port) names the override that decided.
-    const explained = await explain.explain({ request: request("acme") });
+    const explained = await explain.explain({
+      request: request("api", [["tenant", "acme"]]),
+    });
     expect(explained.descriptors[0]?.rule?.requestsPerUnit).toBe(5);
     expect(explained.descriptors[0]?.rule?.runtimeOverride?.actor).toBe(
       "alice",
@@ -185,7 +184,9 @@ describe("run-time overrides (memory backend)", () => {
       { headers: { "x-ratelimit-actor": "bob" } },
     );
     expect(unlimited.override?.actor).toBe("bob");
-    const answer = await rls.shouldRateLimit(request("vip-7"));
+    const answer = await rls.shouldRateLimit(
+      request("api", [["tenant", "vip-7"]]),
+    );
     expect(answer.statuses[0]?.limitRemaining).toBe(4294967295);
     await grpcAdmin.deleteOverride({
       domain: "api",
@@ -193,8 +194,8 @@ describe("run-time overrides (memory backend)", () => {
       reason: "done",
     });
     expect(
-      (await rls.shouldRateLimit(request("vip-8"))).statuses[0]?.currentLimit
-        ?.requestsPerUnit,
+      (await rls.shouldRateLimit(request("api", [["tenant", "vip-8"]])))
+        .statuses[0]?.currentLimit?.requestsPerUnit,
     ).toBe(2);
   });
 
@@ -233,8 +234,8 @@ describe("run-time overrides (memory backend)", () => {
     expect(await codes("brief", 3)).toEqual([RlCode.OK, RlCode.OK, RlCode.OK]);
     await waitFor(
       async () =>
-        (await rls.shouldRateLimit(request("brief"))).overallCode ===
-        RlCode.OVER_LIMIT,
+        (await rls.shouldRateLimit(request("api", [["tenant", "brief"]])))
+          .overallCode === RlCode.OVER_LIMIT,
       "the expired override to stop applying",
       3_000,
     );

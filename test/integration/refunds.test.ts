@@ -2,12 +2,10 @@
 // real gRPC on both HTTP/2 engines and over `/json`, on the memory and kv backends: an
 // in-flight limit of 2 where every start is followed by the refund of its stream's end.
 
-import { create } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, describe, expect, it } from "vitest";
 import {
-  RateLimitRequestSchema,
   RateLimitResponse_Code as Code,
   RateLimitService,
 } from "../../src/proto.js";
@@ -17,6 +15,11 @@ import {
   type RedisServer,
 } from "../helpers/redis-server.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
+import {
+  jsonRequest,
+  request,
+  type DescriptorSpec,
+} from "../helpers/requests.js";
 
 const config = `
 domain: inflight
@@ -30,18 +33,12 @@ afterAll(async () => {
   await stopAllRedisServers();
 });
 
-function request(refund: boolean) {
-  return create(RateLimitRequestSchema, {
-    domain: "inflight",
-    descriptors: [
-      {
-        entries: [{ key: "route", value: "slow" }],
-        hitsAddend: 1n,
-        isNegativeHits: refund,
-      },
-    ],
-  });
-}
+/** One hit on the slow route, its own hits addend: a start, or with `refund` its end. */
+const slowRoute = (refund: boolean): DescriptorSpec => ({
+  entries: [["route", "slow"]],
+  hits: 1,
+  isNegativeHits: refund,
+});
 
 const setups: { name: string; env: () => Promise<Record<string, string>> }[] = [
   { name: "memory, builtin engine", env: () => Promise.resolve({}) },
@@ -75,7 +72,9 @@ describe.each(setups)("refunds over gRPC and /json: $name", ({ env }) => {
       );
       for (let round = 0; round < 3; round++) {
         const starts = await Promise.all(
-          [0, 1, 2, 3].map(() => client.shouldRateLimit(request(false))),
+          [0, 1, 2, 3].map(() =>
+            client.shouldRateLimit(request("inflight", slowRoute(false))),
+          ),
         );
         expect(starts.map((r) => r.overallCode).sort((a, b) => a - b)).toEqual([
           Code.OK,
@@ -85,7 +84,9 @@ describe.each(setups)("refunds over gRPC and /json: $name", ({ env }) => {
         ]);
         // Each stream's end, refused ones included: always OK.
         const ends = await Promise.all(
-          starts.map(() => client.shouldRateLimit(request(true))),
+          starts.map(() =>
+            client.shouldRateLimit(request("inflight", slowRoute(true))),
+          ),
         );
         expect(ends.every((r) => r.overallCode === Code.OK)).toBe(true);
       }
@@ -93,14 +94,9 @@ describe.each(setups)("refunds over gRPC and /json: $name", ({ env }) => {
       const json = async (isNegativeHits: boolean) => {
         const res = await fetch(`http://${t.addresses.http}/json`, {
           method: "POST",
-          body: JSON.stringify({
-            domain: "inflight",
-            descriptors: [
-              {
-                entries: [{ key: "route", value: "slow" }],
-                isNegativeHits,
-              },
-            ],
+          body: jsonRequest("inflight", {
+            entries: [["route", "slow"]],
+            isNegativeHits,
           }),
         });
         return res.status;

@@ -1,19 +1,19 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { create } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import parsePrometheusTextFormat, {
   type PrometheusMetricFamily,
 } from "parse-prometheus-text-format";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { RateLimitRequestSchema, RateLimitService } from "../../src/proto.js";
+import { RateLimitService } from "../../src/proto.js";
 import { SettingsError } from "../../src/settings/settings-error.js";
 import { loadSettings } from "../../src/settings/settings.js";
 import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { freePort } from "../helpers/spawn-service.js";
+import { request } from "../helpers/requests.js";
 
 const config = `
 domain: rl
@@ -27,21 +27,19 @@ descriptors:
         rate_limit: { unit: minute, requests_per_unit: 100 }
 `;
 
-function request(...entries: [string, string][]) {
-  return create(RateLimitRequestSchema, {
-    domain: "rl",
-    descriptors: [{ entries: entries.map(([key, value]) => ({ key, value })) }],
-  });
-}
-
 async function drive(t: TestApp): Promise<void> {
   const client = createClient(
     RateLimitService,
     createGrpcTransport({ baseUrl: `http://${t.addresses.grpc}` }),
   );
   for (let i = 0; i < 3; i++)
-    await client.shouldRateLimit(request(["key", "value"]));
-  await client.shouldRateLimit(request(["user", "u1"], ["path", "/a"]));
+    await client.shouldRateLimit(request("rl", [["key", "value"]]));
+  await client.shouldRateLimit(
+    request("rl", [
+      ["user", "u1"],
+      ["path", "/a"],
+    ]),
+  );
 }
 
 async function scrape(port: number, path = "/metrics") {

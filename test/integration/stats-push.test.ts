@@ -5,13 +5,11 @@ import {
   type Server,
   type Socket,
 } from "node:net";
-import { create } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { pino, type Logger } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import {
-  RateLimitRequestSchema,
   RateLimitResponse_Code as RlCode,
   RateLimitService,
 } from "../../src/proto.js";
@@ -19,6 +17,7 @@ import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { freePort } from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { request } from "../helpers/requests.js";
 
 const config = `
 domain: rl
@@ -104,13 +103,6 @@ async function udpListener(): Promise<StatsdListener> {
   };
 }
 
-function request(...entries: [string, string][]) {
-  return create(RateLimitRequestSchema, {
-    domain: "rl",
-    descriptors: [{ entries: entries.map(([key, value]) => ({ key, value })) }],
-  });
-}
-
 function clientOf(t: TestApp) {
   return createClient(
     RateLimitService,
@@ -170,7 +162,8 @@ describe("push statistics (statsd)", () => {
     const codes: RlCode[] = [];
     for (let i = 0; i < 3; i++)
       codes.push(
-        (await client.shouldRateLimit(request(["key", "value"]))).overallCode,
+        (await client.shouldRateLimit(request("rl", [["key", "value"]])))
+          .overallCode,
       );
     expect(codes).toEqual([RlCode.OK, RlCode.OK, RlCode.OVER_LIMIT]);
 
@@ -210,7 +203,7 @@ describe("push statistics (statsd)", () => {
     await new Promise((r) => setTimeout(r, 250));
     expect(sum(hits, seenAt)).toBe(0);
     const calledAt = Date.now();
-    await client.shouldRateLimit(request(["key", "value"]));
+    await client.shouldRateLimit(request("rl", [["key", "value"]]));
     const got = await waitFor(
       () => statsd.lines.slice(seenAt).find((r) => r.line === `${hits}:1|c`),
       "the next total_hits delta",
@@ -255,7 +248,8 @@ describe("push statistics (statsd)", () => {
     const client = clientOf(t);
     for (let i = 0; i < 2; i++)
       expect(
-        (await client.shouldRateLimit(request(["key", "value"]))).overallCode,
+        (await client.shouldRateLimit(request("rl", [["key", "value"]])))
+          .overallCode,
       ).toBe(RlCode.OK);
     await new Promise((r) => setTimeout(r, 350)); // a few failed flushes
     const failures = warnings.filter((w) =>
@@ -266,7 +260,7 @@ describe("push statistics (statsd)", () => {
     expect(failures.length).toBeLessThanOrEqual(5);
     const statsd = await tcpListener(port);
     cleanups.push(() => statsd.close());
-    await client.shouldRateLimit(request(["key", "value"]));
+    await client.shouldRateLimit(request("rl", [["key", "value"]]));
     await waitFor(
       () =>
         statsd.lines.some((r) =>
@@ -287,7 +281,12 @@ describe("push statistics (statsd)", () => {
       PUSHSTATS_PORT: String(statsd.port),
       PUSHSTATS_PROTOCOL: "udp",
     });
-    await clientOf(t).shouldRateLimit(request(["user", "u1"], ["path", "/a"]));
+    await clientOf(t).shouldRateLimit(
+      request("rl", [
+        ["user", "u1"],
+        ["path", "/a"],
+      ]),
+    );
     const line = "ratelimit.service.rate_limit.rl.user.path.total_hits:1|c";
     await waitFor(() => statsd.lines.some((r) => r.line === line), line);
   });
@@ -312,7 +311,7 @@ describe("tagged push statistics", () => {
       TAGGED_PUSHSTATS_MOGRIFIER_server_NAME: "ratelimit_server.$2",
       TAGGED_PUSHSTATS_MOGRIFIER_server_TAGS: "grpc_method:$1",
     });
-    await clientOf(t).shouldRateLimit(request(["key", "value"]));
+    await clientOf(t).shouldRateLimit(request("rl", [["key", "value"]]));
     const hit = await waitFor(
       () =>
         statsd.lines

@@ -3,12 +3,10 @@ import { connect as http2Connect } from "node:http2";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
-import { create } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  RateLimitRequestSchema,
   RateLimitResponse_Code as Code,
   RateLimitService,
 } from "../../src/proto.js";
@@ -17,6 +15,7 @@ import { GrpcJsRateLimitClient } from "../helpers/grpc-js-client.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { freePort, repoRoot, spawnNode } from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { request } from "../helpers/requests.js";
 
 const config = `
 domain: rl
@@ -24,11 +23,6 @@ descriptors:
   - key: user
     rate_limit: { unit: hour, requests_per_unit: 100000 }
 `;
-const request = (user: string) =>
-  create(RateLimitRequestSchema, {
-    domain: "rl",
-    descriptors: [{ entries: [{ key: "user", value: user }] }],
-  });
 
 function tlsClient(address: string, ca: string, client?: CertFiles) {
   return createClient(
@@ -111,7 +105,7 @@ describe("gRPC over TLS with mutual TLS", () => {
       t.addresses.grpc,
       ca.cert,
       goodClient,
-    ).shouldRateLimit(request("a"));
+    ).shouldRateLimit(request("rl", [["user", "a"]]));
     expect(r.overallCode).toBe(Code.OK);
   });
 
@@ -122,7 +116,7 @@ describe("gRPC over TLS with mutual TLS", () => {
   ])("refuses a client with %s", async (_what, client) => {
     await expect(
       tlsClient(t.addresses.grpc, ca.cert, client).shouldRateLimit(
-        request("b"),
+        request("rl", [["user", "b"]]),
         { timeoutMs: 3000 },
       ),
     ).rejects.toThrow();
@@ -145,7 +139,7 @@ describe("gRPC over TLS with mutual TLS", () => {
       t.addresses.grpc,
       ca.cert,
       goodClient,
-    ).shouldRateLimit(request("c"));
+    ).shouldRateLimit(request("rl", [["user", "c"]]));
     expect(r.overallCode).toBe(Code.OK);
   });
 });
@@ -158,7 +152,9 @@ describe("gRPC on a unix socket", () => {
       expect(t.addresses.grpc).toBe(`unix:${path}`);
       const client = new GrpcJsRateLimitClient(`unix:${path}`);
       try {
-        const r = await client.shouldRateLimit(request("uds"));
+        const r = await client.shouldRateLimit(
+          request("rl", [["user", "uds"]]),
+        );
         expect(r.overallCode).toBe(Code.OK);
       } finally {
         client.close();
@@ -229,9 +225,9 @@ describe("graceful shutdown", () => {
       );
       const client = new GrpcJsRateLimitClient(`127.0.0.1:${grpc}`);
       try {
-        await client.shouldRateLimit(request("warm-up"));
+        await client.shouldRateLimit(request("rl", [["user", "warm-up"]]));
         const calls = Array.from({ length: 200 }, (_, i) =>
-          client.shouldRateLimit(request(`u${i}`)),
+          client.shouldRateLimit(request("rl", [["user", `u${i}`]])),
         );
         // Signal once the first answer is back: the rest are on the wire or being decided.
         await Promise.race(calls);

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join, relative } from "node:path";
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -24,6 +24,7 @@ import {
 } from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { minuteWithRoom } from "../helpers/windows.js";
+import { request } from "../helpers/requests.js";
 
 // The built service (dist/) as a child process (the SDK registers process-wide globals),
 // exporting to OTLP receivers that run in this test. RATELIMIT_DIST points at another build.
@@ -99,14 +100,6 @@ function caller(sampled = true): Caller {
   };
 }
 
-function request(domain: string, ...descriptors: [string, string][][]) {
-  return create(RateLimitRequestSchema, {
-    domain,
-    descriptors: descriptors.map((entries) => ({
-      entries: entries.map(([key, value]) => ({ key, value })),
-    })),
-  });
-}
 const account = request("rl", [["category", "account"]]);
 
 /** Unary gRPC ShouldRateLimit with grpc-js (served by the HTTP/2 fast path). */

@@ -13,6 +13,7 @@ import {
   RateLimitService,
 } from "../../src/proto.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
+import { request } from "../helpers/requests.js";
 
 // The window extensions through the whole service over real gRPC. Windows of 3650 days keep a
 // window edge out of the test's way.
@@ -31,15 +32,6 @@ descriptors:
       requests_per_unit: 3
 `;
 
-function request(...descriptors: [string, string][]) {
-  return create(RateLimitRequestSchema, {
-    domain: "shop",
-    descriptors: descriptors.map(([key, value]) => ({
-      entries: [{ key, value }],
-    })),
-  });
-}
-
 let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp({ "shop.yaml": config });
@@ -57,7 +49,7 @@ describe("window extensions over gRPC", () => {
     const codes: RlCode[] = [];
     for (let i = 0; i < 4; i++) {
       const r = await client.shouldRateLimit(
-        request(["user", "alice"], ["ip", "10.0.0.1"]),
+        request("shop", [["user", "alice"]], [["ip", "10.0.0.1"]]),
       );
       codes.push(r.overallCode);
     }
@@ -68,7 +60,9 @@ describe("window extensions over gRPC", () => {
       RlCode.OVER_LIMIT,
     ]);
     // Only the two admitted requests used alice's budget.
-    const alone = await client.shouldRateLimit(request(["user", "alice"]));
+    const alone = await client.shouldRateLimit(
+      request("shop", [["user", "alice"]]),
+    );
     expect(alone.overallCode).toBe(RlCode.OK);
     expect(alone.statuses[0]!.limitRemaining).toBe(2);
     // The reported unit stays the enum; the reset carries the real (3650-day) window.
@@ -85,12 +79,16 @@ describe("window extensions over gRPC", () => {
     );
     const remaining: number[] = [];
     for (let i = 0; i < 3; i++) {
-      const r = await client.shouldRateLimit(request(["token", "t1"]));
+      const r = await client.shouldRateLimit(
+        request("shop", [["token", "t1"]]),
+      );
       expect(r.overallCode).toBe(RlCode.OK);
       remaining.push(r.statuses[0]!.limitRemaining);
     }
     expect(remaining).toEqual([2, 1, 0]);
-    const over = await client.shouldRateLimit(request(["token", "t1"]));
+    const over = await client.shouldRateLimit(
+      request("shop", [["token", "t1"]]),
+    );
     expect(over.overallCode).toBe(RlCode.OVER_LIMIT);
   });
 

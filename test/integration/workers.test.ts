@@ -2,16 +2,13 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { create } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  RateLimitRequestSchema,
-  RateLimitResponse_Code as Code,
-} from "../../src/proto.js";
+import { RateLimitResponse_Code as Code } from "../../src/proto.js";
 import { GrpcJsRateLimitClient } from "../helpers/grpc-js-client.js";
 import { startRedisServer, type RedisServer } from "../helpers/redis-server.js";
 import { freePort, spawnNode, type Spawned } from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { request } from "../helpers/requests.js";
 
 const config = (limit: number): string => `
 domain: rl
@@ -19,17 +16,12 @@ descriptors:
   - key: user
     rate_limit: { unit: hour, requests_per_unit: ${limit} }
 `;
-const request = (user: string) =>
-  create(RateLimitRequestSchema, {
-    domain: "rl",
-    descriptors: [{ entries: [{ key: "user", value: user }] }],
-  });
 
 /** Decides once on a fresh connection (so the calls spread over the workers). */
 async function decideOnce(grpc: number, user: string) {
   const client = new GrpcJsRateLimitClient(`127.0.0.1:${grpc}`);
   try {
-    return await client.shouldRateLimit(request(user));
+    return await client.shouldRateLimit(request("rl", [["user", user]]));
   } finally {
     client.close();
   }

@@ -7,6 +7,7 @@ import {
   type Harness,
   type HarnessOptions,
 } from "./canary-harness.js";
+import { request, type DescriptorSpec } from "../../helpers/requests.js";
 
 // The canary's report against the truth: service A runs the live config with the candidate as
 // its canary, service B runs the candidate as its live config; the same seeded requests go to
@@ -168,8 +169,8 @@ describe("config canary against a service running the candidate", () => {
           descriptors.push(`${key}=v${Math.floor(random() * 3)}${hits}`);
         }
         const [ra, rb] = await Promise.all([
-          a.service.shouldRateLimit(request(descriptors)),
-          b.service.shouldRateLimit(request(descriptors)),
+          a.service.shouldRateLimit(request("rl", ...descriptors.map(parsed))),
+          b.service.shouldRateLimit(request("rl", ...descriptors.map(parsed))),
         ]);
         if (ra.overallCode === rb.overallCode) continue;
         changed++;
@@ -205,30 +206,14 @@ describe("config canary against a service running the candidate", () => {
   );
 });
 
-function request(descriptors: readonly string[]) {
+/** `key=value`, `key=value*2` (2 hits) or `key=value*-1` (a refund of 1) as a descriptor. */
+function parsed(text: string): DescriptorSpec {
+  const [pair = "", hits] = text.split("*");
+  const [key = "", value = ""] = pair.split("=");
+  if (hits === undefined) return { entries: [[key, value]] };
   return {
-    $typeName: "envoy.service.ratelimit.v3.RateLimitRequest" as const,
-    domain: "rl",
-    hitsAddend: 0,
-    descriptors: descriptors.map((text) => {
-      const [pair = "", hits] = text.split("*");
-      const [key = "", value = ""] = pair.split("=");
-      return {
-        $typeName:
-          "envoy.extensions.common.ratelimit.v3.RateLimitDescriptor" as const,
-        entries: [
-          {
-            $typeName:
-              "envoy.extensions.common.ratelimit.v3.RateLimitDescriptor.Entry" as const,
-            key,
-            value,
-          },
-        ],
-        ...(hits !== undefined
-          ? { hitsAddend: BigInt(Math.abs(Number(hits))) }
-          : {}),
-        isNegativeHits: hits !== undefined && Number(hits) < 0,
-      };
-    }),
+    entries: [[key, value]],
+    hits: Math.abs(Number(hits)),
+    isNegativeHits: Number(hits) < 0,
   };
 }

@@ -1,16 +1,10 @@
-import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import {
   CanaryReport,
   descriptorText,
   otherRules,
 } from "../../../src/canary/canary-report.js";
-import { RateLimitDescriptorSchema } from "../../../src/proto.js";
-
-const descriptor = (...pairs: [string, string][]) =>
-  create(RateLimitDescriptorSchema, {
-    entries: pairs.map(([key, value]) => ({ key, value })),
-  });
+import { descriptor } from "../../helpers/requests.js";
 
 describe("CanaryReport", () => {
   it("orders rules by changes, then name, with top values heaviest first", () => {

@@ -10,12 +10,12 @@ import { createDecider } from "../../../src/limiter/decide.js";
 import {
   ExplainRequestSchema,
   ExplainResponseSchema,
-  RateLimitRequestSchema,
 } from "../../../src/proto.js";
 import { createRateLimitService } from "../../../src/service/rate-limit-service.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
+import { request } from "../../helpers/requests.js";
 
 // The tree of `ratelimit-client -explain` for token buckets, calendar windows and rate_limits:
 // lists, from real Explain answers on the memory backend at a fixed time.
@@ -64,21 +64,13 @@ function build() {
   return { service, explain };
 }
 
-const request = (hitsAddend: number, ...labels: string[]) =>
-  create(RateLimitRequestSchema, {
-    domain: "api",
-    hitsAddend,
-    descriptors: labels.map((label) => {
-      const [key, value] = label.split("=") as [string, string];
-      return { entries: [{ key, value }] };
-    }),
-  });
-
 describe("formatExplanation of token buckets, calendar windows and rate_limits: lists", () => {
   it("prints one subtree per limit of a list, the deciding one marked", async () => {
     const { service, explain } = build();
-    await service.shouldRateLimit(request(3, "user=alice"));
-    const req = request(1, "user=alice");
+    await service.shouldRateLimit(
+      request({ domain: "api", hitsAddend: 3 }, [["user", "alice"]]),
+    );
+    const req = request({ domain: "api", hitsAddend: 1 }, [["user", "alice"]]);
     const r = await explain.explain(
       create(ExplainRequestSchema, { request: req }),
     );
@@ -107,8 +99,18 @@ describe("formatExplanation of token buckets, calendar windows and rate_limits: 
 
   it("prints a token bucket's state and a calendar week", async () => {
     const { service, explain } = build();
-    await service.shouldRateLimit(request(18, "key=k1", "tenant=acme"));
-    const req = request(5, "key=k1", "tenant=acme");
+    await service.shouldRateLimit(
+      request(
+        { domain: "api", hitsAddend: 18 },
+        [["key", "k1"]],
+        [["tenant", "acme"]],
+      ),
+    );
+    const req = request(
+      { domain: "api", hitsAddend: 5 },
+      [["key", "k1"]],
+      [["tenant", "acme"]],
+    );
     const r = await explain.explain(
       create(ExplainRequestSchema, { request: req }),
     );
@@ -135,7 +137,7 @@ describe("formatExplanation of token buckets, calendar windows and rate_limits: 
     const loaded = loadConfig([{ name: "api.yaml", text: config }], {
       statsManager,
     });
-    const req = request(1, "user=alice");
+    const req = request({ domain: "api", hitsAddend: 1 }, [["user", "alice"]]);
     const explained = explainConfig(
       (domain, d) => explainLimit(loaded.view!, domain, d),
       req,

@@ -1,14 +1,8 @@
-// Shared helpers of the config unit tests: fixture files and request descriptors.
+// Shared helpers of the config unit tests: fixture files (descriptors: test/helpers/requests.ts).
 import { readFileSync } from "node:fs";
-import { create } from "@bufbuild/protobuf";
 import type { ConfigFile } from "../../../src/config/load-config.js";
 import { loadConfig } from "../../../src/config/load-config.js";
 import type { RateLimitConfig } from "../../../src/config/rate-limit-config.js";
-import type {
-  OverrideRateLimitUnit,
-  RateLimitDescriptor,
-} from "../../../src/proto.js";
-import { RateLimitDescriptorSchema } from "../../../src/proto.js";
 import type { StatsManager } from "../../../src/stats/stats-manager.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 
@@ -30,18 +24,4 @@ export function loadFixtures(
     mergeDomainConfig,
   });
   return { config, stats };
-}
-
-/**
- * Builds a request descriptor from `[key, value]` pairs, optionally with a limit override
- * (`requestsPerUnit`, unit numbered like `envoy.type.v3.RateLimitUnit`).
- */
-export function descriptor(
-  entries: readonly (readonly [string, string])[],
-  override?: { requestsPerUnit: number; unit: OverrideRateLimitUnit },
-): RateLimitDescriptor {
-  return create(RateLimitDescriptorSchema, {
-    entries: entries.map(([key, value]) => ({ key, value })),
-    ...(override === undefined ? {} : { limit: override }),
-  });
 }

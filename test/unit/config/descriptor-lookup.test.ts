@@ -4,7 +4,8 @@ import { matchesWildcard } from "../../../src/config/descriptor-lookup.js";
 import { loadConfig } from "../../../src/config/load-config.js";
 import { RateLimitResponse_RateLimit_Unit as Unit } from "../../../src/proto.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
-import { descriptor, loadFixtures } from "./config-fixtures.js";
+import { loadFixtures } from "./config-fixtures.js";
+import { descriptor } from "../../helpers/requests.js";
 
 type Entries = readonly (readonly [string, string])[];
 
@@ -55,7 +56,7 @@ describe("matchesWildcard", () => {
 describe("RateLimitConfig getLimit matching", () => {
   const { config } = loadFixtures(["matching.yaml"]);
   const limitOf = (entries: Entries) =>
-    config.getLimit("test-domain", descriptor(entries));
+    config.getLimit("test-domain", descriptor(...entries));
 
   // docs/reference-parity.md#lookup-order and #depth-rule; the number is the matched rule's
   // requests_per_unit.
@@ -194,7 +195,7 @@ describe("RateLimitConfig getLimit matching", () => {
 describe("RateLimitConfig getLimit wildcards", () => {
   const { config } = loadFixtures(["wildcard.yaml"]);
   const limitOf = (entries: Entries) =>
-    config.getLimit("test-domain", descriptor(entries));
+    config.getLimit("test-domain", descriptor(...entries));
 
   const cases: readonly [string, Entries, number | undefined][] = [
     ["`*` at the end matches the empty rest", [["trailing", "foo"]], 1],
@@ -250,7 +251,7 @@ describe("RateLimitConfig getLimit wildcards", () => {
 describe("RateLimitConfig getLimit detailed_metric", () => {
   const { config } = loadFixtures(["detailed-metric.yaml"]);
   const limitOf = (entries: Entries) =>
-    config.getLimit("d", descriptor(entries));
+    config.getLimit("d", descriptor(...entries));
 
   // docs/reference-parity.md#stats-key: `<domain>` + `.key_value` for every request entry.
   const cases: readonly [Entries, string][] = [
@@ -306,7 +307,7 @@ describe("RateLimitConfig getLimit detailed_metric", () => {
 describe("RateLimitConfig getLimit value_to_metric", () => {
   const { config } = loadFixtures(["value-to-metric.yaml"]);
   const limitOf = (entries: Entries) =>
-    config.getLimit("domain", descriptor(entries));
+    config.getLimit("domain", descriptor(...entries));
   const draw = (method: string): Entries => [
     ["route", "draw"],
     ["http_method", method],
@@ -361,7 +362,7 @@ describe("RateLimitConfig getLimit value_to_metric", () => {
 describe("RateLimitConfig getLimit share_threshold", () => {
   const { config } = loadFixtures(["share-threshold.yaml"]);
   const limitOf = (entries: Entries) =>
-    config.getLimit("test-domain", descriptor(entries));
+    config.getLimit("test-domain", descriptor(...entries));
 
   it("gives the pattern value for the cache key of a matching entry", () => {
     const limit = limitOf([["files", "files/a.txt"]]);
@@ -420,7 +421,7 @@ describe("RateLimitConfig getLimit with `*` in a config key", () => {
     const text =
       "domain: d\ndescriptors:\n  - key: fo*\n    rate_limit: {unit: second, requests_per_unit: 1}\n";
     const config = loadConfig([{ name: "k.yaml", text }], { statsManager });
-    const limit = config.getLimit("d", descriptor([["foo", "bar"]]));
+    const limit = config.getLimit("d", descriptor(["foo", "bar"]));
     expect(limit?.requestsPerUnit).toBe(1);
     expect(limit?.stats.key).toBe("d.foo_fo*");
   });

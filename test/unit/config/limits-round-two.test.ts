@@ -2,24 +2,16 @@
 // `week_start`, and `rate_limits:` lists, from YAML text through the real loader to the built
 // RateLimit (parameters, cache-key tails, stats keys, extra limits), the dump and every error
 // with its line and field path. The decisions themselves are tested in test/unit/limiter.
-import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { fixedEpochWindow } from "../../../src/config/algorithm.js";
 import { ConfigError } from "../../../src/config/config-error.js";
 import { loadConfig } from "../../../src/config/load-config.js";
 import type { RateLimit } from "../../../src/config/rate-limit-config.js";
 import { resolveGcraParams } from "../../../src/config/token-bucket.js";
-import {
-  RateLimitDescriptorSchema,
-  RateLimitResponse_RateLimit_Unit as Unit,
-} from "../../../src/proto.js";
+import { RateLimitResponse_RateLimit_Unit as Unit } from "../../../src/proto.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { bucketOfLimit, calendarOfLimit } from "../../helpers/rate-limit.js";
-
-const request = (...entries: [string, string][]) =>
-  create(RateLimitDescriptorSchema, {
-    entries: entries.map(([key, value]) => ({ key, value })),
-  });
+import { descriptor } from "../../helpers/requests.js";
 
 function load(text: string) {
   return loadConfig([{ name: "limits.yaml", text }], {
@@ -50,7 +42,7 @@ function rule(...lines: string[]): string {
 
 /** The limit of `k_v` in domain `d`. */
 function limitOf(text: string, value = "v"): RateLimit {
-  const limit = load(text).getLimit("d", request(["k", value]));
+  const limit = load(text).getLimit("d", descriptor(["k", value]));
   if (limit === undefined) throw new Error("no limit");
   return limit;
 }
@@ -214,7 +206,7 @@ const list = rule(
 describe("config: rate_limits lists", () => {
   it("makes the first entry the rule's limit and the others its frozen extraLimits", () => {
     const config = load(list);
-    const limit = config.getLimit("d", request(["k", "v"]));
+    const limit = config.getLimit("d", descriptor(["k", "v"]));
     expect(limit).toMatchObject({
       fullKey: "d.k",
       unit: Unit.SECOND,
@@ -246,7 +238,7 @@ describe("config: rate_limits lists", () => {
   });
 
   it("applies shadow_mode, quota_mode and metadata of the rule to every entry", () => {
-    const limit = load(list).getLimit("d", request(["k", "v"]));
+    const limit = load(list).getLimit("d", descriptor(["k", "v"]));
     for (const one of [limit, ...(limit?.extraLimits ?? [])]) {
       expect(one).toMatchObject({
         shadowMode: true,
@@ -280,7 +272,7 @@ describe("config: rate_limits lists", () => {
         "",
       ].join("\n"),
     );
-    const limit = config.getLimit("d", request(["k", "a"], ["n", "b"]));
+    const limit = config.getLimit("d", descriptor(["k", "a"], ["n", "b"]));
     expect(limit).toMatchObject({
       fullKey: "d.k.n",
       statsKeySuffix: "_m",
@@ -293,14 +285,14 @@ describe("config: rate_limits lists", () => {
 
   it("treats a null rate_limits as absent", () => {
     expect(
-      load(rule("rate_limits:")).getLimit("d", request(["k", "v"])),
+      load(rule("rate_limits:")).getLimit("d", descriptor(["k", "v"])),
     ).toBeUndefined();
   });
 
   it("returns the frozen limit built at load on the fast path", () => {
     const config = load(list);
-    const first = config.getLimit("d", request(["k", "v"]));
-    expect(config.getLimit("d", request(["k", "w"]))).toBe(first);
+    const first = config.getLimit("d", descriptor(["k", "v"]));
+    expect(config.getLimit("d", descriptor(["k", "w"]))).toBe(first);
     expect(config.view?.domainRules("d")?.nodes.get("k")?.limit).toBe(first);
   });
 
@@ -314,7 +306,7 @@ describe("config: rate_limits lists", () => {
         "  - {unit: hour, requests_per_unit: 9, name: h}",
       ),
     );
-    const limit = config.getLimit("d", request(["k", "alice"]));
+    const limit = config.getLimit("d", descriptor(["k", "alice"]));
     expect(limit?.stats.key).toBe("d.k_alice_per_second");
     expect(limit?.extraLimits?.map((l) => l.stats.key)).toEqual([
       "d.k_alice_h",
@@ -345,12 +337,12 @@ describe("config: rate_limits lists", () => {
         "",
       ].join("\n"),
     );
-    const shared = config.getLimit("d", request(["k", "files/a"]));
+    const shared = config.getLimit("d", descriptor(["k", "files/a"]));
     expect(shared?.shareThresholdValues).toEqual(["files*"]);
     expect(shared?.extraLimits?.[0]?.shareThresholdValues).toEqual(["files*"]);
     expect(shared?.stats.key).toBe("d.k_files*_per_second");
     expect(shared?.extraLimits?.[0]?.stats.key).toBe("d.k_files*_per_day");
-    const valued = config.getLimit("d", request(["v", "x"]));
+    const valued = config.getLimit("d", descriptor(["v", "x"]));
     expect(valued?.stats.key).toBe("d.v_x_per_second");
     expect(valued?.extraLimits?.[0]?.stats.key).toBe("d.v_x_per_day");
   });

@@ -13,7 +13,8 @@ import {
   RateLimitResponse_RateLimit_Unit as Unit,
 } from "../../../src/proto.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
-import { descriptor, fixture, loadFixtures } from "./config-fixtures.js";
+import { fixture, loadFixtures } from "./config-fixtures.js";
+import { descriptor } from "../../helpers/requests.js";
 
 function loadError(
   names: readonly string[],
@@ -138,7 +139,7 @@ describe("loadConfig validation", () => {
   it("accepts requests_per_unit: 0", () => {
     const { config } = loadFixtures(["zero-limit.yaml"]);
     expect(
-      config.getLimit("test-domain", descriptor([["key1", "x"]]))
+      config.getLimit("test-domain", descriptor(["key1", "x"]))
         ?.requestsPerUnit,
     ).toBe(0);
   });
@@ -146,7 +147,7 @@ describe("loadConfig validation", () => {
   it("accepts unlimited with requests_per_unit or unit 'unknown', giving unit UNKNOWN", () => {
     const { config } = loadFixtures(["unlimited-with-requests.yaml"]);
     for (const key of ["key1", "key2"]) {
-      const limit = config.getLimit("test-domain", descriptor([[key, "x"]]));
+      const limit = config.getLimit("test-domain", descriptor([key, "x"]));
       expect(limit).toMatchObject({
         unlimited: true,
         unit: Unit.UNKNOWN,
@@ -190,7 +191,7 @@ describe("loadConfigFromRoots", () => {
       },
     ];
     const config = loadConfigFromRoots(roots, { statsManager });
-    const limit = config.getLimit("xds", descriptor([["k1", "v1"]]));
+    const limit = config.getLimit("xds", descriptor(["k1", "v1"]));
     expect(limit).toMatchObject({
       requestsPerUnit: 3,
       unit: Unit.MINUTE,
@@ -272,11 +273,11 @@ describe("loadConfig domain merge", () => {
     const { config } = loadFixtures(["merge-a.yaml", "merge-b.yaml"], true);
     expect(config.domainCount).toBe(1);
     expect(
-      config.getLimit("test-domain", descriptor([["key1", "x"]]))
+      config.getLimit("test-domain", descriptor(["key1", "x"]))
         ?.requestsPerUnit,
     ).toBe(1);
     expect(
-      config.getLimit("test-domain", descriptor([["key2", "x"]]))
+      config.getLimit("test-domain", descriptor(["key2", "x"]))
         ?.requestsPerUnit,
     ).toBe(2);
   });
@@ -285,7 +286,7 @@ describe("loadConfig domain merge", () => {
     const { config } = loadFixtures(["merge-a.yaml", "merge-b.yaml"], true);
     // `wild_a*` (merge-a) matches `abc` before `wild_ab*` (merge-b) is tried.
     expect(
-      config.getLimit("test-domain", descriptor([["wild", "abc"]]))
+      config.getLimit("test-domain", descriptor(["wild", "abc"]))
         ?.requestsPerUnit,
     ).toBe(10);
   });
@@ -326,10 +327,10 @@ describe("RateLimitConfig getLimit domain and override", () => {
     const { config, stats } = loadFixtures(["matching.yaml"]);
     const counter = stats.domainNotFound("other-domain");
     expect(
-      config.getLimit("other-domain", descriptor([["route", "exact"]])),
+      config.getLimit("other-domain", descriptor(["route", "exact"])),
     ).toBeUndefined();
     expect(
-      config.getLimit("other-domain", descriptor([["leaf", "x"]])),
+      config.getLimit("other-domain", descriptor(["leaf", "x"])),
     ).toBeUndefined();
     expect(counter.name).toBe(
       "ratelimit.service.rate_limit.other-domain.domain_not_found",
@@ -339,9 +340,12 @@ describe("RateLimitConfig getLimit domain and override", () => {
 
   it("ignores an override for an unknown domain", () => {
     const { config, stats } = loadFixtures(["matching.yaml"]);
-    const request = descriptor([["route", "exact"]], {
-      requestsPerUnit: 42,
-      unit: OverrideRateLimitUnit.HOUR,
+    const request = descriptor({
+      entries: [["route", "exact"]],
+      limit: {
+        requestsPerUnit: 42,
+        unit: OverrideRateLimitUnit.HOUR,
+      },
     });
     expect(config.getLimit("other-domain", request)).toBeUndefined();
     expect(stats.domainNotFound("other-domain").value()).toBe(1);
@@ -349,13 +353,13 @@ describe("RateLimitConfig getLimit domain and override", () => {
 
   it("replaces config matching with a request override", () => {
     const { config, stats } = loadFixtures(["matching.yaml"]);
-    const request = descriptor(
-      [
+    const request = descriptor({
+      entries: [
         ["key1", "value1"],
         ["subkey1", "something"],
       ],
-      { requestsPerUnit: 42, unit: OverrideRateLimitUnit.HOUR },
-    );
+      limit: { requestsPerUnit: 42, unit: OverrideRateLimitUnit.HOUR },
+    });
     const limit = config.getLimit("test-domain", request);
     expect(limit?.stats).toBe(
       stats.rateLimitStats("test-domain.key1_value1.subkey1_something"),
@@ -389,13 +393,13 @@ describe("RateLimitConfig getLimit domain and override", () => {
 
   it("overrides even a rule with shadow mode, and leaves out empty values from the stats key", () => {
     const { config, stats } = loadFixtures(["matching.yaml"]);
-    const request = descriptor(
-      [
+    const request = descriptor({
+      entries: [
         ["shadow", ""],
         ["b", "c"],
       ],
-      { requestsPerUnit: 1, unit: OverrideRateLimitUnit.YEAR },
-    );
+      limit: { requestsPerUnit: 1, unit: OverrideRateLimitUnit.YEAR },
+    });
     const limit = config.getLimit("test-domain", request);
     expect(limit?.shadowMode).toBe(false);
     expect(limit?.unit).toBe(Unit.YEAR);
@@ -407,16 +411,22 @@ describe("RateLimitConfig getLimit domain and override", () => {
     const entries = [["k", "v"]] as const;
     const first = config.getLimit(
       "test-domain",
-      descriptor(entries, {
-        requestsPerUnit: 1,
-        unit: OverrideRateLimitUnit.SECOND,
+      descriptor({
+        entries,
+        limit: {
+          requestsPerUnit: 1,
+          unit: OverrideRateLimitUnit.SECOND,
+        },
       }),
     );
     const second = config.getLimit(
       "test-domain",
-      descriptor(entries, {
-        requestsPerUnit: 2,
-        unit: OverrideRateLimitUnit.DAY,
+      descriptor({
+        entries,
+        limit: {
+          requestsPerUnit: 2,
+          unit: OverrideRateLimitUnit.DAY,
+        },
       }),
     );
     expect(second?.stats).toBe(first?.stats);

@@ -12,15 +12,10 @@ import {
   ConfigRateLimitAlgorithm,
   ConfigRateLimitConfigSchema,
   ConfigRateLimitUnit,
-  RateLimitDescriptorSchema,
   RateLimitResponse_RateLimit_Unit as Unit,
 } from "../../../src/proto.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
-
-const request = (...entries: [string, string][]) =>
-  create(RateLimitDescriptorSchema, {
-    entries: entries.map(([key, value]) => ({ key, value })),
-  });
+import { descriptor } from "../../helpers/requests.js";
 
 function load(text: string, name = "config.windows.yaml") {
   return loadConfig([{ name, text }], { statsManager: createStatsManager() });
@@ -59,7 +54,7 @@ descriptors:
 describe("config: window extensions", () => {
   it("decides window, algorithm and charge mode at load", () => {
     const config = load(windows);
-    expect(config.getLimit("api", request(["user", "u"]))).toMatchObject({
+    expect(config.getLimit("api", descriptor(["user", "u"]))).toMatchObject({
       unit: Unit.MINUTE,
       unitSeconds: 60,
       unitMultiplier: 5,
@@ -68,7 +63,7 @@ describe("config: window extensions", () => {
       cacheKeySuffix: "_w300",
       allOrNothing: true,
     });
-    expect(config.getLimit("api", request(["ip", "1"]))).toMatchObject({
+    expect(config.getLimit("api", descriptor(["ip", "1"]))).toMatchObject({
       windowSeconds: 1,
       algorithm: {
         kind: "sliding_window",
@@ -76,7 +71,7 @@ describe("config: window extensions", () => {
       },
       cacheKeySuffix: "_s1",
     });
-    expect(config.getLimit("api", request(["plain", "x"]))).toMatchObject({
+    expect(config.getLimit("api", descriptor(["plain", "x"]))).toMatchObject({
       windowSeconds: 3600,
       algorithm: fixedEpochWindow(3600),
       cacheKeySuffix: "",
@@ -99,12 +94,14 @@ describe("config: window extensions", () => {
     const each = loadConfig([{ name: "a", text }], {
       statsManager: createStatsManager(),
     });
-    expect(each.getLimit("d", request(["k", "v"]))?.allOrNothing).toBe(false);
+    expect(each.getLimit("d", descriptor(["k", "v"]))?.allOrNothing).toBe(
+      false,
+    );
     const all = loadConfig([{ name: "a", text }], {
       statsManager: createStatsManager(),
       chargeMode: "all_or_nothing",
     });
-    expect(all.getLimit("d", request(["k", "v"]))?.allOrNothing).toBe(true);
+    expect(all.getLimit("d", descriptor(["k", "v"]))?.allOrNothing).toBe(true);
     // charge: each overrides the global mode.
     const explicit = loadConfig(
       [{ name: "a", text: `charge: each\n${text}` }],
@@ -113,7 +110,7 @@ describe("config: window extensions", () => {
         chargeMode: "all_or_nothing",
       },
     );
-    expect(explicit.getLimit("d", request(["k", "v"]))?.allOrNothing).toBe(
+    expect(explicit.getLimit("d", descriptor(["k", "v"]))?.allOrNothing).toBe(
       false,
     );
   });
@@ -215,7 +212,7 @@ describe("xDS: window extension fields", () => {
     const loaded = loadConfigFromRoots([root], {
       statsManager: createStatsManager(),
     });
-    expect(loaded.getLimit("d", request(["k", "v"]))).toMatchObject({
+    expect(loaded.getLimit("d", descriptor(["k", "v"]))).toMatchObject({
       windowSeconds: 300,
       algorithm: {
         kind: "sliding_window",

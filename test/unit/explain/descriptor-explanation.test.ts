@@ -14,15 +14,10 @@ import {
   RateLimitRequestSchema,
 } from "../../../src/proto.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
+import { descriptor } from "../../helpers/requests.js";
 
 function load(text: string, name = "config.yaml"): RateLimitConfig {
   return loadConfig([{ name, text }], { statsManager: createStatsManager() });
-}
-
-function descriptor(entries: [string, string][]) {
-  return create(RateLimitDescriptorSchema, {
-    entries: entries.map(([key, value]) => ({ key, value })),
-  });
 }
 
 /** The outcomes of the walk and the config path of the limit found. */
@@ -31,9 +26,9 @@ function walk(
   entries: [string, string][],
   domain = "d",
 ): { outcomes: MatchOutcome[]; nodes: string[]; limit: string | undefined } {
-  const e = explainLimit(config.view!, domain, descriptor(entries));
+  const e = explainLimit(config.view!, domain, descriptor(...entries));
   // The recording walk and the hot-path lookup agree on the limit.
-  const found = config.getLimit(domain, descriptor(entries));
+  const found = config.getLimit(domain, descriptor(...entries));
   expect(e.limit?.fullKey).toBe(found?.fullKey);
   expect(e.limit?.shareThresholdValues).toEqual(found?.shareThresholdValues);
   return {
@@ -80,10 +75,10 @@ describe("match path (docs/reference-parity.md#matching)", () => {
   });
 
   it("2. the first matching wildcard beats the key-only default", () => {
-    const e = explainLimit(config.view!, "d", descriptor([["k", "vvv"]]));
+    const e = explainLimit(config.view!, "d", descriptor(["k", "vvv"]));
     expect(e.path[0]!.outcome).toBe("wildcard");
     expect(e.path[0]!.wildcardsTried).toEqual([]);
-    const miss = explainLimit(config.view!, "d", descriptor([["k", "zzz"]]));
+    const miss = explainLimit(config.view!, "d", descriptor(["k", "zzz"]));
     expect(miss.path[0]!.wildcardsTried).toEqual(["k_v*"]);
     expect(e.limit?.fullKey).toBe("d.k_v*");
   });
@@ -153,7 +148,7 @@ describe("match path (docs/reference-parity.md#matching)", () => {
     const c = loadConfig([{ name: "c.yaml", text: tree }], {
       statsManager: stats,
     });
-    const e = explainLimit(c.view!, "nope", descriptor([["k", "v"]]));
+    const e = explainLimit(c.view!, "nope", descriptor(["k", "v"]));
     expect(e.domainFound).toBe(false);
     expect(e.path.map((s) => s.outcome)).toEqual(["unknown-domain"]);
     expect(
@@ -176,10 +171,7 @@ describe("match path (docs/reference-parity.md#matching)", () => {
     const e = explainLimit(
       config.view!,
       "d",
-      descriptor([
-        ["p", "a"],
-        ["q", "x"],
-      ]),
+      descriptor(["p", "a"], ["q", "x"]),
     );
     expect(e.path.map((s) => s.node?.source)).toEqual([
       { name: "config.yaml", line: 11, version: "" },
@@ -227,12 +219,12 @@ descriptors:
     const e = explainLimit(
       config.view!,
       "d",
-      descriptor([["files", "docs/a.md"]]),
+      descriptor(["files", "docs/a.md"]),
     );
     expect(e.limit?.shareThresholdValues).toEqual(["docs/*"]);
     const request = create(RateLimitRequestSchema, {
       domain: "d",
-      descriptors: [descriptor([["files", "docs/b.md"]])],
+      descriptors: [descriptor(["files", "docs/b.md"])],
     });
     const explained = explainConfig(
       (domain, d) => explainLimit(config.view!, domain, d),
@@ -246,7 +238,7 @@ descriptors:
   it("replaces: the named limit is dropped and says by which rule", () => {
     const request = create(RateLimitRequestSchema, {
       domain: "d",
-      descriptors: [descriptor([["a", "1"]]), descriptor([["b", "1"]])],
+      descriptors: [descriptor(["a", "1"]), descriptor(["b", "1"])],
     });
     const explained = explainConfig(
       (domain, d) => explainLimit(config.view!, domain, d),
@@ -262,7 +254,7 @@ descriptors:
   it("shadow and unlimited rules are reported as such", () => {
     const request = create(RateLimitRequestSchema, {
       domain: "d",
-      descriptors: [descriptor([["s", "1"]]), descriptor([["u", "1"]])],
+      descriptors: [descriptor(["s", "1"]), descriptor(["u", "1"])],
     });
     const explained = explainConfig(
       (domain, d) => explainLimit(config.view!, domain, d),

@@ -12,13 +12,13 @@ import {
   ExplainResponseSchema,
   RateLimitRequestSchema,
   RateLimitResponse_Code as Code,
-  type RateLimitRequest,
   type RateLimitResponse_DescriptorStatus,
 } from "../../../src/proto.js";
 import { createRateLimitService } from "../../../src/service/rate-limit-service.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
+import { request } from "../../helpers/requests.js";
 
 // Explain on the three kinds of limit of issue 23: token buckets (GCRA), calendar windows and
 // rate_limits: lists, over the memory backend, against ShouldRateLimit itself.
@@ -71,18 +71,6 @@ function build(
   return { service, explain, cache, statsManager, clock };
 }
 
-const request = (
-  hitsAddend: number,
-  ...descriptors: [string, string][][]
-): RateLimitRequest =>
-  create(RateLimitRequestSchema, {
-    domain: "d",
-    hitsAddend,
-    descriptors: descriptors.map((entries) => ({
-      entries: entries.map(([key, value]) => ({ key, value })),
-    })),
-  });
-
 const comparable = (s: RateLimitResponse_DescriptorStatus) => ({
   code: s.code,
   limitRemaining: s.limitRemaining,
@@ -104,9 +92,13 @@ descriptors:
   it("shows the bucket's parameters and GCRA state, and predicts ShouldRateLimit", async () => {
     const { explain, service } = build(config);
     for (let i = 0; i < 7; i++)
-      await service.shouldRateLimit(request(1, [["u", "a"]]));
+      await service.shouldRateLimit(
+        request({ domain: "d", hitsAddend: 1 }, [["u", "a"]]),
+      );
     const r = await explain.explain(
-      create(ExplainRequestSchema, { request: request(1, [["u", "a"]]) }),
+      create(ExplainRequestSchema, {
+        request: request({ domain: "d", hitsAddend: 1 }, [["u", "a"]]),
+      }),
     );
     const d = r.descriptors[0]!;
     expect(d.rule?.tokenBucket?.burst).toBe(20);
@@ -133,15 +125,21 @@ descriptors:
     expect(b.retryAfter).toBeUndefined();
     expect(d.verdict).toBe(Verdict.WITHIN_LIMIT);
     expect(d.notes).toEqual([]);
-    const actual = await service.shouldRateLimit(request(1, [["u", "a"]]));
+    const actual = await service.shouldRateLimit(
+      request({ domain: "d", hitsAddend: 1 }, [["u", "a"]]),
+    );
     expect(comparable(d.status!)).toEqual(comparable(actual.statuses[0]!));
   });
 
   it("reports a refusal with the time until the same request fits", async () => {
     const { explain, service } = build(config);
-    await service.shouldRateLimit(request(18, [["u", "a"]]));
+    await service.shouldRateLimit(
+      request({ domain: "d", hitsAddend: 18 }, [["u", "a"]]),
+    );
     const r = await explain.explain(
-      create(ExplainRequestSchema, { request: request(5, [["u", "a"]]) }),
+      create(ExplainRequestSchema, {
+        request: request({ domain: "d", hitsAddend: 5 }, [["u", "a"]]),
+      }),
     );
     const d = r.descriptors[0]!;
     expect(r.overallCode).toBe(Code.OVER_LIMIT);
@@ -157,14 +155,18 @@ descriptors:
     expect(d.notes.join("\n")).toContain(
       "token bucket: 5 hit(s) wanted, 2 left: refused, nothing taken; the same request fits in 300ms",
     );
-    const actual = await service.shouldRateLimit(request(5, [["u", "a"]]));
+    const actual = await service.shouldRateLimit(
+      request({ domain: "d", hitsAddend: 5 }, [["u", "a"]]),
+    );
     expect(comparable(d.status!)).toEqual(comparable(actual.statuses[0]!));
   });
 
   it("says when the hits exceed the burst", async () => {
     const { explain } = build(config);
     const r = await explain.explain(
-      create(ExplainRequestSchema, { request: request(21, [["u", "a"]]) }),
+      create(ExplainRequestSchema, {
+        request: request({ domain: "d", hitsAddend: 21 }, [["u", "a"]]),
+      }),
     );
     const b = r.descriptors[0]!.bucket!;
     expect(b.exceedsBurst).toBe(true);
@@ -176,7 +178,11 @@ descriptors:
 
   it("sees an earlier descriptor's hits on the same bucket", async () => {
     const { explain, service } = build(config);
-    const req = request(12, [["u", "a"]], [["u", "a"]]);
+    const req = request(
+      { domain: "d", hitsAddend: 12 },
+      [["u", "a"]],
+      [["u", "a"]],
+    );
     const r = await explain.explain(
       create(ExplainRequestSchema, { request: req }),
     );
@@ -202,7 +208,11 @@ descriptors:
 
   it("shows the local period, its bounds with the zone's offsets and the seconds left", async () => {
     const { explain, service } = build(config);
-    const req = request(1, [["m", "x"]], [["w", "y"]]);
+    const req = request(
+      { domain: "d", hitsAddend: 1 },
+      [["m", "x"]],
+      [["w", "y"]],
+    );
     const r = await explain.explain(
       create(ExplainRequestSchema, { request: req }),
     );
@@ -252,9 +262,13 @@ descriptors:
 
   it("checks every limit on its own and marks the deciding one", async () => {
     const { explain, service } = build(config);
-    await service.shouldRateLimit(request(1, [["u", "a"]]));
+    await service.shouldRateLimit(
+      request({ domain: "d", hitsAddend: 1 }, [["u", "a"]]),
+    );
     const r = await explain.explain(
-      create(ExplainRequestSchema, { request: request(1, [["u", "a"]]) }),
+      create(ExplainRequestSchema, {
+        request: request({ domain: "d", hitsAddend: 1 }, [["u", "a"]]),
+      }),
     );
     const d = r.descriptors[0]!;
     expect(d.limits).toHaveLength(3);
@@ -276,16 +290,22 @@ descriptors:
     expect(d.notes).toContain(
       "rate_limits: 3 limits, each checked on its own; limits[1] decides with the fewest remaining (1)",
     );
-    const actual = await service.shouldRateLimit(request(1, [["u", "a"]]));
+    const actual = await service.shouldRateLimit(
+      request({ domain: "d", hitsAddend: 1 }, [["u", "a"]]),
+    );
     expect(comparable(d.status!)).toEqual(comparable(actual.statuses[0]!));
   });
 
   it("names the over-limit limit as deciding", async () => {
     const { explain, service } = build(config);
     for (let i = 0; i < 3; i++)
-      await service.shouldRateLimit(request(1, [["u", "a"]]));
+      await service.shouldRateLimit(
+        request({ domain: "d", hitsAddend: 1 }, [["u", "a"]]),
+      );
     const r = await explain.explain(
-      create(ExplainRequestSchema, { request: request(1, [["u", "a"]]) }),
+      create(ExplainRequestSchema, {
+        request: request({ domain: "d", hitsAddend: 1 }, [["u", "a"]]),
+      }),
     );
     const d = r.descriptors[0]!;
     expect(r.overallCode).toBe(Code.OVER_LIMIT);
@@ -309,7 +329,7 @@ descriptors:
     const view = service.currentConfig()!.view!;
     const e = explainConfig(
       (domain, descriptor) => explainLimit(view, domain, descriptor),
-      request(1, [["u", "a"]]),
+      request({ domain: "d", hitsAddend: 1 }, [["u", "a"]]),
     );
     const d = e.descriptors[0]!;
     expect(d.limits.map((l) => l.rule?.requestsPerUnit)).toEqual([10, 3, 1000]);
@@ -325,7 +345,9 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 5 }
 `);
     const r = await explain.explain(
-      create(ExplainRequestSchema, { request: request(1, [["k", "v"]]) }),
+      create(ExplainRequestSchema, {
+        request: request({ domain: "d", hitsAddend: 1 }, [["k", "v"]]),
+      }),
     );
     const json = JSON.stringify(toJson(ExplainResponseSchema, r));
     for (const field of [
@@ -421,7 +443,9 @@ const requestArb = fc
     ),
     hitsAddend: fc.integer({ min: 0, max: 3 }),
   })
-  .map(({ keys, hitsAddend }) => request(hitsAddend, ...keys.map((k) => [k])));
+  .map(({ keys, hitsAddend }) =>
+    request({ domain: "d", hitsAddend: hitsAddend }, ...keys.map((k) => [k])),
+  );
 
 describe("Explain agrees with ShouldRateLimit on token buckets, calendar windows and rate_limits: lists (property)", () => {
   it("predicts every status without charging, and changes nothing", async () => {

@@ -1,7 +1,7 @@
 import { Writable } from "node:stream";
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { FailureMode } from "../../../src/config/failure-mode.js";
 import type { RateLimit } from "../../../src/config/rate-limit-config.js";
 import { BackendError } from "../../../src/limiter/backend-error.js";
@@ -139,6 +139,19 @@ function fixture(
       return statuses[0]!.code;
     },
   };
+}
+
+/** `promise`, and whether it has settled yet (read after advancing fake timers). */
+function watch<T>(promise: Promise<T>): {
+  promise: Promise<T>;
+  settled: boolean;
+} {
+  const watched = { promise, settled: false };
+  const settle = (): void => {
+    watched.settled = true;
+  };
+  void promise.then(settle, settle);
+  return watched;
 }
 
 function counter(stats: StatsManager, name: string): number {
@@ -390,17 +403,35 @@ describe("BackendGuard", () => {
   });
 
   it("answers by the failure mode when the backend does not answer within BACKEND_DECISION_TIMEOUT", async () => {
-    const f = fixture("allow", { decisionTimeoutMs: 20, failureThreshold: 2 });
-    f.backend.hang = true;
-    expect(await f.call()).toBe(Code.OK);
-    expect(counter(f.stats, statNames.backendFailures)).toBe(1);
-    expect(await f.call()).toBe(Code.OK);
-    expect(f.guard.degraded).toBe(true);
-    const e = fixture("error", { decisionTimeoutMs: 20 });
-    e.backend.hang = true;
-    await expect(e.call()).rejects.toThrow(
-      "kv backend did not answer within 20 ms (BACKEND_DECISION_TIMEOUT)",
-    );
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const f = fixture("allow", {
+        decisionTimeoutMs: 20,
+        failureThreshold: 2,
+      });
+      f.backend.hang = true;
+      const first = watch(f.call());
+      await vi.advanceTimersByTimeAsync(19);
+      expect(first.settled).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(await first.promise).toBe(Code.OK);
+      expect(counter(f.stats, statNames.backendFailures)).toBe(1);
+      const second = f.call();
+      await vi.advanceTimersByTimeAsync(20);
+      expect(await second).toBe(Code.OK);
+      expect(f.guard.degraded).toBe(true);
+      const e = fixture("error", { decisionTimeoutMs: 20 });
+      e.backend.hang = true;
+      const refused = watch(e.call());
+      await vi.advanceTimersByTimeAsync(19);
+      expect(refused.settled).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      await expect(refused.promise).rejects.toThrow(
+        "kv backend did not answer within 20 ms (BACKEND_DECISION_TIMEOUT)",
+      );
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("answers by the failure mode before the caller's deadline passes", async () => {
@@ -409,15 +440,25 @@ describe("BackendGuard", () => {
     const descriptor = create(RateLimitDescriptorSchema, {
       entries: [{ key: "k", value: "v" }],
     });
-    const startMs = performance.now();
-    const answer = f.guard.doLimit(
-      new LimitRequest("d", [descriptor], [f.limit], [1]),
-      startMs + 40,
-    );
-    // 40 ms left: the reserve is 5 ms, so the answer comes at about 35 ms.
-    await expect(answer).rejects.toThrow(
-      /kv backend did not answer within (3[0-5]|2\d) ms \(the caller's deadline\)/,
-    );
+    // The deadline is on the performance.now() clock: fake it with the timer.
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    try {
+      const answer = watch(
+        f.guard.doLimit(
+          new LimitRequest("d", [descriptor], [f.limit], [1]),
+          performance.now() + 40,
+        ),
+      );
+      // 40 ms left: the reserve is 5 ms, so the answer comes at 35 ms.
+      await vi.advanceTimersByTimeAsync(34);
+      expect(answer.settled).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      await expect(answer.promise).rejects.toThrow(
+        "kv backend did not answer within 35 ms (the caller's deadline)",
+      );
+    } finally {
+      vi.useRealTimers();
+    }
     // Without a deadline nothing bounds the wait but the backend's own timeouts.
     f.backend.hang = false;
     expect(await f.call()).toBe(Code.OK);

@@ -17,6 +17,7 @@ import {
 } from "../../../src/proto.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
+import { descriptor } from "../../helpers/requests.js";
 
 const yaml = `
 domain: rl
@@ -45,12 +46,6 @@ const t0 = 1_795_824_000;
 function load(text = yaml): RateLimitConfig {
   return loadConfig([{ name: "rl.yaml", text }], {
     statsManager: createStatsManager(),
-  });
-}
-
-function descriptor(...entries: [string, string][]): RateLimitDescriptor {
-  return create(RateLimitDescriptorSchema, {
-    entries: entries.map(([key, value]) => ({ key, value })),
   });
 }
 

@@ -5,12 +5,12 @@ import { explainLimit } from "../../../src/explain/descriptor-explanation.js";
 import { explainConfig } from "../../../src/explain/explain-message.js";
 import {
   OverrideLimitSchema,
-  RateLimitRequestSchema,
   RateLimitResponse_RateLimit_Unit as Unit,
 } from "../../../src/proto.js";
 import { OverrideTable } from "../../../src/overrides/override-table.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
+import { request } from "../../helpers/requests.js";
 
 const yaml = `
 domain: api
@@ -39,16 +39,11 @@ describe("Explain with run-time overrides", () => {
     actor: "alice",
     updateMs: clock.nowMs(),
   });
-  const request = (value: string) =>
-    create(RateLimitRequestSchema, {
-      domain: "api",
-      descriptors: [{ entries: [{ key: "tenant", value }] }],
-    });
   const explained = (value: string) =>
     explainConfig(
       (domain, descriptor) =>
         explainLimit(config.view!, domain, descriptor, table),
-      request(value),
+      request("api", [["tenant", value]]),
     );
 
   it("shows the override's limit, who set it, why and until when, beside the rule", () => {

@@ -27,6 +27,7 @@ import {
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { bucketOfLimit } from "../../helpers/rate-limit.js";
+import { descriptor } from "../../helpers/requests.js";
 
 type LimitInit = MessageInitShape<typeof OverrideLimitSchema>;
 
@@ -56,12 +57,6 @@ function setup(): {
   });
   const clock = new FakeClock(1_800_000_000);
   return { config, table: new OverrideTable({ clock }), clock };
-}
-
-function descriptor(...pairs: [string, string][]): RateLimitDescriptor {
-  return create(RateLimitDescriptorSchema, {
-    entries: pairs.map(([key, value]) => ({ key, value })),
-  });
 }
 
 function limit(init: LimitInit): OverrideLimit {

@@ -123,7 +123,11 @@ class Client {
   }
 }
 
-const settle = () => new Promise((resolve) => setTimeout(resolve, 5));
+/** Lets the streams' async generators and the service's handlers run (no timer: a few turns). */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 10; i++)
+    await new Promise<void>((resolve) => setImmediate(resolve));
+}
 
 function setup() {
   const clock = new FakeClock(1_000);

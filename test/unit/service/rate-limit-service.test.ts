@@ -20,18 +20,7 @@ import { FakeClock } from "../../helpers/fake-clock.js";
 import { fakeConfig } from "../../helpers/fake-config.js";
 import { testRateLimit } from "../../helpers/rate-limit.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
-
-type Entries = [string, string][];
-
-function request(domain: string, descriptors: Entries[], hitsAddend = 0) {
-  return create(RateLimitRequestSchema, {
-    domain,
-    hitsAddend,
-    descriptors: descriptors.map((entries) => ({
-      entries: entries.map(([key, value]) => ({ key, value })),
-    })),
-  });
-}
+import { request } from "../../helpers/requests.js";
 
 function setup(extra: Partial<RateLimitServiceOptions> = {}, stop = false) {
   const clock = new FakeClock(2222);
@@ -75,21 +64,19 @@ describe("createRateLimitService shouldRateLimit", () => {
   it("rejects invalid requests with messages naming the field", async () => {
     const { service } = setup();
     await expect(
-      service.shouldRateLimit(request("", [[["a", "1"]]])),
+      service.shouldRateLimit(request("", [["a", "1"]])),
     ).rejects.toThrow(new RequestError("rate limit domain must not be empty"));
-    await expect(service.shouldRateLimit(request("d", []))).rejects.toThrow(
+    await expect(service.shouldRateLimit(request("d"))).rejects.toThrow(
       "rate limit descriptor list must not be empty",
     );
     await expect(
-      service.shouldRateLimit(request("d", [[["a", "1"]], []])),
+      service.shouldRateLimit(request("d", [["a", "1"]], [])),
     ).rejects.toThrow("descriptors[1].entries must not be empty");
     await expect(
       service.shouldRateLimit(
         request("d", [
-          [
-            ["a", "1"],
-            ["", "x"],
-          ],
+          ["a", "1"],
+          ["", "x"],
         ]),
       ),
     ).rejects.toThrow("descriptors[0].entries[1].key must not be empty");
@@ -119,14 +106,14 @@ describe("createRateLimitService shouldRateLimit", () => {
       logger: silentLogger(),
     });
     await expect(
-      service.shouldRateLimit(request("d", [[["a", "1"]]])),
+      service.shouldRateLimit(request("d", [["a", "1"]])),
     ).rejects.toBeInstanceOf(NotReadyError);
   });
 
   it("counts down, then goes over limit, and ORs descriptors", async () => {
     const { service } = setup();
     const first = await service.shouldRateLimit(
-      request("d", [[["a", "1"]], [["x", "y"]]]),
+      request("d", [["a", "1"]], [["x", "y"]]),
     );
     expect(first.overallCode).toBe(Code.OK);
     expect(first.statuses.map((s) => [s.code, s.limitRemaining])).toEqual([
@@ -134,9 +121,9 @@ describe("createRateLimitService shouldRateLimit", () => {
       [Code.OK, 0],
     ]);
     expect(first.statuses[1]!.currentLimit).toBeUndefined();
-    await service.shouldRateLimit(request("d", [[["a", "1"]]]));
+    await service.shouldRateLimit(request("d", [["a", "1"]]));
     const third = await service.shouldRateLimit(
-      request("d", [[["a", "1"]], [["x", "y"]]]),
+      request("d", [["a", "1"]], [["x", "y"]]),
     );
     expect(third.overallCode).toBe(Code.OVER_LIMIT);
     expect(third.statuses[0]!.code).toBe(Code.OVER_LIMIT);
@@ -146,7 +133,7 @@ describe("createRateLimitService shouldRateLimit", () => {
   it("answers unlimited descriptors with max uint32 and counts their hits", async () => {
     const { service, stats } = setup();
     const response = await service.shouldRateLimit(
-      request("d", [[["u", "1"]]], 3),
+      request({ domain: "d", hitsAddend: 3 }, [["u", "1"]]),
     );
     expect(response.statuses[0]!.code).toBe(Code.OK);
     expect(response.statuses[0]!.limitRemaining).toBe(4294967295);
@@ -158,12 +145,12 @@ describe("createRateLimitService shouldRateLimit", () => {
   it("skips a replaced limit when the replacing one matches in the same request", async () => {
     const { service, stats } = setup();
     const both = await service.shouldRateLimit(
-      request("d", [[["b", "1"]], [["c", "1"]]]),
+      request("d", [["b", "1"]], [["c", "1"]]),
     );
     expect(both.statuses[0]!.currentLimit).toBeUndefined();
     expect(both.statuses[1]!.limitRemaining).toBe(4);
     expect(stats.rateLimitStats("d.b").totalHits.value()).toBe(0);
-    const alone = await service.shouldRateLimit(request("d", [[["b", "1"]]]));
+    const alone = await service.shouldRateLimit(request("d", [["b", "1"]]));
     expect(alone.statuses[0]!.currentLimit?.name).toBe("b");
     expect(alone.statuses[0]!.limitRemaining).toBe(9);
   });
@@ -171,8 +158,8 @@ describe("createRateLimitService shouldRateLimit", () => {
   it("flips only the overall code in global shadow mode and counts it", async () => {
     const { service, stats } = setup({ globalShadowMode: true });
     for (let i = 0; i < 2; i++)
-      await service.shouldRateLimit(request("d", [[["a", "1"]]]));
-    const over = await service.shouldRateLimit(request("d", [[["a", "1"]]]));
+      await service.shouldRateLimit(request("d", [["a", "1"]]));
+    const over = await service.shouldRateLimit(request("d", [["a", "1"]]));
     expect(over.overallCode).toBe(Code.OK);
     expect(over.statuses[0]!.code).toBe(Code.OVER_LIMIT);
     expect(stats.service.globalShadowMode.value()).toBe(1);
@@ -187,29 +174,29 @@ describe("createRateLimitService shouldRateLimit", () => {
       },
     });
     const response = await service.shouldRateLimit(
-      request("d", [[["b", "1"]], [["a", "1"]]]),
+      request("d", [["b", "1"]], [["a", "1"]]),
     );
     expect(response.responseHeadersToAdd.map((h) => [h.key, h.value])).toEqual([
       ["RateLimit-Limit", "2"],
       ["RateLimit-Remaining", "1"],
       ["RateLimit-Reset", "58"],
     ]);
-    const none = await service.shouldRateLimit(request("d", [[["x", "1"]]]));
+    const none = await service.shouldRateLimit(request("d", [["x", "1"]]));
     expect(none.responseHeadersToAdd).toEqual([]);
   });
 
   it("makes quota descriptors over limit only when all of them are", async () => {
     const { service } = setup();
-    await service.shouldRateLimit(request("d", [[["q", "1"]]]));
+    await service.shouldRateLimit(request("d", [["q", "1"]]));
     const over = await service.shouldRateLimit(
-      request("d", [[["q", "1"]], [["a", "1"]]]),
+      request("d", [["q", "1"]], [["a", "1"]]),
     );
     expect(over.statuses[0]!.code).toBe(Code.OVER_LIMIT);
     expect(over.overallCode).toBe(Code.OVER_LIMIT);
     const globalQuota = setup({ globalQuotaMode: true });
-    await globalQuota.service.shouldRateLimit(request("d", [[["q", "1"]]]));
+    await globalQuota.service.shouldRateLimit(request("d", [["q", "1"]]));
     const mixed = await globalQuota.service.shouldRateLimit(
-      request("d", [[["q", "1"]], [["a", "1"]]]),
+      request("d", [["q", "1"]], [["a", "1"]]),
     );
     expect(mixed.overallCode).toBe(Code.OK);
   });
@@ -219,22 +206,22 @@ describe("createRateLimitService shouldRateLimit", () => {
     // over, b stays.
     const { service } = setup({}, true);
     for (let i = 0; i < 2; i++)
-      await service.shouldRateLimit(request("d", [[["b", "1"]], [["a", "1"]]]));
+      await service.shouldRateLimit(request("d", [["b", "1"]], [["a", "1"]]));
     const over = await service.shouldRateLimit(
-      request("d", [[["b", "1"]], [["a", "1"]]]),
+      request("d", [["b", "1"]], [["a", "1"]]),
     );
     expect(over.statuses[1]!.code).toBe(Code.OVER_LIMIT);
     expect(over.statuses[0]!.limitRemaining).toBe(8);
-    const again = await service.shouldRateLimit(request("d", [[["b", "1"]]]));
+    const again = await service.shouldRateLimit(request("d", [["b", "1"]]));
     expect(again.statuses[0]!.limitRemaining).toBe(7);
   });
 
   it("starts new counters in the next window", async () => {
     const { service, clock } = setup();
     for (let i = 0; i < 3; i++)
-      await service.shouldRateLimit(request("d", [[["a", "1"]]]));
+      await service.shouldRateLimit(request("d", [["a", "1"]]));
     clock.seconds = 2280;
-    const next = await service.shouldRateLimit(request("d", [[["a", "1"]]]));
+    const next = await service.shouldRateLimit(request("d", [["a", "1"]]));
     expect(next.overallCode).toBe(Code.OK);
     expect(next.statuses[0]!.limitRemaining).toBe(1);
   });
@@ -249,9 +236,7 @@ describe("createRateLimitService applyConfigUpdate", () => {
     });
     expect(stats.service.configLoadSuccess.value()).toBe(1);
     expect(stats.service.configLoadError.value()).toBe(1);
-    const response = await service.shouldRateLimit(
-      request("d", [[["a", "1"]]]),
-    );
+    const response = await service.shouldRateLimit(request("d", [["a", "1"]]));
     expect(response.statuses[0]!.limitRemaining).toBe(1);
   });
 

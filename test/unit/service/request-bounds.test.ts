@@ -1,12 +1,7 @@
-import { create } from "@bufbuild/protobuf";
 import { silentLogger } from "../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import { createDecider } from "../../../src/limiter/decide.js";
-import {
-  RateLimitRequestSchema,
-  RateLimitResponse_Code as Code,
-  type RateLimitRequest,
-} from "../../../src/proto.js";
+import { RateLimitResponse_Code as Code } from "../../../src/proto.js";
 import { RequestError } from "../../../src/service/errors.js";
 import {
   createRateLimitService,
@@ -22,6 +17,7 @@ import { FakeClock } from "../../helpers/fake-clock.js";
 import { fakeConfig } from "../../helpers/fake-config.js";
 import { testRateLimit } from "../../helpers/rate-limit.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
+import { request, type Entry } from "../../helpers/requests.js";
 
 function setup(extra: Partial<RateLimitServiceOptions> = {}) {
   const clock = new FakeClock(2222);
@@ -44,16 +40,11 @@ function setup(extra: Partial<RateLimitServiceOptions> = {}) {
   return { service, limit };
 }
 
-function descriptors(count: number, entries = 1, value = "x") {
-  return Array.from({ length: count }, () => ({
-    entries: Array.from({ length: entries }, () => ({ key: "a", value })),
-  }));
-}
-
-function request(
-  init: Parameters<typeof create<typeof RateLimitRequestSchema>>[1],
-): RateLimitRequest {
-  return create(RateLimitRequestSchema, init);
+/** `count` descriptors of `entries` entries each, every one `a=<value>`. */
+function descriptors(count: number, entries = 1, value = "x"): Entry[][] {
+  return Array.from({ length: count }, () =>
+    Array.from({ length: entries }, (): Entry => ["a", value]),
+  );
 }
 
 describe("exceedsUtf8Bytes", () => {
@@ -124,30 +115,21 @@ describe("createRateLimitService request bounds", () => {
     const { service } = setup();
     const { maxDescriptors, maxEntries, maxEntryBytes } = defaultRequestBounds;
     await expect(
-      service.shouldRateLimit(
-        request({ domain: "d", descriptors: descriptors(maxDescriptors) }),
-      ),
+      service.shouldRateLimit(request("d", ...descriptors(maxDescriptors))),
     ).resolves.toMatchObject({ overallCode: Code.OK });
     await expect(
-      service.shouldRateLimit(
-        request({ domain: "d", descriptors: descriptors(maxDescriptors + 1) }),
-      ),
+      service.shouldRateLimit(request("d", ...descriptors(maxDescriptors + 1))),
     ).rejects.toThrow(
       new RequestError(
         `descriptors must have at most ${maxDescriptors} items (got ${maxDescriptors + 1})`,
       ),
     );
     await expect(
-      service.shouldRateLimit(
-        request({ domain: "d", descriptors: descriptors(1, maxEntries) }),
-      ),
+      service.shouldRateLimit(request("d", ...descriptors(1, maxEntries))),
     ).resolves.toMatchObject({ overallCode: Code.OK });
     await expect(
       service.shouldRateLimit(
-        request({
-          domain: "d",
-          descriptors: [...descriptors(1), ...descriptors(1, maxEntries + 1)],
-        }),
+        request("d", ...descriptors(1), ...descriptors(1, maxEntries + 1)),
       ),
     ).rejects.toThrow(
       `descriptors[1].entries must have at most ${maxEntries} items (got ${maxEntries + 1})`,
@@ -156,37 +138,25 @@ describe("createRateLimitService request bounds", () => {
       "€".repeat(maxEntryBytes / 4) + "x".repeat(maxEntryBytes / 4);
     expect(Buffer.byteLength(longest)).toBe(maxEntryBytes);
     await expect(
-      service.shouldRateLimit(
-        request({
-          domain: "d",
-          descriptors: [{ entries: [{ key: longest, value: longest }] }],
-        }),
-      ),
+      service.shouldRateLimit(request("d", [[longest, longest]])),
     ).resolves.toMatchObject({ overallCode: Code.OK });
     await expect(
       service.shouldRateLimit(
-        request({
-          domain: "d",
-          descriptors: [{ entries: [{ key: "a" }, { key: `${longest}y` }] }],
-        }),
+        request("d", [
+          ["a", ""],
+          [`${longest}y`, ""],
+        ]),
       ),
     ).rejects.toThrow(
       `descriptors[0].entries[1].key must be at most ${maxEntryBytes} bytes`,
     );
     await expect(
-      service.shouldRateLimit(
-        request({
-          domain: "d",
-          descriptors: [{ entries: [{ key: "a", value: `é${longest}` }] }],
-        }),
-      ),
+      service.shouldRateLimit(request("d", [["a", `é${longest}`]])),
     ).rejects.toThrow(
       `descriptors[0].entries[0].value must be at most ${maxEntryBytes} bytes`,
     );
     await expect(
-      service.shouldRateLimit(
-        request({ domain: `d${longest}`, descriptors: descriptors(1) }),
-      ),
+      service.shouldRateLimit(request(`d${longest}`, ...descriptors(1))),
     ).rejects.toThrow(`domain must be at most ${maxEntryBytes} bytes`);
   });
 
@@ -195,38 +165,26 @@ describe("createRateLimitService request bounds", () => {
       requestBounds: { maxDescriptors: 2, maxEntries: 2, maxEntryBytes: 4 },
     });
     await expect(
-      service.shouldRateLimit(
-        request({ domain: "d", descriptors: descriptors(2, 2) }),
-      ),
+      service.shouldRateLimit(request("d", ...descriptors(2, 2))),
     ).resolves.toMatchObject({ overallCode: Code.OK });
     await expect(
-      service.shouldRateLimit(
-        request({ domain: "d", descriptors: descriptors(3) }),
-      ),
+      service.shouldRateLimit(request("d", ...descriptors(3))),
     ).rejects.toThrow("descriptors must have at most 2 items (got 3)");
     await expect(
-      service.shouldRateLimit(
-        request({ domain: "d", descriptors: descriptors(1, 3) }),
-      ),
+      service.shouldRateLimit(request("d", ...descriptors(1, 3))),
     ).rejects.toThrow(
       "descriptors[0].entries must have at most 2 items (got 3)",
     );
     await expect(
-      service.shouldRateLimit(
-        request({ domain: "d", descriptors: descriptors(1, 1, "12345") }),
-      ),
+      service.shouldRateLimit(request("d", ...descriptors(1, 1, "12345"))),
     ).rejects.toThrow(
       "descriptors[0].entries[0].value must be at most 4 bytes",
     );
     await expect(
-      service.shouldRateLimit(
-        request({ domain: "d", descriptors: descriptors(1, 1, "éé") }),
-      ),
+      service.shouldRateLimit(request("d", ...descriptors(1, 1, "éé"))),
     ).resolves.toMatchObject({ overallCode: Code.OK });
     await expect(
-      service.shouldRateLimit(
-        request({ domain: "d", descriptors: descriptors(1, 1, "é€") }),
-      ),
+      service.shouldRateLimit(request("d", ...descriptors(1, 1, "é€"))),
     ).rejects.toThrow(
       "descriptors[0].entries[0].value must be at most 4 bytes",
     );
@@ -238,12 +196,9 @@ describe("createRateLimitService request bounds", () => {
     for (const hitsAddend of [at + 1n, 2n ** 63n, 2n ** 64n - 1n]) {
       await expect(
         service.shouldRateLimit(
-          request({
-            domain: "d",
-            descriptors: [
-              { entries: [{ key: "a", value: "1" }] },
-              { entries: [{ key: "a", value: "1" }], hitsAddend },
-            ],
+          request("d", [["a", "1"]], {
+            entries: [["a", "1"]],
+            hits: hitsAddend,
           }),
         ),
       ).rejects.toThrow(
@@ -255,10 +210,7 @@ describe("createRateLimitService request bounds", () => {
     expect(limit.stats.totalHits.value()).toBe(0);
     // 2^53 − 1 itself is exact: accepted, counted as it is, over the limit of 10.
     const response = await service.shouldRateLimit(
-      request({
-        domain: "d",
-        descriptors: [{ entries: [{ key: "a", value: "1" }], hitsAddend: at }],
-      }),
+      request("d", { entries: [["a", "1"]], hits: at }),
     );
     expect(response.overallCode).toBe(Code.OVER_LIMIT);
     expect(limit.stats.totalHits.value()).toBe(Number.MAX_SAFE_INTEGER);

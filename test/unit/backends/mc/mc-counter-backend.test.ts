@@ -1,28 +1,19 @@
-import { create } from "@bufbuild/protobuf";
 import { silentLogger } from "../../../helpers/silent-logger.js";
 import { describe, expect, it } from "vitest";
 import { createDecider, type Decider } from "../../../../src/limiter/decide.js";
 import { CacheKeyError } from "../../../../src/limiter/cache-key-error.js";
 import { createLocalCache } from "../../../../src/limiter/local-cache.js";
-import {
-  RateLimitDescriptorSchema,
-  RateLimitResponse_Code as Code,
-} from "../../../../src/proto.js";
+import { RateLimitResponse_Code as Code } from "../../../../src/proto.js";
 import { createStatsManager } from "../../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 import { testRateLimit } from "../../../helpers/rate-limit.js";
 import { mcLimiter } from "../../../helpers/limiters.js";
 import { LimitRequest } from "../../../../src/limiter/limit-request.js";
+import { descriptor } from "../../../helpers/requests.js";
 
 // No test here reaches a socket: each returns or throws before any memcached operation, or
 // uses an SRV backend that has not resolved any node yet.
 const clock = new FakeClock(1_800_000_000);
-
-function descriptor(...pairs: [string, string][]) {
-  return create(RateLimitDescriptorSchema, {
-    entries: pairs.map(([key, value]) => ({ key, value })),
-  });
-}
 
 function newCache(
   options: { decider?: Decider; prefix?: string; srv?: boolean } = {},

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished, vi } from "vitest";
 import { CounterStore } from "../../../../src/backends/memory/counter-store.js";
 import { memoryStatNames } from "../../../../src/backends/memory/memory-counter-backend.js";
 import { createDecider } from "../../../../src/limiter/decide.js";
@@ -10,7 +10,6 @@ import {
 import { createStatsManager } from "../../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 import { testRateLimit } from "../../../helpers/rate-limit.js";
-import { waitFor } from "../../../helpers/wait-for.js";
 import { memoryLimiter } from "../../../helpers/limiters.js";
 import { LimitRequest } from "../../../../src/limiter/limit-request.js";
 
@@ -122,6 +121,11 @@ describe("CounterStore", () => {
 
 describe("MemoryCounterBackend storage", () => {
   it("frees 1,000,000 distinct keys once their window ends (sweep timer, fake clock)", async () => {
+    // The sweep runs on a fake setInterval: the test fires it, before and after the window ends.
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+    onTestFinished(() => {
+      vi.useRealTimers();
+    });
     const clock = new FakeClock(1_000_020);
     const stats = createStatsManager();
     const cache = memoryLimiter({
@@ -144,15 +148,14 @@ describe("MemoryCounterBackend storage", () => {
       await cache.doLimit(new LimitRequest("d", descriptors, limits, hits));
     }
     expect(cache.backend.size).toBe(1_000_000);
+    clock.seconds = 1_000_079; // the last second of the window: a sweep keeps every key
+    vi.advanceTimersByTime(5);
+    expect(cache.backend.size).toBe(1_000_000);
+    expect(stats.store.gauge(memoryStatNames.keys).value()).toBe(1_000_000);
     clock.seconds = 1_000_080; // the minute window [1_000_020, 1_000_080) has ended
-    await waitFor(
-      () => cache.backend.size === 0,
-      "the sweep to free every key",
-    );
-    await waitFor(
-      () => stats.store.gauge(memoryStatNames.keys).value() === 0,
-      "the keys gauge",
-    );
+    vi.advanceTimersByTime(5);
+    expect(cache.backend.size).toBe(0);
+    expect(stats.store.gauge(memoryStatNames.keys).value()).toBe(0);
     await cache.close();
   }, 120_000);
 

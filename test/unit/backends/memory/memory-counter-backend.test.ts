@@ -1,8 +1,6 @@
-import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { createDecider } from "../../../../src/limiter/decide.js";
 import {
-  RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
   RateLimitResponse_RateLimit_Unit as Unit,
 } from "../../../../src/proto.js";
@@ -11,10 +9,7 @@ import { FakeClock } from "../../../helpers/fake-clock.js";
 import { testRateLimit } from "../../../helpers/rate-limit.js";
 import { memoryLimiter } from "../../../helpers/limiters.js";
 import { LimitRequest } from "../../../../src/limiter/limit-request.js";
-
-function descriptor(value: string) {
-  return create(RateLimitDescriptorSchema, { entries: [{ key: "k", value }] });
-}
+import { descriptor } from "../../../helpers/requests.js";
 
 describe("MemoryCounterBackend", () => {
   it("counts exactly, including hits addends and zero", async () => {
@@ -24,7 +19,7 @@ describe("MemoryCounterBackend", () => {
       clock,
     });
     const limit = testRateLimit(createStatsManager(), "d.k", 5);
-    const d = descriptor("v");
+    const d = descriptor(["k", "v"]);
     expect(
       (await cache.doLimit(new LimitRequest("d", [d], [limit], [3])))[0]!
         .limitRemaining,
@@ -45,7 +40,7 @@ describe("MemoryCounterBackend", () => {
       clock,
     });
     const [status] = await cache.doLimit(
-      new LimitRequest("d", [descriptor("v")], [undefined], [1]),
+      new LimitRequest("d", [descriptor(["k", "v"])], [undefined], [1]),
     );
     expect(status!.code).toBe(Code.OK);
     expect(status!.currentLimit).toBeUndefined();
@@ -64,11 +59,11 @@ describe("MemoryCounterBackend", () => {
     const perHour = testRateLimit(stats, "d.h", 5, Unit.HOUR);
     for (let i = 0; i < 1000; i++) {
       await cache.doLimit(
-        new LimitRequest("d", [descriptor(`v${i}`)], [perMinute], [1]),
+        new LimitRequest("d", [descriptor(["k", `v${i}`])], [perMinute], [1]),
       );
     }
     await cache.doLimit(
-      new LimitRequest("d", [descriptor("h")], [perHour], [1]),
+      new LimitRequest("d", [descriptor(["k", "h"])], [perHour], [1]),
     );
     expect(cache.backend.size).toBe(1001);
     cache.backend.sweep(119);

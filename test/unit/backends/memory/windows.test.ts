@@ -1,11 +1,9 @@
-import { create } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { RateLimit } from "../../../../src/config/rate-limit-config.js";
 import { createDecider } from "../../../../src/limiter/decide.js";
 import { createLocalCache } from "../../../../src/limiter/local-cache.js";
 import {
-  RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
   RateLimitResponse_RateLimit_Unit as Unit,
 } from "../../../../src/proto.js";
@@ -16,10 +14,7 @@ import { memoryLimiter } from "../../../helpers/limiters.js";
 import type { MemoryCounterBackend } from "../../../../src/backends/memory/memory-counter-backend.js";
 import type { RateLimitPipeline } from "../../../../src/limiter/pipeline.js";
 import { LimitRequest } from "../../../../src/limiter/limit-request.js";
-
-function descriptor(value: string) {
-  return create(RateLimitDescriptorSchema, { entries: [{ key: "k", value }] });
-}
+import { descriptor } from "../../../helpers/requests.js";
 
 function memoryCache(
   clock: FakeClock,
@@ -39,7 +34,7 @@ async function admit(
   value = "v",
 ): Promise<boolean> {
   const [status] = await cache.doLimit(
-    new LimitRequest("d", [descriptor(value)], [limit], [hits]),
+    new LimitRequest("d", [descriptor(["k", value])], [limit], [hits]),
   );
   return status!.code === Code.OK;
 }
@@ -60,7 +55,7 @@ describe("memory backend: unit_multiplier", () => {
     for (let i = 0; i < 3; i++) expect(await admit(cache, limit, 1)).toBe(true);
     clock.seconds += 299; // still the same 5-minute window
     const [over] = await cache.doLimit(
-      new LimitRequest("d", [descriptor("v")], [limit], [1]),
+      new LimitRequest("d", [descriptor(["k", "v"])], [limit], [1]),
     );
     expect(over!.code).toBe(Code.OVER_LIMIT);
     expect(over!.durationUntilReset?.seconds).toBe(1n);
@@ -130,7 +125,7 @@ describe("memory backend: all-or-nothing charging", () => {
             allOrNothing: true,
           }),
         );
-        const descriptors = limits.map((_, i) => descriptor(`v${i}`));
+        const descriptors = limits.map((_, i) => descriptor(["k", `v${i}`]));
         // The first k descriptors' windows are full.
         for (let i = 0; i < k; i++) {
           await cache.doLimit(
@@ -191,12 +186,12 @@ describe("memory backend: all-or-nothing charging", () => {
       allOrNothing: true,
     });
     await cache.doLimit(
-      new LimitRequest("d", [descriptor("s")], [shadow], [1]),
+      new LimitRequest("d", [descriptor(["k", "s"])], [shadow], [1]),
     );
     const statuses = await cache.doLimit(
       new LimitRequest(
         "d",
-        [descriptor("s"), descriptor("p")],
+        [descriptor(["k", "s"]), descriptor(["k", "p"])],
         [shadow, plain],
         [1, 1],
       ),
@@ -312,7 +307,7 @@ describe("docs/configuration.md worked examples", () => {
       await cache.doLimit(
         new LimitRequest(
           "api",
-          values.map((v) => descriptor(v)),
+          values.map((v) => descriptor(["k", v])),
           limits,
           limits.map(() => 1),
         ),
@@ -448,13 +443,17 @@ describe("memory backend: extensions with the local over-limit cache", () => {
     const other = windowedRateLimit(stats, "d.other", 10, Unit.MINUTE, {
       allOrNothing: true,
     });
-    await cache.doLimit(new LimitRequest("d", [descriptor("f")], [full], [1])); // fills the window
+    await cache.doLimit(
+      new LimitRequest("d", [descriptor(["k", "f"])], [full], [1]),
+    ); // fills the window
     // Over, with a full window: enters the local cache (not charged).
-    await cache.doLimit(new LimitRequest("d", [descriptor("f")], [full], [1]));
+    await cache.doLimit(
+      new LimitRequest("d", [descriptor(["k", "f"])], [full], [1]),
+    );
     const statuses = await cache.doLimit(
       new LimitRequest(
         "d",
-        [descriptor("f"), descriptor("o")],
+        [descriptor(["k", "f"]), descriptor(["k", "o"])],
         [full, other],
         [1, 1],
       ),
@@ -464,11 +463,11 @@ describe("memory backend: extensions with the local over-limit cache", () => {
     expect(full.stats.overLimitWithLocalCache.value()).toBe(1);
     // A request that would go over a window that is not full does not enter the cache.
     const big = await cache.doLimit(
-      new LimitRequest("d", [descriptor("o")], [other], [11]),
+      new LimitRequest("d", [descriptor(["k", "o"])], [other], [11]),
     );
     expect(big[0]!.code).toBe(Code.OVER_LIMIT);
     const small = await cache.doLimit(
-      new LimitRequest("d", [descriptor("o")], [other], [1]),
+      new LimitRequest("d", [descriptor(["k", "o"])], [other], [1]),
     );
     expect(small[0]!.code).toBe(Code.OK);
     await cache.close();

@@ -12,14 +12,11 @@ import {
   ConfigRateLimitAlgorithm,
   ConfigRateLimitConfigSchema,
   ConfigRateLimitUnit,
-  RateLimitDescriptorSchema,
   type ConfigRateLimitConfig,
 } from "../../../../src/proto.js";
 import { createStatsManager } from "../../../../src/stats/stats-manager.js";
 import { bucketOfLimit, calendarOfLimit } from "../../../helpers/rate-limit.js";
-
-const request = (key: string, value: string) =>
-  create(RateLimitDescriptorSchema, { entries: [{ key, value }] });
+import { descriptor } from "../../../helpers/requests.js";
 
 const resource = create(ConfigRateLimitConfigSchema, {
   name: "r",
@@ -130,8 +127,8 @@ describe("xDS: token buckets, calendar windows and rate_limits", () => {
         "d.plain: unit=SECOND requests_per_unit=0, shadow_mode: false, quota_mode: false\n",
     );
     for (const key of ["bucket", "calendar", "list", "plain"]) {
-      const a = fromXds.getLimit("d", request(key, "v"));
-      const b = fromYaml.getLimit("d", request(key, "v"));
+      const a = fromXds.getLimit("d", descriptor([key, "v"]));
+      const b = fromYaml.getLimit("d", descriptor([key, "v"]));
       expect(a?.cacheKeySuffix).toBe(b?.cacheKeySuffix);
       expect(a?.stats.key).toBe(b?.stats.key);
       expect(a?.algorithm.kind).toBe(b?.algorithm.kind);
@@ -141,9 +138,9 @@ describe("xDS: token buckets, calendar windows and rate_limits", () => {
         b?.extraLimits?.map((l) => l.cacheKeySuffix),
       );
     }
-    expect(fromXds.getLimit("d", request("bucket", "v"))?.cacheKeySuffix).toBe(
-      "tb60_100_150",
-    );
+    expect(
+      fromXds.getLimit("d", descriptor(["bucket", "v"]))?.cacheKeySuffix,
+    ).toBe("tb60_100_150");
   });
 
   it.each([
