@@ -6,6 +6,7 @@ import {
   type IncomingHttpHeaders,
   type ServerHttp2Stream,
 } from "node:http2";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Logger } from "pino";
 import type { Http2Event } from "../../http2/limits.js";
 
@@ -87,6 +88,46 @@ export function containStreamListeners(
       }
     },
   );
+}
+
+/** A node:http2 compat request handler (the Connect handler). */
+export type Http2RequestHandler = (
+  req: Http2ServerRequest,
+  res: Http2ServerResponse,
+) => void;
+
+/**
+ * Wraps `handler` to serve each request in the check phase of the event-loop turn that
+ * received it (`setImmediate`), after the rest of the bytes read with it, and only if its
+ * stream is still open: a stream the peer reset meanwhile (RST_STREAM right behind its
+ * HEADERS and DATA, the rapid-reset pattern) costs no Connect call, so node:http2's reset
+ * limit counts resets at the rate they arrive rather than at the router's rate. An exception
+ * thrown by `handler` (Connect's Node adapter throws synchronously on a request it cannot
+ * build a URL for, such as `:authority: a:b:c`) is contained as in
+ * {@link containStreamListeners}.
+ */
+export function serveOpenStreams(
+  handler: Http2RequestHandler,
+  options: StreamGuardOptions,
+): Http2RequestHandler {
+  return (req, res) => {
+    setImmediate(serveIfOpen, handler, options, req, res);
+  };
+}
+
+function serveIfOpen(
+  handler: Http2RequestHandler,
+  options: StreamGuardOptions,
+  req: Http2ServerRequest,
+  res: Http2ServerResponse,
+): void {
+  const stream = req.stream;
+  if (stream.destroyed || stream.closed) return;
+  try {
+    handler(req, res);
+  } catch (err) {
+    failSession(stream, err, options);
+  }
 }
 
 /** Sessions already closed by {@link failSession} (one warning per connection). */

@@ -23,6 +23,7 @@ import { limitConnectionAge } from "./connection-age.js";
 import {
   connectionMemoryOf,
   containStreamListeners,
+  serveOpenStreams,
   type ConnectionMemory,
   type MeteredSession,
 } from "./contain-stream-listeners.js";
@@ -102,11 +103,10 @@ export async function startNodeListener(
   const d = http2LimitDefaults;
   const onEvent = options.onEvent ?? ignoreEvent;
   const handshakeTimeoutMs = options.handshakeTimeoutMs ?? d.handshakeTimeoutMs;
-  const handler = createConnectHandler({
-    routes: options.routes,
-    logger,
-    readMaxBytes,
-  });
+  const handler = serveOpenStreams(
+    createConnectHandler({ routes: options.routes, logger, readMaxBytes }),
+    { logger, onEvent },
+  );
   let server: Http2Server | Http2SecureServer;
   const tls = options.tls;
   if (tls !== undefined && credentials !== undefined) {
