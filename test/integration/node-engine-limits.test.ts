@@ -218,7 +218,7 @@ describe("gRPC server (node engine) against hostile clients", () => {
 
   it("closes only the connection of a call whose serving throws, logged once", async () => {
     // Connect's Node adapter throws synchronously for a request whose :authority makes no URL
-    // (nghttp2 accepts "a:b:c", `new URL` does not): the stream listener contains it.
+    // (nghttp2 accepts "a:b:c", `new URL` does not): contained, as any exception in serving.
     const lines: string[] = [];
     const logger: Logger = pino(
       { level: "warn" },

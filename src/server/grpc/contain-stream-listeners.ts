@@ -10,9 +10,10 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Logger } from "pino";
 import type { Http2Event } from "../../http2/limits.js";
 
-// The node:http2 engine's `"stream"` listener: each new stream is admitted against its
-// connection's memory account, then handed to node's compat layer (req/res objects for the
-// Connect router), with any exception while doing so contained by closing that stream's
+// How the node:http2 engine hands streams to the Connect router: its `"stream"` listener
+// admits each new stream against its connection's memory account before node's compat layer
+// builds the req/res objects, and its request handler runs the Connect handler in the check
+// phase, only for streams still open. Any exception on the way closes that stream's
 // connection instead of reaching the process.
 
 /**
@@ -55,8 +56,8 @@ type StreamListener = (
  * Replaces the server's `"stream"` listeners (node's compat layer, which builds the req/res
  * objects the Connect handler serves) by one that first admits each stream against its
  * session's {@link ConnectionMemory}, if it has one, then calls the listeners it replaced.
- * An exception thrown meanwhile (Connect's Node adapter throws synchronously on a request it
- * cannot build a URL for, such as one without `:authority`) closes that stream's connection:
+ * An exception thrown meanwhile (by the compat layer or the memory account; the Connect
+ * handler itself runs later, under {@link serveOpenStreams}) closes that stream's connection:
  * logged once per connection at warn with the peer address, `internal_error` reported,
  * GOAWAY INTERNAL_ERROR. The process keeps serving every other connection.
  *
