@@ -81,6 +81,15 @@ const only = new Set(
     .filter((s) => s !== ""),
 );
 const wanted = (id: string): boolean => only.size === 0 || only.has(id);
+/** Targets measured only when `BENCH_TARGETS` names them (not part of the default run). */
+const named = (id: string): boolean => only.has(id);
+/** Which ghz loads to run (comma-separated load ids); all by default. */
+const onlyLoads = new Set(
+  (env["BENCH_LOADS"] ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== ""),
+);
 
 const work = mkdtempSync(join(tmpdir(), "rls-bench-"));
 let logFiles = 0;
@@ -438,6 +447,7 @@ async function measure(
   });
   for (const load of loads) {
     if (load.oursOnly === true && !name.startsWith("ours")) continue;
+    if (onlyLoads.size > 0 && !onlyLoads.has(load.id)) continue;
     progress(`${name}: ${load.label}, ${seconds}s`);
     const cpu0 = treeCpuSeconds(pid);
     const store0 = store !== undefined ? treeCpuSeconds(store.pid) : 0;
@@ -967,14 +977,10 @@ async function main(): Promise<void> {
     }
   }
 
-  const needsRedis = [
-    "reference",
-    "kv",
-    "kv-workers",
-    "kv-overrides",
-    "kv-day2",
-    "envoy",
-  ].some(wanted);
+  const needsRedis =
+    ["reference", "kv", "kv-workers", "kv-overrides", "kv-day2", "envoy"].some(
+      wanted,
+    ) || named("kv-node");
   const redis = needsRedis ? await startRedis() : undefined;
   try {
     if (redis !== undefined) {
@@ -997,6 +1003,16 @@ async function main(): Promise<void> {
           "ours, kv",
           () => startOurs(oursRuntime, kvEnv),
           (t) => measure("ours, kv", t, redis.store),
+        );
+      }
+      if (named("kv-node")) {
+        // The node:http2 engine, every call through the Connect router (docs/performance.md
+        // "The node engine"); only when named in BENCH_TARGETS.
+        await redis.store.flush();
+        await withTarget(
+          "ours, kv, GRPC_HTTP2_ENGINE=node",
+          () => startOurs(oursRuntime, { ...kvEnv, GRPC_HTTP2_ENGINE: "node" }),
+          (t) => measure("ours, kv, GRPC_HTTP2_ENGINE=node", t, redis.store),
         );
       }
       if (wanted("kv-overrides")) {
@@ -1066,6 +1082,17 @@ async function main(): Promise<void> {
         "ours, memory",
         () => startOurs(oursRuntime, { BACKEND_TYPE: "memory" }),
         (t) => measure("ours, memory", t, undefined),
+      );
+    }
+    if (named("memory-node")) {
+      await withTarget(
+        "ours, memory, GRPC_HTTP2_ENGINE=node",
+        () =>
+          startOurs(oursRuntime, {
+            BACKEND_TYPE: "memory",
+            GRPC_HTTP2_ENGINE: "node",
+          }),
+        (t) => measure("ours, memory, GRPC_HTTP2_ENGINE=node", t, undefined),
       );
     }
     if (wanted("mc")) {

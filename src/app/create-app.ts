@@ -100,8 +100,9 @@ export interface AppDependencies {
   /** @defaultValue the system clock */
   readonly clock?: Clock;
   /**
-   * Serve unary gRPC ShouldRateLimit on the HTTP/2 fast path (see `installGrpcFastPath`);
-   * tests turn it off to compare with the Connect path. @defaultValue true
+   * Serve unary gRPC ShouldRateLimit inline on the built-in HTTP/2 engine (see
+   * `serveShouldRateLimit`; the node engine always uses the Connect router); tests turn it
+   * off to compare with the Connect path. @defaultValue true
    */
   readonly grpcFastPath?: boolean;
   /**

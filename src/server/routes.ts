@@ -138,12 +138,19 @@ export function createRoutes(
   return (router) => {
     router.service(RateLimitService, {
       // The request headers carry the caller's trace context (read only when tracing is on).
+      // With a `grpc-timeout`, answered DEADLINE_EXCEEDED once it passes, as the built-in
+      // engine's inline path answers (Connect aborts the call's signal but does not answer).
       shouldRateLimit: (request, context) => {
         const timeoutMs = context.timeoutMs();
-        return shouldRateLimit(
-          request,
-          context.requestHeader,
-          timeoutMs === undefined ? undefined : performance.now() + timeoutMs,
+        if (timeoutMs === undefined)
+          return shouldRateLimit(request, context.requestHeader);
+        return settleByDeadline(
+          shouldRateLimit(
+            request,
+            context.requestHeader,
+            performance.now() + timeoutMs,
+          ),
+          context.signal,
         );
       },
     });
@@ -213,4 +220,32 @@ export function createRoutes(
       },
     });
   };
+}
+
+/**
+ * `decision`, or its rejection with the reason of `signal` when that aborts first: Connect's
+ * DEADLINE_EXCEEDED "the operation timed out" at the call's `grpc-timeout`, or the client's
+ * cancellation (nobody reads that answer).
+ */
+function settleByDeadline<T>(
+  decision: Promise<T>,
+  signal: AbortSignal,
+): Promise<T> {
+  if (signal.aborted) return Promise.reject(ConnectError.from(signal.reason));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => {
+      reject(ConnectError.from(signal.reason));
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    decision.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err instanceof Error ? err : ConnectError.from(err));
+      },
+    );
+  });
 }

@@ -32,7 +32,7 @@ export interface HeaderFieldList {
 
 /**
  * Headers of an incoming call, read only for the caller's W3C trace context (`traceparent`,
- * `tracestate`, `baggage`): node's header object (node:http2 fast path, `/json`), a fetch
+ * `tracestate`, `baggage`): node's header object (`/json`), a fetch
  * `Headers` (the Connect router's `requestHeader`) or a {@link HeaderFieldList} (the built-in
  * HTTP/2 engine's fast path).
  */

@@ -12,6 +12,9 @@ import {
   RateLimitRequestSchema,
   RateLimitResponse_Code,
   RateLimitResponseSchema,
+  RateLimitService,
+  type RateLimitRequest,
+  type RateLimitResponse,
 } from "../../src/proto.js";
 import {
   startGrpcServer,
@@ -47,25 +50,33 @@ afterEach(async () => {
 });
 
 /**
- * A server whose fast path answers domain `late` after 100 ms (a store stall: Envoy has reset
- * the call by then) and anything else at once, OK.
+ * Answers domain `late` after 100 ms (a store stall: Envoy has reset the call by then) and
+ * anything else at once, OK.
+ */
+function shouldRateLimit(req: RateLimitRequest): Promise<RateLimitResponse> {
+  const ok = create(RateLimitResponseSchema, {
+    overallCode: RateLimitResponse_Code.OK,
+  });
+  return req.domain === "late"
+    ? new Promise((resolve) => setTimeout(resolve, 100, ok))
+    : Promise.resolve(ok);
+}
+
+/**
+ * A server wired as the service wires it: {@link shouldRateLimit} on the Connect router, and
+ * inline on the built-in engine (the node engine serves every call through the router).
  */
 async function start(
   extra: Partial<GrpcServerOptions> = {},
 ): Promise<Listening> {
   const server = await startGrpcServer({
-    routes: () => undefined,
+    routes: (router) => {
+      router.service(RateLimitService, { shouldRateLimit });
+    },
     logger: silentLogger(),
     host: "127.0.0.1",
     port: 0,
-    fastPath: (req) => {
-      const ok = create(RateLimitResponseSchema, {
-        overallCode: RateLimitResponse_Code.OK,
-      });
-      return req.domain === "late"
-        ? new Promise((resolve) => setTimeout(resolve, 100, ok))
-        : Promise.resolve(ok);
-    },
+    fastPath: shouldRateLimit,
     ...extra,
   });
   servers.push(server);

@@ -82,7 +82,7 @@ const cases: readonly Case[] = [
     rssBoundMiB: { builtin: 300, node: null },
   },
   // The client closes these connections itself: survival and the legitimate calls only.
-  { attack: "node-grpc-timeout", closed: false, durationMs: 3000 },
+  { attack: "grpc-timeout-goaway", closed: false, durationMs: 3000 },
 ];
 
 const results: AttackResult[] = [];

@@ -2,7 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { RateLimitRequest } from "../../proto.js";
 import { decodeRateLimitRequest } from "./rate-limit-request-decoder.js";
 
-// The gRPC wire format of a unary call as both HTTP/2 engines' fast paths read and write it:
+// The gRPC wire format of a unary call as the built-in engine's inline path reads and writes it:
 // the message envelope (`flags:u8 length:u32be message`) and the `grpc-timeout` header. The
 // errors are the ones Connect's gRPC handler raises for the same input, code and text.
 

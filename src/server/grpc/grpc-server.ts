@@ -25,8 +25,9 @@ export interface GrpcTlsOptions {
 
 /**
  * HTTP/2 implementation of the gRPC listener (`GRPC_HTTP2_ENGINE`): `builtin` is this
- * service's own (src/http2/, see docs/performance.md), `node` is node:http2 with the
- * fast path of grpc-fast-path.ts.
+ * service's own (src/http2/, see docs/performance.md), with unary ShouldRateLimit served
+ * inline (grpc-unary.ts); `node` is node:http2 serving every call through the Connect router
+ * (node-listener.ts), the conservative fallback.
  */
 export type GrpcHttp2Engine = "builtin" | "node";
 
@@ -60,8 +61,9 @@ export interface GrpcServerOptions {
   /** Random source in [0, 1) for the age jitter. @defaultValue Math.random */
   readonly random?: () => number;
   /**
-   * Serve unary gRPC ShouldRateLimit directly on the HTTP/2 stream with this handler, in
-   * front of the Connect router (see `installGrpcFastPath`). @defaultValue off
+   * Built-in engine only: serve unary gRPC ShouldRateLimit inline on the HTTP/2 stream with
+   * this handler, in front of the Connect router (see `serveShouldRateLimit`). The node engine
+   * ignores it: its calls all go through `routes`. @defaultValue off
    */
   readonly fastPath?: ShouldRateLimitHandler;
   /**

@@ -23,15 +23,17 @@ import { limitConnectionAge } from "./connection-age.js";
 import {
   connectionMemoryOf,
   containStreamListeners,
-  installGrpcFastPath,
+  serveOpenStreams,
   type ConnectionMemory,
   type MeteredSession,
-} from "./grpc-fast-path.js";
+} from "./contain-stream-listeners.js";
 import type { GrpcServerOptions } from "./grpc-server.js";
 
-// The node:http2 engine of the gRPC listener (`GRPC_HTTP2_ENGINE=node`): an http2 server with
-// Connect's Node adapter and the node fast path (grpc-fast-path.ts), plus the limits
-// node:http2 lacks, enforced per session as the built-in engine enforces them itself.
+// The node:http2 engine of the gRPC listener (`GRPC_HTTP2_ENGINE=node`), the conservative
+// fallback: an http2 server whose every call, ShouldRateLimit included, goes through node's
+// compat layer to the Connect router (no hand-written path: its cost is measured in
+// docs/performance.md "The node engine"), plus the limits node:http2 lacks, enforced per
+// session as the built-in engine enforces them itself.
 
 /** node:http2's `maxSessionMemory` over the connection memory budget. */
 const nodeSessionMemoryMargin = 1.25;
@@ -84,9 +86,10 @@ export function http2ServerOptions(
 }
 
 /**
- * Starts the node:http2 engine: http2 server + Connect's Node adapter + the node fast path.
- * `readMaxBytes` and `target` as {@link startGrpcServer} resolved them; `credentials` when
- * `options.tls` is set.
+ * Starts the node:http2 engine: an http2 server serving every call through the Connect router
+ * (`options.routes`; `options.fastPath` is the built-in engine's and is not used here), with
+ * the session limits of {@link limitNodeSession}. `readMaxBytes` and `target` as
+ * {@link startGrpcServer} resolved them; `credentials` when `options.tls` is set.
  *
  * @throws the listen error when the address cannot be bound
  */
@@ -100,11 +103,10 @@ export async function startNodeListener(
   const d = http2LimitDefaults;
   const onEvent = options.onEvent ?? ignoreEvent;
   const handshakeTimeoutMs = options.handshakeTimeoutMs ?? d.handshakeTimeoutMs;
-  const handler = createConnectHandler({
-    routes: options.routes,
-    logger,
-    readMaxBytes,
-  });
+  const handler = serveOpenStreams(
+    createConnectHandler({ routes: options.routes, logger, readMaxBytes }),
+    { logger, onEvent },
+  );
   let server: Http2Server | Http2SecureServer;
   const tls = options.tls;
   if (tls !== undefined && credentials !== undefined) {
@@ -143,16 +145,7 @@ export async function startNodeListener(
   } else {
     server = createServer(http2ServerOptions(options), handler);
   }
-  const guard = { logger, onEvent };
-  if (options.fastPath !== undefined) {
-    installGrpcFastPath(server, {
-      handler: options.fastPath,
-      readMaxBytes,
-      ...guard,
-    });
-  } else {
-    containStreamListeners(server, guard);
-  }
+  containStreamListeners(server, { logger, onEvent });
   server.maxConnections = options.maxConnections ?? d.maxConnections;
   // net.Server emits "drop" for each connection refused past maxConnections.
   server.on("drop", () => {
@@ -251,13 +244,15 @@ export function destroySoon(session: ServerHttp2Session): void {
  * - memory ({@link ConnectionMemory}), as the builtin engine counts it: the header lists of
  *   the open streams (RFC 9113 §6.5.2 sizes), at most a quarter of `maxConnectionMemoryBytes`
  *   (a new stream beyond is refused with RST_STREAM ENHANCE_YOUR_CALM; after
- *   {@link maxRefusedStreams} refusals in a row the session ends the same way), and the
- *   bodies the fast path buffers (beyond the budget the session ends). Node's
- *   `maxSessionMemory` counts neither once a stream's headers and data reach JavaScript.
+ *   {@link maxRefusedStreams} refusals in a row the session ends the same way), and the body
+ *   bytes each open stream has delivered to JavaScript since node's compat layer started
+ *   reading it (the Connect router buffers a unary message whole; beyond the budget the
+ *   session ends). Node's `maxSessionMemory` counts neither once a stream's headers and data
+ *   reach JavaScript; body bytes not yet read stay within the stream's flow-control window.
  *
- * Per call it costs a stream listener, a counter update and, when the session turns idle, a
- * clock read: the idle timer is set only when none is pending, and when it fires early it is
- * set again for the time left.
+ * Per call it costs three stream listeners, counter updates and, when the session turns idle,
+ * a clock read: the idle timer is set only when none is pending, and when it fires early it
+ * is set again for the time left.
  */
 function limitNodeSession(
   session: ServerHttp2Session,
@@ -265,7 +260,7 @@ function limitNodeSession(
 ): void {
   const { onEvent } = limits;
   let open = 0;
-  /** Bytes of header lists and fast-path bodies the open streams hold, and the lists' part. */
+  /** Bytes of header lists and bodies the open streams hold, and the lists' part. */
   let held = 0;
   let headerHeld = 0;
   let refusedInARow = 0;
@@ -322,18 +317,32 @@ function limitNodeSession(
       stream[heldHeaderBytes] = bytes;
       held += bytes;
       headerHeld += bytes;
+      stream.on("newListener", onStreamListener);
       return true;
-    },
-    add(bytes) {
-      held += bytes;
-      if (bytes > 0 && held > limits.maxConnectionMemoryBytes)
-        calm("memory_budget");
     },
   };
   (session as MeteredSession)[connectionMemoryOf] = memory;
+  // The body is counted once the compat layer reads it: it adds its "data" listener only
+  // when the Connect router starts reading (a "data" listener of ours before that would set
+  // the stream flowing and lose the chunks).
+  const onStreamListener = function (
+    this: HeldStream,
+    event: string | symbol,
+  ): void {
+    if (event !== "data" || this[heldBodyBytes] !== undefined) return;
+    this[heldBodyBytes] = 0;
+    this.removeListener("newListener", onStreamListener);
+    this.on("data", onStreamData);
+  };
+  const onStreamData = function (this: HeldStream, chunk: Buffer): void {
+    this[heldBodyBytes] = (this[heldBodyBytes] ?? 0) + chunk.length;
+    held += chunk.length;
+    // Over the connection's budget this ends the connection, this stream included.
+    if (held > limits.maxConnectionMemoryBytes) calm("memory_budget");
+  };
   const onStreamClose = function (this: HeldStream): void {
     const bytes = this[heldHeaderBytes] ?? 0;
-    held -= bytes;
+    held -= bytes + (this[heldBodyBytes] ?? 0);
     headerHeld -= bytes;
     open -= 1;
     responded = true;
@@ -393,7 +402,12 @@ function limitNodeSession(
 }
 
 const heldHeaderBytes = Symbol("ratelimit.heldHeaderBytes");
-type HeldStream = ServerHttp2Stream & { [heldHeaderBytes]?: number };
+const heldBodyBytes = Symbol("ratelimit.heldBodyBytes");
+type HeldStream = ServerHttp2Stream & {
+  [heldHeaderBytes]?: number;
+  /** Set once the body is counted (the compat layer reads it). */
+  [heldBodyBytes]?: number;
+};
 
 /** Size of a header list as RFC 9113 §6.5.2 counts it: name + value + 32 per field. */
 function headerListBytes(rawHeaders: readonly string[]): number {

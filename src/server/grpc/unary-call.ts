@@ -7,19 +7,18 @@ import type {
 import { decodeUnaryEnvelope, parseGrpcTimeoutMs } from "./envelope.js";
 import { encodeRateLimitResponseFrame } from "./rate-limit-response-encoder.js";
 
-// The state machine of one unary gRPC ShouldRateLimit call served by a fast path, whichever
-// HTTP/2 engine carries it: `grpc-timeout` deadline, body collection within `readMaxBytes`,
-// envelope decoding, the decision, and one answer (a message with OK trailers, or a
-// trailers-only error). The engines subclass it with how they respond on their stream
-// (grpc-fast-path.ts for node:http2, grpc-unary.ts for the built-in engine). The codes and
-// messages match what the Connect router answers for the same request
-// (test/integration/fast-path-equivalence.test.ts).
+// The state machine of one unary gRPC ShouldRateLimit call served inline, without the Connect
+// router: `grpc-timeout` deadline, body collection within `readMaxBytes`, envelope decoding,
+// the decision, and one answer (a message with OK trailers, or a trailers-only error). The
+// built-in engine subclasses it with how it responds on its stream (grpc-unary.ts); the node
+// engine has no inline path. The codes and messages match what the Connect router answers
+// for the same request (test/integration/fast-path-equivalence.test.ts).
 
-/** The method both fast paths serve. */
+/** The method the inline path serves. */
 export const shouldRateLimitPath =
   "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
-/** Request content types the fast paths serve (the protobuf codec, named or implied). */
+/** Request content types the inline path serves (the protobuf codec, named or implied). */
 export const grpcContentTypes = [
   "application/grpc",
   "application/grpc+proto",
