@@ -39,9 +39,8 @@ export function createDecisionChannel(): DecisionChannel {
       if (decisions.hasSubscribers) decisions.publish(decision);
     },
     subscribe(listener) {
-      const onMessage = (message: unknown): void => {
-        listener(message as Decision);
-      };
+      // Subscribed as it is (no wrapper call per decision): this channel carries Decisions only.
+      const onMessage = listener as (message: unknown) => void;
       decisions.subscribe(onMessage);
       let subscribed = true;
       return () => {
