@@ -77,8 +77,8 @@ export interface RuleTop {
  * descriptor's hits addend (0 and refunds are not counted); refused hits are those of a
  * descriptor answered OVER_LIMIT (a shadow-mode rule answers OK, so its hits are not refused).
  *
- * Cost per decision: one clock read, then per descriptor with a limit two Map probes (none
- * when its limit and domain are the last descriptor's: one hot rule), a heap sift and, for a descriptor of two entries or more, its text (a one-entry descriptor is
+ * Cost per decision: one clock read, then per descriptor with a limit two Map probes, a heap
+ * sift and, for a descriptor of two entries or more, its text (a one-entry descriptor is
  * counted under its value, which the request already holds); bench/offenders.ts measures it.
  */
 export class OffendersTracker {
@@ -98,11 +98,6 @@ export class OffendersTracker {
   private nextSweepSeconds = 0;
   private lastConfig: Decision["config"] | undefined;
   private generation = 0;
-  // The tracker of the limit counted last and its domain: a hot rule (one key under load, most
-  // rules of most requests) skips both Map probes. Cleared when a rule is forgotten.
-  private lastLimit: RateLimit | undefined;
-  private lastDomain = "";
-  private lastTracker: RuleTracker | undefined;
 
   /**
    * @throws RangeError naming the option when `k`, `countersPerOffender` or `maxRules` is out
@@ -167,37 +162,27 @@ export class OffendersTracker {
           this.lastConfig = decision.config;
           this.generation++;
         }
+        rules = this.domains.get(request.domain);
       }
-      let tracker: RuleTracker | undefined;
-      if (limit === this.lastLimit && request.domain === this.lastDomain) {
-        tracker = this.lastTracker;
-      }
+      const id =
+        limit.statsKeySuffix === ""
+          ? limit.fullKey
+          : limit.fullKey + limit.statsKeySuffix;
+      let tracker = rules?.get(id);
       if (tracker === undefined) {
-        const id =
-          limit.statsKeySuffix === ""
-            ? limit.fullKey
-            : limit.fullKey + limit.statsKeySuffix;
-        rules ??= this.domains.get(request.domain);
-        tracker = rules?.get(id);
+        tracker = this.admit(
+          request.domain,
+          id,
+          limit,
+          descriptors[i]!.entries,
+          nowSeconds,
+        );
         if (tracker === undefined) {
-          tracker = this.admit(
-            request.domain,
-            id,
-            limit,
-            descriptors[i]!.entries,
-            nowSeconds,
-          );
-          if (tracker === undefined) {
-            this.dropped += hits;
-            continue;
-          }
-          rules = this.domains.get(request.domain);
+          this.dropped += hits;
+          continue;
         }
-        this.lastLimit = limit;
-        this.lastDomain = request.domain;
-        this.lastTracker = tracker;
-      }
-      if (tracker.generation !== this.generation) {
+        rules = this.domains.get(request.domain);
+      } else if (tracker.generation !== this.generation) {
         // A new config: keep the counts unless the rule's window changed.
         tracker.generation = this.generation;
         if (!tracker.hasWindow(limit)) {
@@ -315,7 +300,6 @@ export class OffendersTracker {
     rules: Map<string, RuleTracker>,
     id: string,
   ): void {
-    if (rules.get(id) === this.lastTracker) this.lastTracker = undefined;
     rules.delete(id);
     this.ruleCount--;
     if (rules.size === 0) this.domains.delete(domain);
