@@ -27,6 +27,7 @@ import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { MemoryCounterBackend } from "../src/backends/memory/memory-counter-backend.js";
 import { createCanary } from "../src/canary/canary.js";
+import { OffendersTracker } from "../src/offenders/offenders-tracker.js";
 import { loadConfig } from "../src/config/load-config.js";
 import { createDecider } from "../src/limiter/decide.js";
 import { RateLimitPipeline } from "../src/limiter/pipeline.js";
@@ -53,6 +54,13 @@ interface Row {
   readonly candidate: string;
   /** Descriptor keys of each request (values vary). */
   readonly keys: readonly string[];
+  /** Distinct values per key the requests cycle through. @defaultValue 1000 */
+  readonly values?: number;
+  /**
+   * Top offenders (K=20, as on by default) subscribed beside the canary in the "with" run
+   * (the "without" run has neither: `TOP_OFFENDERS_K=0`, as bench/run.ts's kv-day2 target).
+   */
+  readonly offenders?: boolean;
 }
 
 const live = domain(rule("user", 1_000_000) + rule("tenant", 1_000_000));
@@ -90,6 +98,16 @@ const rows: Row[] = [
     keys: ["user"],
   },
   {
+    // bench/run.ts's kv-day2 target in process: one key, its limit changed in the candidate,
+    // top offenders and the canary against nothing subscribed.
+    name: "one key: changed limit and top offenders",
+    live,
+    candidate: domain(rule("user", 500_000) + rule("tenant", 1_000_000)),
+    keys: ["user"],
+    values: 1,
+    offenders: true,
+  },
+  {
     name: "token bucket burst changed (candidate's pipeline)",
     live: domain(bucket(1_000_000)),
     candidate: domain(bucket(500_000)),
@@ -98,7 +116,7 @@ const rows: Row[] = [
 ];
 
 /** The in-process service as create-app builds it on the memory backend, with a canary. */
-function setup(row: Row) {
+function setup(row: Row, withCanary: boolean) {
   const clock = systemClock;
   const statsManager = createStatsManager();
   const pipeline = new RateLimitPipeline({
@@ -117,6 +135,12 @@ function setup(row: Row) {
     clock,
     logger,
   });
+  if (withCanary && row.offenders === true) {
+    const tracker = new OffendersTracker({ k: 20, clock });
+    decisions.subscribe((decision) => {
+      tracker.observe(decision);
+    });
+  }
   const service = createRateLimitService({
     cache: pipeline,
     statsManager,
@@ -131,7 +155,7 @@ function setup(row: Row) {
     }),
   });
   const requests: RateLimitRequest[] = [];
-  for (let v = 0; v < values; v++)
+  for (let v = 0; v < (row.values ?? values); v++)
     requests.push(
       create(RateLimitRequestSchema, {
         domain: "bench",
@@ -148,7 +172,8 @@ function setup(row: Row) {
  * not.
  */
 async function round(row: Row, withCanary: boolean): Promise<number> {
-  const { service, canary, pipeline, requests } = setup(row);
+  const { service, canary, pipeline, requests } = setup(row, withCanary);
+  const count = requests.length;
   if (withCanary)
     await canary.start({
       files: [{ name: "bench.yaml", text: row.candidate }],
@@ -159,11 +184,10 @@ async function round(row: Row, withCanary: boolean): Promise<number> {
     });
   // Warm-up: the JIT, and the counters of every value.
   for (let i = 0; i < 5_000; i += batch) {
-    await Promise.all(
-      requests
-        .slice(i % values, (i % values) + batch)
-        .map((r) => service.shouldRateLimit(r)),
-    );
+    const pending: Promise<unknown>[] = [];
+    for (let j = 0; j < batch; j++)
+      pending.push(service.shouldRateLimit(requests[(i + j) % count]!));
+    await Promise.all(pending);
     await turn();
   }
   await canary.report();
@@ -171,7 +195,7 @@ async function round(row: Row, withCanary: boolean): Promise<number> {
   for (let i = 0; i < decisions; i += batch) {
     const pending: Promise<unknown>[] = [];
     for (let j = 0; j < batch; j++)
-      pending.push(service.shouldRateLimit(requests[(i + j) % values]!));
+      pending.push(service.shouldRateLimit(requests[(i + j) % count]!));
     await Promise.all(pending);
     await turn();
   }

@@ -4,7 +4,7 @@
 // 1. CPU per decision: the in-process service's shouldRateLimit over the memory backend, with
 //    no observer (TOP_OFFENDERS_K=0: nothing is built) and with the tracker at K=20 and K=100,
 //    on a seeded Zipf stream of 100,000 values (s = 1.1), for requests of one descriptor and of
-//    three. Modes run back to back in each round; printed are each mode's median round and
+//    three, and on one value (one hot key, over its limit after 50). Modes run back to back in each round; printed are each mode's median round and
 //    the median of its per-round differences from "off" with their range, since the machine
 //    is shared. No network, no gRPC: the difference is the observer's whole cost.
 // 2. Bytes per rule (V8 heap and the sketches' array buffers): rules whose two windows are
@@ -100,8 +100,21 @@ function zipf(items: number, s: number, seed: number): () => number {
   };
 }
 
-/** Pre-built requests (building them is not what is measured). */
-function requests(shape: "one" | "three", count: number): RateLimitRequest[] {
+/**
+ * Pre-built requests (building them is not what is measured): one descriptor or three from the
+ * Zipf stream, or one descriptor of one value (`hot`: one key under load, the cheapest case).
+ */
+function requests(
+  shape: "one" | "three" | "hot",
+  count: number,
+): RateLimitRequest[] {
+  if (shape === "hot")
+    return Array.from({ length: count }, () =>
+      create(RateLimitRequestSchema, {
+        domain: "bench",
+        descriptors: [{ entries: [{ key: "user", value: "u1" }] }],
+      }),
+    );
   const next = zipf(100_000, 1.1, shape === "one" ? 1 : 3);
   const out: RateLimitRequest[] = [];
   for (let i = 0; i < count; i++) {
@@ -334,7 +347,7 @@ lines.push(
   `| requests | mode | CPU µs per decision (median of ${rounds} rounds) | vs off, same round (median) |`,
   "| --- | --- | --- | --- |",
 );
-for (const shape of ["one", "three"] as const) {
+for (const shape of ["one", "three", "hot"] as const) {
   const stream = requests(shape, decisions);
   const services = modes.map((mode) => service(mode.k));
   // Warm-up: every mode once (JIT, counters created).
@@ -359,7 +372,7 @@ for (const shape of ["one", "three"] as const) {
         ? ""
         : `${signed(delta)} µs (${signed((delta / off) * 100, 0)} %), rounds ${signed(Math.min(...deltas))} to ${signed(Math.max(...deltas))}`;
     lines.push(
-      `| ${shape === "one" ? "1 descriptor" : "3 descriptors"} | ${modes[i]!.name} | ${us.toFixed(2)} | ${vsOff} |`,
+      `| ${shape === "one" ? "1 descriptor" : shape === "three" ? "3 descriptors" : "1 descriptor, one value"} | ${modes[i]!.name} | ${us.toFixed(2)} | ${vsOff} |`,
     );
   }
   for (const s of services) {

@@ -13,6 +13,7 @@ import { HealthChecker, type HealthComponent } from "../health/health.js";
 import type { AdminParts } from "../admin/admin-routes.js";
 import type { BackendGuard } from "../limiter/backend-guard.js";
 import { createDecisionChannel } from "../limiter/decision-channel.js";
+import { subscribeDecisionSpans } from "../service/decision-spans.js";
 import {
   MemoryOverrideStore,
   type OverrideStore,
@@ -323,6 +324,11 @@ export async function createApp(
   if (configCanary !== undefined) {
     admin.canary = configCanary.admin;
   }
+  // Tracing's backend span (TRACING_ENABLED, docs/tracing.md): a subscriber too, from the times
+  // each Decision then carries; the server spans stay around the handlers (they need the
+  // caller's trace context and cover refused requests, which publish no decision).
+  if (settings.tracingEnabled)
+    subscribeDecisionSpans(decisions, { backend: settings.backendType });
   const service = createRateLimitService({
     cache,
     statsManager,
@@ -335,9 +341,6 @@ export async function createApp(
     requestBounds,
     decisions,
     overrides: overrideTable,
-    ...(settings.tracingEnabled
-      ? { tracing: { backend: settings.backendType } }
-      : {}),
     ...(settings.limitResponseHeadersEnabled
       ? {
           responseHeaders: {

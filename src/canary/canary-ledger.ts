@@ -79,9 +79,12 @@ export class CanaryLedger {
     return this.entries.size;
   }
 
-  /** The entry of a key, if held. */
+  /**
+   * The entry of a key, if held. An empty ledger (the usual case with a remote store, which
+   * keeps only keys where the candidate differs) answers without hashing the key.
+   */
   get(cacheKey: string): LedgerEntry | undefined {
-    return this.entries.get(cacheKey);
+    return this.entries.size === 0 ? undefined : this.entries.get(cacheKey);
   }
 
   /** The candidate's count of a window counter the live decision did not read: seen + extra, ≥ 0. */
@@ -93,7 +96,7 @@ export class CanaryLedger {
 
   /** The extra of a key (0 when not held). */
   extra(cacheKey: string | undefined): number {
-    if (cacheKey === undefined) return 0;
+    if (cacheKey === undefined || this.entries.size === 0) return 0;
     return this.entries.get(cacheKey)?.extra ?? 0;
   }
 

@@ -22,7 +22,6 @@ import type { RequestPlan } from "../limiter/request-plan.js";
 import {
   RateLimitResponse_Code as Code,
   type GetCanaryReportResponse,
-  type RateLimitDescriptor,
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
 import { sanitizeStatName } from "../stats/names.js";
@@ -152,36 +151,6 @@ export interface Canary {
   ledger(): CanaryLedger | undefined;
 }
 
-/**
- * The live side of one request of a changed domain, kept for its evaluation: what the live
- * store read (the decision's `counted` plan) and the rest of the live decision.
- */
-class PendingRequest {
-  readonly statuses: readonly RateLimitResponse_DescriptorStatus[];
-  readonly plan: RequestPlan;
-  readonly charged: boolean;
-  domain = "";
-  descriptors: readonly RateLimitDescriptor[] = [];
-  hitsAddends: readonly number[] = [];
-  liveOverall: Code = Code.OK;
-  /** The live deciding descriptor (OVER_LIMIT requests only). */
-  liveDeciding: number | undefined = undefined;
-  /** The stats key of the live deciding rule; "" when OK. */
-  liveRule = "";
-  /** The request time in ms (within `plan.nowSeconds`). */
-  nowMs = 0;
-
-  constructor(
-    statuses: readonly RateLimitResponse_DescriptorStatus[],
-    plan: RequestPlan,
-    charged: boolean,
-  ) {
-    this.statuses = statuses;
-    this.plan = plan;
-    this.charged = charged;
-  }
-}
-
 /** Builds the config canary of one process; none runs until {@link Canary.start}. */
 export function createCanary(options: CanaryOptions): Canary {
   const { clock, logger, decisions } = options;
@@ -219,7 +188,13 @@ export function createCanary(options: CanaryOptions): Canary {
     /** The candidate's rule at each live rule's place, in domains of the same shape. */
     rules = new Map<RateLimit, CandidateRule>();
     liveSeen: RateLimitConfig | undefined;
-    private queue: PendingRequest[] = [];
+    /**
+     * The live decisions of changed domains waiting for their evaluation, in request order, kept
+     * as published (a decision is never written after it is published: nothing is copied), and
+     * beside each its time in ms for the candidate's token buckets ({@link CanaryRun.observe}).
+     */
+    private queue: Decision[] = [];
+    private queueMs: number[] = [];
     private scheduled = false;
     /** Requests queued so far, and evaluated so far (both only grow). */
     private queued = 0;
@@ -310,25 +285,29 @@ export function createCanary(options: CanaryOptions): Canary {
             );
     }
 
-    /** Keeps a live decision of a changed domain, with what the store read, for evaluation. */
+    /**
+     * Takes one live decision of a changed domain, with what the store read. When nothing waits
+     * for its evaluation and the live reading decides it (`decideFromReading`: a few hundred
+     * nanoseconds, no allocation), it is evaluated here, in request order as a deferred one
+     * would be and with the same ledger, so the decision is not kept past the answer; else it
+     * is queued for after the answer has left, behind the ones before it.
+     */
     observe(d: Decision): void {
       const report = this.report;
       report.requests++;
       if (d.config !== this.liveSeen) this.compare(d.config);
-      const r = d.request;
-      if (this.unchanged.has(r.domain)) return;
+      if (this.unchanged.has(d.request.domain)) return;
       const plan = d.counted;
       if (plan === undefined || this.queue.length >= maxPending) {
         report.unevaluated++;
         return;
       }
-      const item = new PendingRequest(d.statuses, plan, plan.charged);
-      const liveDeciding =
-        d.overallCode === Code.OVER_LIMIT && d.deciding >= 0
-          ? d.deciding
-          : undefined;
-      const liveLimit =
-        liveDeciding === undefined ? undefined : r.limits[liveDeciding];
+      // `scheduled` is false only while no evaluation is queued or under way.
+      if (!this.scheduled && this.evaluatedNow(d, plan)) {
+        this.queued++;
+        this.evaluated++;
+        return;
+      }
       // Milliseconds for the candidate's token buckets: the live plan's when it had a bucket,
       // else now (read only when the candidate has token buckets), kept within the live
       // request's second.
@@ -340,20 +319,12 @@ export function createCanary(options: CanaryOptions): Canary {
             : plan.nowSeconds * 1000;
       if (Math.floor(nowMs / 1000) !== plan.nowSeconds)
         nowMs = plan.nowSeconds * 1000;
-      item.domain = r.domain;
-      // A request's lists are never written after it is resolved: kept, not copied.
-      item.descriptors = r.descriptors;
-      item.hitsAddends = r.hitsAddends;
-      item.liveOverall = d.overallCode;
-      item.liveDeciding = liveDeciding;
-      if (liveLimit !== undefined && liveDeciding !== undefined)
-        item.liveRule = ruleKey(liveLimit, d.statuses[liveDeciding]);
-      item.nowMs = nowMs;
-      this.queue.push(item);
+      this.queue.push(d);
+      this.queueMs.push(nowMs);
       this.queued++;
       if (!this.scheduled) {
         this.scheduled = true;
-        defer(() => void this.drain());
+        defer(this.drainTask);
       }
     }
 
@@ -369,99 +340,184 @@ export function createCanary(options: CanaryOptions): Canary {
       });
     }
 
-    private async drain(): Promise<void> {
+    /** {@link CanaryRun.drain} as the deferred task (one function for the run's life). */
+    private readonly drainTask = (): void => {
+      this.drain();
+    };
+
+    /**
+     * Evaluates the queued decisions in request order, batch after batch: synchronously while
+     * each is decided from its live reading; a batch with evaluations through the candidate's
+     * pipeline waits for them (in process one after the other, with a remote store together)
+     * before the next.
+     */
+    private drain(): void {
       while (this.queue.length > 0) {
         const batch = this.queue;
+        const times = this.queueMs;
         this.queue = [];
-        if (this.sequential) {
-          for (const item of batch) {
-            const pending = this.evaluate(item);
-            if (pending !== undefined) await pending;
-          }
-        } else {
-          const pending: Promise<void>[] = [];
-          for (const item of batch) {
-            const evaluation = this.evaluate(item);
-            if (evaluation !== undefined) pending.push(evaluation);
-          }
-          await Promise.all(pending);
+        this.queueMs = [];
+        const pending = this.evaluateBatch(batch, times, 0);
+        if (pending !== undefined) {
+          void pending.then(() => {
+            this.done(batch.length);
+            this.drain();
+          });
+          return;
         }
-        this.evaluated += batch.length;
-        if (this.waiting.length > 0) {
-          const evaluated = this.evaluated;
-          const ready = this.waiting.filter((w) => w.upTo <= evaluated);
-          this.waiting = this.waiting.filter((w) => w.upTo > evaluated);
-          for (const w of ready) w.resolve();
-        }
+        this.done(batch.length);
       }
       this.scheduled = false;
     }
 
     /**
-     * Evaluates one request: from the live reading alone where that is the same arithmetic
-     * (then synchronously), else through the candidate's pipeline.
+     * Evaluates `batch` from `from` on; undefined when every evaluation was synchronous, else
+     * the promise of the rest (never rejects: evaluation failures are counted).
      */
-    private evaluate(item: PendingRequest): Promise<void> | undefined {
-      const now = item.plan.nowSeconds;
+    private evaluateBatch(
+      batch: readonly Decision[],
+      times: readonly number[],
+      from: number,
+    ): Promise<void> | undefined {
+      let overlapping: Promise<void>[] | undefined;
+      for (let i = from; i < batch.length; i++) {
+        const d = batch[i];
+        const evaluation =
+          d === undefined ? undefined : this.evaluate(d, times[i] ?? 0);
+        if (evaluation === undefined) continue;
+        if (this.sequential)
+          return evaluation.then(() => this.evaluateBatch(batch, times, i + 1));
+        (overlapping ??= []).push(evaluation);
+      }
+      return overlapping === undefined
+        ? undefined
+        : Promise.all(overlapping).then(() => undefined);
+    }
+
+    /** Counts `n` more requests evaluated and wakes who waited for them. */
+    private done(n: number): void {
+      this.evaluated += n;
+      if (this.waiting.length > 0) {
+        const evaluated = this.evaluated;
+        const ready = this.waiting.filter((w) => w.upTo <= evaluated);
+        this.waiting = this.waiting.filter((w) => w.upTo > evaluated);
+        for (const w of ready) w.resolve();
+      }
+    }
+
+    /**
+     * Evaluates one decision from its live reading, if that decides it (see
+     * {@link CanaryRun.observe}); never throws (a failure counts the request unevaluated).
+     *
+     * @returns whether the decision was evaluated
+     */
+    private evaluatedNow(d: Decision, plan: RequestPlan): boolean {
+      try {
+        const now = plan.nowSeconds;
+        if (now > this.sweptAt) {
+          this.ledger.sweep(now);
+          this.sweptAt = now;
+        }
+        if (this.liveReplaces.has(d.request.domain)) return false;
+        const decision = this.evaluator.decideFromReading(
+          plan,
+          this.ledger,
+          this.rules,
+        );
+        if (decision === undefined) return false;
+        this.tally(d, decision);
+      } catch (err) {
+        this.failed(err);
+      }
+      return true;
+    }
+
+    /** Counts a request that could not be evaluated; the first failure is logged. */
+    private failed(err: unknown): void {
+      this.report.unevaluated++;
+      // The first failure of a canary is a warning; the count is in the report.
+      if (this.failures++ === 0)
+        logger.warn(
+          { err },
+          "config canary: a request could not be evaluated against the candidate",
+        );
+    }
+
+    /**
+     * Evaluates one live decision (its `counted` plan is set: {@link CanaryRun.observe}): from
+     * the live reading alone where that is the same arithmetic (then synchronously), else
+     * through the candidate's pipeline.
+     *
+     * @param nowMs - the request time in ms (within the plan's `nowSeconds`)
+     */
+    private evaluate(d: Decision, nowMs: number): Promise<void> | undefined {
+      const plan = d.counted;
+      if (plan === undefined) return undefined;
+      const now = plan.nowSeconds;
       if (now > this.sweptAt) {
         this.ledger.sweep(now);
         this.sweptAt = now;
       }
-      if (!this.liveReplaces.has(item.domain)) {
+      if (!this.liveReplaces.has(d.request.domain)) {
         const decision = this.evaluator.decideFromReading(
-          item.plan,
+          plan,
           this.ledger,
           this.rules,
         );
         if (decision !== undefined) {
-          this.tally(item, decision);
+          this.tally(d, decision);
           return undefined;
         }
       }
-      return this.evaluateInPipeline(item);
+      return this.evaluateInPipeline(d, plan, nowMs);
     }
 
-    private async evaluateInPipeline(item: PendingRequest): Promise<void> {
-      const now = item.plan.nowSeconds;
-      const live = liveCounters(item.plan, item.charged, accumulates);
+    private async evaluateInPipeline(
+      d: Decision,
+      plan: RequestPlan,
+      nowMs: number,
+    ): Promise<void> {
+      const now = plan.nowSeconds;
+      const live = liveCounters(plan, plan.charged, accumulates);
       this.startCounts(live);
       let decision;
       try {
         decision = await this.evaluator.evaluate(
-          item.plan.request,
+          plan.request,
           live,
           now,
-          item.nowMs,
+          nowMs,
         );
-        this.keepCounts(live, decision.replacedKeys, item.plan.nowUs);
+        this.keepCounts(live, decision.replacedKeys, plan.nowUs);
       } catch (err) {
-        this.report.unevaluated++;
-        // The first failure of a canary is a warning; the count is in the report.
-        if (this.failures++ === 0)
-          logger.warn(
-            { err },
-            "config canary: a request could not be evaluated against the candidate",
-          );
+        this.failed(err);
         return;
       }
-      this.tally(item, decision);
+      this.tally(d, decision);
     }
 
     /** Counts a request whose overall code the candidate changes in the report. */
-    private tally(item: PendingRequest, decision: CandidateDecision): void {
-      if (decision.overallCode === item.liveOverall) return;
+    private tally(d: Decision, decision: CandidateDecision): void {
+      const liveOverall = d.overallCode;
+      if (decision.overallCode === liveOverall) return;
+      const { domain, descriptors } = d.request;
       if (decision.overallCode === Code.OVER_LIMIT) {
         const i = decision.deciding ?? 0;
         const limit = decision.limits[i];
         this.report.record(
           "refuse",
           limit === undefined ? "" : ruleKey(limit, decision.statuses[i]),
-          item.domain,
-          item.descriptors[i],
+          domain,
+          descriptors[i],
         );
         return;
       }
-      const i = item.liveDeciding ?? 0;
+      // The live deciding descriptor (an OVER_LIMIT request's).
+      const liveDeciding =
+        liveOverall === Code.OVER_LIMIT && d.deciding >= 0
+          ? d.deciding
+          : undefined;
+      const i = liveDeciding ?? 0;
       const counted = decision.limits[i];
       const matched = decision.matched[i];
       this.report.record(
@@ -470,9 +526,9 @@ export function createCanary(options: CanaryOptions): Canary {
           ? ruleKey(counted, decision.statuses[i])
           : matched !== undefined
             ? ruleKey(matched, undefined)
-            : item.liveRule,
-        item.domain,
-        item.descriptors[i],
+            : liveRule(d, liveDeciding),
+        domain,
+        descriptors[i],
       );
     }
 
@@ -630,6 +686,13 @@ export function createCanary(options: CanaryOptions): Canary {
 
     ledger: () => running?.ledger,
   };
+}
+
+/** The stats key of the live deciding rule of a decision; "" when OK. */
+function liveRule(d: Decision, liveDeciding: number | undefined): string {
+  if (liveDeciding === undefined) return "";
+  const limit = d.request.limits[liveDeciding];
+  return limit === undefined ? "" : ruleKey(limit, d.statuses[liveDeciding]);
 }
 
 /**

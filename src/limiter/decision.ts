@@ -13,6 +13,16 @@ import { answerUnlimited, decidingDescriptor } from "./decision-rules.js";
 import type { LimitRequest } from "./limit-request.js";
 import type { RequestPlan } from "./request-plan.js";
 
+/**
+ * When the store was called and when it answered (or failed), on the `performance.now()`
+ * clock in milliseconds: read only when a subscriber of the decision channel asked for them
+ * (`DecisionSubscription.times`; tracing's backend span).
+ */
+export interface DecisionTimes {
+  readonly backendStartMs: number;
+  readonly backendEndMs: number;
+}
+
 /** One request's answer (see the file comment). */
 export interface Decision {
   /** The request as the decision rules resolved it (domain, descriptors, limits, hits). */
@@ -32,6 +42,8 @@ export interface Decision {
   readonly deciding: number;
   /** Per descriptor, whether it counts as a quota descriptor (`quota_mode` or `QUOTA_MODE`). */
   readonly quota: readonly boolean[];
+  /** The store call's times, when a subscriber asked for them ({@link DecisionTimes}). */
+  readonly times?: DecisionTimes | undefined;
 }
 
 /**
@@ -41,12 +53,14 @@ export interface Decision {
  *
  * @param statuses - what the counting step returned, one per descriptor (taken over, not copied)
  * @param globalQuotaMode - `QUOTA_MODE`: every descriptor is a quota descriptor
+ * @param times - the store call's times, when a subscriber asked for them
  */
 export function decideRequest(
   request: LimitRequest,
   config: RateLimitConfig,
   statuses: RateLimitResponse_DescriptorStatus[],
   globalQuotaMode: boolean,
+  times?: DecisionTimes,
 ): Decision {
   const unlimited = request.unlimited;
   if (unlimited !== undefined) answerUnlimited(statuses, unlimited);
@@ -65,5 +79,6 @@ export function decideRequest(
     overallCode: deciding === undefined ? Code.OK : Code.OVER_LIMIT,
     deciding: deciding ?? -1,
     quota,
+    times,
   };
 }

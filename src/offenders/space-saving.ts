@@ -38,7 +38,7 @@ export interface SketchEntry {
  * - an item that is not monitored has a true weight of at most {@link SpaceSaving.minCount}
  *   (0 while the sketch is not full).
  *
- * An add costs one Map probe and a sift of the slot through the binary min-heap of counts:
+ * An add costs one Map probe (none for the item added last) and a sift of the slot through the binary min-heap of counts:
  * O(log m), and O(1) for the heavy items, which sit at the bottom. A new item takes the
  * slot of the lightest one (the heap's root) and inherits its count as its error.
  */
@@ -63,6 +63,9 @@ export class SpaceSaving {
   private heapIndex: Int32Array;
   private used = 0;
   private weight = 0;
+  /** The item added last and its slot: a hot item skips the Map probe ("" when none). */
+  private lastItem = "";
+  private lastSlot = -1;
 
   /**
    * @param capacity - counters kept, an integer ≥ 1; memory grows with the items seen, up to
@@ -110,11 +113,16 @@ export class SpaceSaving {
    */
   add(item: string, weight: number, overLimit: number): void {
     this.weight += weight;
-    let slot = this.slots.get(item);
+    let slot =
+      item === this.lastItem && this.lastSlot >= 0
+        ? this.lastSlot
+        : this.slots.get(item);
     if (slot !== undefined) {
       this.counts[slot]! += weight;
       this.overs[slot]! += overLimit;
       this.siftDown(this.heapIndex[slot]!);
+      this.lastItem = item;
+      this.lastSlot = slot;
       return;
     }
     if (this.used < this.capacity) {
@@ -128,6 +136,8 @@ export class SpaceSaving {
       this.heap[slot] = slot;
       this.heapIndex[slot] = slot;
       this.siftUp(slot);
+      this.lastItem = item;
+      this.lastSlot = slot;
       return;
     }
     // Evict the lightest item. The newcomer's true weight before now was at most the
@@ -142,6 +152,8 @@ export class SpaceSaving {
     this.overs[slot] = min + overLimit;
     this.errors[slot] = min;
     this.siftDown(0);
+    this.lastItem = item;
+    this.lastSlot = slot;
   }
 
   /** The estimate of one item, or `undefined` when it is not monitored. */
@@ -161,6 +173,8 @@ export class SpaceSaving {
     this.items.length = 0;
     this.used = 0;
     this.weight = 0;
+    this.lastItem = "";
+    this.lastSlot = -1;
   }
 
   /** Doubles the arrays, up to `capacity`. */

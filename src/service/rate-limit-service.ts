@@ -1,10 +1,3 @@
-import {
-  context,
-  SpanKind,
-  SpanStatusCode,
-  trace,
-  type SpanOptions,
-} from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { ConfigUpdate } from "../config/config-update.js";
 import {
@@ -17,8 +10,8 @@ import type { RateLimitConfig } from "../config/rate-limit-config.js";
 import type { HealthChecker } from "../health/health.js";
 import type { OverrideLookup } from "../limiter/decision-hooks.js";
 import type { DecisionChannel } from "../limiter/decision-channel.js";
-import { decideRequest } from "../limiter/decision.js";
-import { resolveRequest, type LimitRequest } from "../limiter/limit-request.js";
+import { decideRequest, type DecisionTimes } from "../limiter/decision.js";
+import { resolveRequest } from "../limiter/limit-request.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
 import {
   RateLimitResponse_Code as Code,
@@ -66,12 +59,6 @@ export interface RateLimitServiceOptions {
    */
   readonly dynamicMetadata?: boolean;
   /**
-   * Wrap each backend round trip (`cache.doLimit`) in a child span of the active span
-   * (`TRACING_ENABLED`); `undefined` creates no span or context. Read once.
-   * @defaultValue undefined
-   */
-  readonly tracing?: ServiceTracingOptions;
-  /**
    * Bounds on descriptors per request, entries per descriptor and key/value bytes; a request
    * beyond one is refused with a `RequestError` (errors.ts) naming the field (docs/limits.md).
    * @defaultValue `defaultRequestBounds` (1000 descriptors, 100 entries, 65536 bytes)
@@ -83,25 +70,13 @@ export interface RateLimitServiceOptions {
    */
   readonly overrides?: OverrideLookup;
   /**
-   * Where each request's `Decision` is published once its answer is built (top offenders,
-   * the config canary subscribe there; limiter/decision-channel.ts). @defaultValue none
+   * Where each request's `Decision` is published once its answer is built, and a failed store
+   * call's `DecisionFailure` (top offenders, the config canary and tracing's backend span
+   * subscribe there; limiter/decision-channel.ts). The store call's times are read only when
+   * a subscriber asks for them. @defaultValue none
    */
   readonly decisions?: DecisionChannel;
 }
-
-/** Tracing options of {@link createRateLimitService}. */
-export interface ServiceTracingOptions {
-  /**
-   * Value of the `ratelimit.backend` span attribute (`memory`, `kv` or `mc`); `memory` spans
-   * are INTERNAL, the others CLIENT.
-   */
-  readonly backend: string;
-}
-
-/** Name of the span around each backend round trip. */
-export const backendSpanName = "ratelimit.backend doLimit";
-
-const tracer = trace.getTracer("ratelimit.service");
 
 /** The decision service: what gRPC, Connect and `/json` call. */
 export interface RateLimitService {
@@ -163,12 +138,6 @@ export function createRateLimitService(
   let lastLoadFailed: Gauge | undefined;
   let warnedHealthWithoutConfig = false;
 
-  // Decided once: without tracing the decision calls the backend directly.
-  const tracedDoLimit =
-    options.tracing === undefined
-      ? undefined
-      : createTracedDoLimit(cache, options.tracing);
-
   /** Checks a request and returns the config snapshot to decide it with. */
   function validate(request: RateLimitRequest): RateLimitConfig {
     checkRequestHead(request, bounds);
@@ -189,14 +158,31 @@ export function createRateLimitService(
         request.hitsAddend,
         overrides,
       );
-      const statuses = await (tracedDoLimit === undefined
-        ? cache.doLimit(limited, deadlineAtMs)
-        : tracedDoLimit(limited, deadlineAtMs));
+      // The store call's times, only for a subscriber that asked (tracing's backend span).
+      const timed = decisions?.timed === true;
+      const backendStartMs = timed ? performance.now() : 0;
+      let statuses;
+      try {
+        statuses = await cache.doLimit(limited, deadlineAtMs);
+      } catch (err) {
+        decisions?.publishFailure({
+          request: limited,
+          error: err,
+          times: timed
+            ? { backendStartMs, backendEndMs: performance.now() }
+            : undefined,
+        });
+        throw err;
+      }
+      const times: DecisionTimes | undefined = timed
+        ? { backendStartMs, backendEndMs: performance.now() }
+        : undefined;
       const decision = decideRequest(
         limited,
         snapshot,
         statuses,
         globalQuotaMode,
+        times,
       );
       let overall = decision.overallCode;
       // A complete message literal: `create()` walks the schema on every call.
@@ -281,43 +267,5 @@ export function createRateLimitService(
     currentConfig: () => config,
 
     reloadStatus: () => ({ loadedAt, lastFailedReload }),
-  };
-}
-
-/**
- * `cache.doLimit` in a span (child of the active one, i.e. the server span) that is itself
- * active during the call, so spans a backend makes nest under it.
- */
-function createTracedDoLimit(
-  cache: RateLimitCache,
-  tracing: ServiceTracingOptions,
-): RateLimitCache["doLimit"] {
-  const spanOptions: SpanOptions = {
-    kind: tracing.backend === "memory" ? SpanKind.INTERNAL : SpanKind.CLIENT,
-  };
-  const attributes = { "ratelimit.backend": tracing.backend };
-  return async (request: LimitRequest, deadlineAtMs?: number) => {
-    const parent = context.active();
-    // Under a server span that is not recorded (trace not sampled) this one would not be
-    // either, and spans the backend starts inherit the parent's decision: skip the work.
-    if (trace.getSpan(parent)?.isRecording() === false)
-      return cache.doLimit(request, deadlineAtMs);
-    const span = tracer.startSpan(backendSpanName, spanOptions, parent);
-    try {
-      if (!span.isRecording())
-        return await cache.doLimit(request, deadlineAtMs);
-      span.setAttributes(attributes);
-      return await context.with(trace.setSpan(parent, span), () =>
-        cache.doLimit(request, deadlineAtMs),
-      );
-    } catch (err) {
-      span.setStatus({
-        code: SpanStatusCode.ERROR,
-        message: err instanceof Error ? err.message : String(err),
-      });
-      throw err;
-    } finally {
-      span.end();
-    }
   };
 }

@@ -31,9 +31,11 @@ import {
 } from "../../../src/server/should-rate-limit-handler.js";
 import {
   backendSpanName,
-  createRateLimitService,
+  subscribeDecisionSpans,
   type ServiceTracingOptions,
-} from "../../../src/service/rate-limit-service.js";
+} from "../../../src/service/decision-spans.js";
+import { createRateLimitService } from "../../../src/service/rate-limit-service.js";
+import { createDecisionChannel } from "../../../src/limiter/decision-channel.js";
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { fakeConfig } from "../../helpers/fake-config.js";
@@ -114,12 +116,15 @@ function setup(tracing: boolean, cache?: RateLimitCache) {
     backend: cache === undefined ? "memory" : "kv",
   };
   const logger = silentLogger();
+  // As the app wires it: the backend span is a subscriber of the published decisions.
+  const decisions = createDecisionChannel();
+  if (tracing) subscribeDecisionSpans(decisions, serviceTracing);
   const service = createRateLimitService({
     cache: backend,
     statsManager,
     clock,
     logger,
-    ...(tracing ? { tracing: serviceTracing } : {}),
+    decisions,
   });
   service.applyConfigUpdate({
     ok: true,
