@@ -17,6 +17,7 @@ import { DecisionDeadline } from "./decision-deadline.js";
 import type { LimitRequest } from "./limit-request.js";
 import { LocalMode } from "./local-mode.js";
 import { OutageJournal, type ReplayWrite } from "./outage-journal.js";
+import type { DryRun, DryRunOptions } from "./pipeline.js";
 import type { ChargePreview, RateLimitCache } from "./rate-limit-cache.js";
 
 /** Options of {@link BackendGuard}. */
@@ -231,6 +232,21 @@ export class BackendGuard implements RateLimitCache {
         ),
       );
     return backend.previewCharge(request);
+  }
+
+  /**
+   * A dry run through the guarded backend (see {@link RateLimitCache.dryRun}), for the Explain
+   * API; like {@link previewCharge}, it neither consults nor moves the breaker.
+   */
+  dryRun(request: LimitRequest, options: DryRunOptions): Promise<DryRun> {
+    const backend = this.backend;
+    if (backend.dryRun === undefined)
+      return Promise.reject(
+        new TypeError(
+          `the ${this.backendName} backend cannot dry-run a charge`,
+        ),
+      );
+    return backend.dryRun(request, options);
   }
 
   flush(): Promise<void> {

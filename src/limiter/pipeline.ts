@@ -8,6 +8,7 @@ import {
   RateLimitResponse_Code as Code,
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
+import type { RateLimitStats } from "../stats/stats-manager.js";
 import type { Counter, StatsStore } from "../stats/stats-store.js";
 import { lazyCompensatedCounter } from "./all-or-nothing.js";
 import type { Decider } from "./decide.js";
@@ -20,7 +21,34 @@ import type {
   CounterReading,
   RateLimitCache,
 } from "./rate-limit-cache.js";
+import { ReadOnlyCounterBackend } from "./read-only-backend.js";
 import type { PlannedDescriptor, RequestPlan } from "./request-plan.js";
+
+/** Options of {@link RateLimitPipeline.dryRun}. */
+export interface DryRunOptions {
+  /** Where the run's statistics go instead of the limits' own (`Decider.readOnly`). */
+  readonly stats: RateLimitStats;
+  /**
+   * Wraps the read-only decider the run decides with (Explain records each limit's status
+   * through it); the decider itself when undefined.
+   */
+  readonly decider?: (readOnly: Decider) => Decider;
+  /**
+   * Whether slots of one `increment` with the same key see each other's increments (see
+   * `ReadOnlyBackendOptions`). @defaultValue true
+   */
+  readonly incrementAccumulates?: boolean;
+}
+
+/** What {@link RateLimitPipeline.dryRun} decided. */
+export interface DryRun {
+  /** One status per descriptor, as `doLimit` would answer. */
+  readonly statuses: RateLimitResponse_DescriptorStatus[];
+  /** The plan, as the run counted it (`LimitRequest.counted`). */
+  readonly plan: RequestPlan;
+  /** The read-only backend the run counted over: what the store held. */
+  readonly backend: ReadOnlyCounterBackend;
+}
 
 /** Options of {@link RateLimitPipeline}. */
 export interface RateLimitPipelineOptions<B extends CounterBackend> {
@@ -215,6 +243,28 @@ export class RateLimitPipeline<
     return plan.buckets.some(
       (d) => d.decision?.allowed === false && !d.limit.shadowMode,
     );
+  }
+
+  /**
+   * Decides `request` as {@link doLimit} would, with the same charge mode and rules, over a
+   * {@link ReadOnlyCounterBackend} of this pipeline's store and a read-only decider: nothing
+   * is written, no statistic of a limit moves, the local cache is only read (the Explain API,
+   * issue 32 item 4). `request.counted` is set to the run's plan.
+   *
+   * @throws {@link BackendError} when the store fails a read
+   */
+  async dryRun(request: LimitRequest, options: DryRunOptions): Promise<DryRun> {
+    const backend = new ReadOnlyCounterBackend(this.backend, {
+      incrementAccumulates: options.incrementAccumulates ?? true,
+    });
+    const readOnly = this.base.readOnly(options.stats);
+    const run = new RateLimitPipeline({
+      backend,
+      decider: options.decider?.(readOnly) ?? readOnly,
+      stopCacheKeyIncrementWhenOverlimit: this.stopIncrement,
+    });
+    const statuses = await run.doLimit(request);
+    return { statuses, plan: request.counted!, backend };
   }
 
   /** Starts the backend (connects and waits for it), if it has a start step. */

@@ -1,4 +1,5 @@
 import type { LimitRequest } from "./limit-request.js";
+import type { DryRun, DryRunOptions } from "./pipeline.js";
 import type { RequestPlan } from "./request-plan.js";
 import type { RateLimitResponse_DescriptorStatus } from "../proto.js";
 
@@ -70,6 +71,14 @@ export interface RateLimitCache {
    * @throws {@link BackendError} when the backend fails
    */
   previewCharge?(request: LimitRequest): Promise<ChargePreview>;
+  /**
+   * Decides the request as `doLimit` would over a read-only view of the store, with
+   * statistics muted (the Explain API; `RateLimitPipeline.dryRun`). Optional: without it
+   * Explain predicts from counters read as absent.
+   *
+   * @throws {@link BackendError} when the backend fails
+   */
+  dryRun?(request: LimitRequest, options: DryRunOptions): Promise<DryRun>;
   /**
    * Connects and waits until the backend answers, retrying as the backend's options say;
    * the service opens its listeners only after it resolves. Absent for in-process backends.

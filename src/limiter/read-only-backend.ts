@@ -8,7 +8,10 @@
  *
  * The arithmetic of a write is the store's contract (`counter-backend.ts`): `increment` and
  * `add` add the slot's increment (a negative `add` never below 0); token buckets are decided
- * by {@link gcraDecide} on the TAT read, as every store decides them.
+ * by {@link gcraDecide} on the TAT read, as every store decides them. A key the store cannot
+ * hold (its `cacheKeyRules`) is not read and counts from 0, rather than failing the request.
+ * What the store itself held stays readable ({@link ReadOnlyCounterBackend.storedValue},
+ * {@link ReadOnlyCounterBackend.bucketReading}) for Explain's counter and bucket fields.
  */
 import type {
   BucketSlot,
@@ -37,11 +40,26 @@ function andThen(
   then();
 }
 
+/** What {@link ReadOnlyCounterBackend.bucketReading} says of one bucket slot. */
+export interface BucketReading {
+  /** The TAT the store holds, as its decisions meet it: `max(stored TAT, now)`, µs. */
+  readonly storedUs: number;
+  /**
+   * The TAT the slot's first decision met, µs: the stored one, or the one an earlier slot of
+   * the request would have stored on the same key.
+   */
+  readonly metUs: number;
+}
+
 /** The read-only adapter (see the file comment); one per request. */
 export class ReadOnlyCounterBackend implements CounterBackend {
   readonly inProcess: boolean;
-  readonly cacheKeyRules?: CacheKeyRules;
   private readonly store: CounterBackend;
+  private readonly rules: CacheKeyRules | undefined;
+  /** What the store holds per counter read, before this request's writes. */
+  private readonly stored = new Map<string, number>();
+  /** Per bucket slot decided, the TATs of its first decision. */
+  private readonly buckets = new WeakMap<BucketSlot, BucketReading>();
   private readonly accumulates: boolean;
   /** What the writes answered so far would have added to each counter. */
   private readonly added = new Map<string, number>();
@@ -52,15 +70,39 @@ export class ReadOnlyCounterBackend implements CounterBackend {
   constructor(store: CounterBackend, options: ReadOnlyBackendOptions = {}) {
     this.store = store;
     this.inProcess = store.inProcess === true;
-    if (store.cacheKeyRules !== undefined)
-      this.cacheKeyRules = store.cacheKeyRules;
+    this.rules = store.cacheKeyRules;
     this.accumulates = options.incrementAccumulates ?? true;
+  }
+
+  /**
+   * What the store holds at `cacheKey` (0 when absent or not storable), as first read by this
+   * request; undefined when the request never read it.
+   */
+  storedValue(cacheKey: string): number | undefined {
+    return this.stored.get(cacheKey);
+  }
+
+  /** The TATs a bucket slot's first decision met; undefined when it was never decided. */
+  bucketReading(slot: BucketSlot): BucketReading | undefined {
+    return this.buckets.get(slot);
   }
 
   /** Reads `current` and `previous` from the store, with this request's writes applied. */
   peek(slots: readonly CounterSlot[]): void | Promise<void> {
-    return andThen(this.store.peek(slots), () => {
+    const rules = this.rules;
+    const read =
+      rules === undefined
+        ? slots
+        : slots.filter((slot) => rules.problem(slot.cacheKey) === undefined);
+    if (read !== slots)
       for (const slot of slots) {
+        slot.current = 0;
+        slot.previous = 0;
+      }
+    return andThen(read.length > 0 ? this.store.peek(read) : undefined, () => {
+      for (const slot of slots) {
+        if (!this.stored.has(slot.cacheKey))
+          this.stored.set(slot.cacheKey, slot.current);
         slot.current += this.added.get(slot.cacheKey) ?? 0;
         if (slot.previousCacheKey !== undefined)
           slot.previous += this.added.get(slot.previousCacheKey) ?? 0;
@@ -144,9 +186,11 @@ export class ReadOnlyCounterBackend implements CounterBackend {
           throw new TypeError(
             `token bucket slot ${slot.cacheKey} has no tokenBucket params`,
           );
-        const stored =
-          this.tats.get(slot.cacheKey) ?? reads[j]!.decision?.tatUs;
-        const decision = gcraDecide(stored, nowUs, slot.increment, params);
+        const storedUs = reads[j]!.decision?.tatUs ?? nowUs;
+        const metUs = this.tats.get(slot.cacheKey) ?? storedUs;
+        if (!this.buckets.has(slot))
+          this.buckets.set(slot, { storedUs, metUs });
+        const decision = gcraDecide(metUs, nowUs, slot.increment, params);
         if (decision.newTatUs !== undefined)
           this.tats.set(slot.cacheKey, decision.newTatUs);
         slot.decision = decision;
