@@ -24,6 +24,12 @@ import type {
 import { ReadOnlyCounterBackend } from "./read-only-backend.js";
 import type { PlannedDescriptor, RequestPlan } from "./request-plan.js";
 
+// The types of the dry run's API, for its caller (Explain), which reads the limiter only
+// through this file: the decider it wraps, the plan entries it pairs, the buckets' readings.
+export type { Decider } from "./decide.js";
+export type { PlannedDescriptor } from "./request-plan.js";
+export type { BucketReading } from "./read-only-backend.js";
+
 /** Options of {@link RateLimitPipeline.dryRun}. */
 export interface DryRunOptions {
   /** Where the run's statistics go instead of the limits' own (`Decider.readOnly`). */
@@ -48,6 +54,8 @@ export interface DryRun {
   readonly plan: RequestPlan;
   /** The read-only backend the run counted over: what the store held. */
   readonly backend: ReadOnlyCounterBackend;
+  /** What stop-increment held back (see {@link RequestPlan.stopped}). */
+  readonly stopped: RequestPlan["stopped"];
 }
 
 /** Options of {@link RateLimitPipeline}. */
@@ -264,7 +272,15 @@ export class RateLimitPipeline<
       stopCacheKeyIncrementWhenOverlimit: this.stopIncrement,
     });
     const statuses = await run.doLimit(request);
-    return { statuses, plan: request.counted!, backend };
+    const plan = request.counted!;
+    // A request whose every counter the local cache answered sends none, so holdBack never
+    // ran: stop-increment holds them all back.
+    const stopped =
+      plan.stopped ??
+      (this.stopIncrement && !plan.allOrNothing && plan.sent !== plan.counted
+        ? "local-cache"
+        : undefined);
+    return { statuses, plan, backend, stopped };
   }
 
   /** Starts the backend (connects and waits for it), if it has a start step. */
@@ -345,7 +361,7 @@ export class RateLimitPipeline<
   /** The reads and writes of {@link chargeStopping}, without the statuses. */
   private async countStopping(plan: RequestPlan): Promise<void> {
     if (plan.sent === plan.counted) await this.backend.peek(plan.sent);
-    this.holdBack(plan);
+    plan.stopped = this.holdBack(plan);
     await this.backend.increment(plan.sent, plan.nowSeconds);
   }
 
