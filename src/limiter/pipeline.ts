@@ -16,11 +16,7 @@ import { cacheKeyError, type CacheKeyError } from "./cache-key-error.js";
 import type { CounterBackend } from "./counter-backend.js";
 import { gcraDecide } from "./gcra.js";
 import type { LimitRequest } from "./limit-request.js";
-import type {
-  ChargePreview,
-  CounterReading,
-  RateLimitCache,
-} from "./rate-limit-cache.js";
+import type { CounterReading, RateLimitCache } from "./rate-limit-cache.js";
 import { ReadOnlyCounterBackend } from "./read-only-backend.js";
 import type { PlannedDescriptor, RequestPlan } from "./request-plan.js";
 
@@ -208,44 +204,6 @@ export class RateLimitPipeline<
     for (const d of taken) d.increment = d.hitsAddend;
   }
 
-  /**
-   * Decides what charging a request would do, with the rules {@link doLimit} applies, without
-   * changing any counter, statistic or the local cache (the Explain API): reads the counters
-   * (sliding windows the previous window's too; not keys the backend cannot store, nor, on
-   * remote stores, keys the local cache knows over limit), then runs the all-or-nothing check and stop-increment.
-   *
-   * @param request - the request, with the hits it would add
-   * @returns the plan, whose descriptors hold the counters read (`current`, `previous`) and
-   *   what the charge would add to each (`increment`), and the charge's outcome
-   * @throws {@link BackendError} when the backend fails
-   */
-  async previewCharge(request: LimitRequest): Promise<ChargePreview> {
-    const plan = this.base.plan(request, false, false);
-    await Promise.all([this.read(plan), this.previewBuckets(plan)]);
-    if (plan.allOrNothing) {
-      const refused = !this.allFit(plan, true) || this.bucketRefuses(plan);
-      if (refused) for (const d of plan.counted) d.increment = 0;
-      return { plan, refused, stopped: undefined };
-    }
-    const stopped = this.stopIncrement ? this.holdBack(plan) : undefined;
-    return { plan, refused: false, stopped };
-  }
-
-  /**
-   * Reads a read-only plan's counters: keys the backend cannot store are not read, nor, on
-   * remote stores, keys the local cache knows over limit.
-   */
-  private async read(plan: RequestPlan): Promise<void> {
-    const rules = this.backend.cacheKeyRules;
-    const candidates =
-      this.backend.inProcess === true ? plan.counted : plan.sent;
-    const read =
-      rules === undefined
-        ? candidates
-        : candidates.filter((d) => rules.problem(d.cacheKey) === undefined);
-    if (read.length > 0) await this.backend.peek(read);
-  }
-
   /** Whether a token bucket that is not in shadow mode refused (or would refuse) its hits. */
   private bucketRefuses(plan: RequestPlan): boolean {
     return plan.buckets.some(
@@ -369,7 +327,7 @@ export class RateLimitPipeline<
    * The stop-increment rule over counters already read: sets each descriptor's `increment`
    * (0 where held back) and says why any was held back.
    */
-  private holdBack(plan: RequestPlan): ChargePreview["stopped"] {
+  private holdBack(plan: RequestPlan): RequestPlan["stopped"] {
     const counted = plan.counted;
     if (plan.sent !== counted) {
       for (const d of counted) d.increment = 0;
