@@ -28,15 +28,20 @@ export interface DryDecision {
 /** One status call of the run's decider, as recorded. */
 interface StatusCall {
   readonly limit: RateLimit;
-  readonly cacheKey: string | undefined;
   readonly status: RateLimitResponse_DescriptorStatus;
-  readonly current: number;
-  readonly previous: number;
-  /** undefined: the plan's (local-cache hits and token buckets do not say). */
-  readonly charged: boolean | undefined;
+  /** A window counter's call (`counterStatus`); undefined for local-cache hits and buckets. */
+  readonly window: WindowCall | undefined;
+  readonly decision: GcraDecision | undefined;
   readonly over: boolean;
   readonly near: boolean;
-  readonly decision: GcraDecision | undefined;
+}
+
+/** What a `counterStatus` call compared. */
+interface WindowCall {
+  readonly cacheKey: string;
+  readonly current: number;
+  readonly previous: number;
+  readonly charged: boolean;
 }
 
 /**
@@ -78,18 +83,19 @@ export async function decideDry(
   const decided = new Map<PlannedDescriptor, DecidedLimit>();
   entries.forEach((entry, j) => {
     const call = calls[j]!;
+    const window = call.window;
     if (
       call.limit !== entry.limit ||
-      (call.cacheKey !== undefined && call.cacheKey !== entry.cacheKey)
+      (window !== undefined && window.cacheKey !== entry.cacheKey)
     )
       throw new TypeError(
         `Explain's dry run: status ${j} is not plan entry ${entry.cacheKey}'s`,
       );
     decided.set(entry, {
       status: call.status,
-      current: call.current,
-      previous: call.previous,
-      charged: call.charged ?? plan.charged,
+      current: window?.current ?? 0,
+      previous: window?.previous ?? 0,
+      charged: window?.charged ?? plan.charged,
       over: call.over,
       near: call.near,
       decision: call.decision,
@@ -124,66 +130,41 @@ function recording(
   calls: StatusCall[],
 ): Decider {
   function record(
-    call: Omit<StatusCall, "over" | "near">,
+    status: RateLimitResponse_DescriptorStatus,
+    limit: RateLimit,
+    window?: WindowCall,
+    decision?: GcraDecision,
   ): RateLimitResponse_DescriptorStatus {
-    calls.push({ ...call, over: probe.over, near: probe.near });
+    const { over, near } = probe;
+    calls.push({ limit, status, window, decision, over, near });
     probe.over = false;
     probe.near = false;
-    return call.status;
+    return status;
   }
   return {
     ...readOnly,
-    counterStatus(
-      cacheKey,
-      limit,
-      current,
-      previous,
-      hits,
-      nowSeconds,
-      charged,
-    ) {
-      const status = readOnly.counterStatus(
-        cacheKey,
+    counterStatus: (cacheKey, limit, current, previous, hits, now, charged) =>
+      record(
+        readOnly.counterStatus(
+          cacheKey,
+          limit,
+          current,
+          previous,
+          hits,
+          now,
+          charged,
+        ),
         limit,
-        current,
-        previous,
-        hits,
-        nowSeconds,
-        charged,
-      );
-      return record({
+        { cacheKey, current, previous, charged },
+      ),
+    localCacheStatus: (limit, hits, now) =>
+      record(readOnly.localCacheStatus(limit, hits, now), limit),
+    bucketStatus: (limit, hits, decision) =>
+      record(
+        readOnly.bucketStatus(limit, hits, decision),
         limit,
-        cacheKey,
-        status,
-        current,
-        previous,
-        charged,
-        decision: undefined,
-      });
-    },
-    localCacheStatus(limit, hits, nowSeconds) {
-      const status = readOnly.localCacheStatus(limit, hits, nowSeconds);
-      return record({
-        limit,
-        cacheKey: undefined,
-        status,
-        current: 0,
-        previous: 0,
-        charged: undefined,
-        decision: undefined,
-      });
-    },
-    bucketStatus(limit, hits, decision) {
-      const status = readOnly.bucketStatus(limit, hits, decision);
-      return record({
-        limit,
-        cacheKey: undefined,
-        status,
-        current: 0,
-        previous: 0,
-        charged: undefined,
+        undefined,
         decision,
-      });
-    },
+      ),
   };
 }

@@ -595,9 +595,9 @@ function put(
 /**
  * Whether `status` is tighter than `before` for one descriptor with several limits
  * (`rate_limits:`): OVER_LIMIT before OK, then the lower `limit_remaining`; false on a tie (the
- * earlier limit stays). The rule ShouldRateLimit answers with and Explain predicts with.
+ * earlier limit stays). Explain reports the status this rule kept (its dry run's statuses).
  */
-export function tighterStatus(
+function tighterStatus(
   before: RateLimitResponse_DescriptorStatus,
   status: RateLimitResponse_DescriptorStatus,
 ): boolean {
