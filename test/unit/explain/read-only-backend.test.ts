@@ -5,6 +5,7 @@ import { MemoryCounterBackend } from "../../../src/backends/memory/memory-counte
 import { resolveGcraParams } from "../../../src/config/token-bucket.js";
 import type {
   BucketSlot,
+  CacheKeyRules,
   CounterBackend,
   CounterSlot,
 } from "../../../src/limiter/counter-backend.js";
@@ -143,6 +144,44 @@ describe("ReadOnlyCounterBackend", () => {
     const check = [bucket("tb", 0)];
     under.takeTokens(check, nowUs);
     expect(check[0]!.decision!.limitRemaining).toBe(4);
+  });
+
+  it("does not read a key the store cannot hold, and counts it from 0", () => {
+    const store = memory();
+    store.increment([slot("ok", 2)], nowSeconds);
+    const asked: string[] = [];
+    const rules: CacheKeyRules = {
+      backendLabel: "test",
+      maxKeyBytes: 8,
+      problem: (key: string) =>
+        key.includes(" ") ? "illegal-character" : undefined,
+      hasIllegalCharacter: (text: string) => text.includes(" "),
+    };
+    const ruled: CounterBackend = {
+      increment: (slots, now) => {
+        store.increment(slots, now);
+      },
+      add: (slots, now) => {
+        store.add(slots, now);
+      },
+      takeTokens: (slots, now) => {
+        store.takeTokens(slots, now);
+      },
+      flush: () => store.flush(),
+      close: () => store.close(),
+      peek: (slots) => {
+        asked.push(...slots.map((x) => x.cacheKey));
+        store.peek(slots);
+      },
+      cacheKeyRules: rules,
+    };
+    const readOnly = new ReadOnlyCounterBackend(ruled);
+    const s = [slot("ok", 1), slot("b ad", 1)];
+    void readOnly.increment(s, nowSeconds);
+    expect(asked).toEqual(["ok"]);
+    expect(s.map((x) => x.current)).toEqual([3, 1]);
+    expect(readOnly.storedValue("b ad")).toBe(0);
+    expect(readOnly.storedValue("ok")).toBe(2);
   });
 
   it("sees only its own slot's increment when the store reads before it writes (mc)", () => {
