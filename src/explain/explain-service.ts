@@ -6,12 +6,9 @@ import {
 } from "../limiter/decision-rules.js";
 import { hitsAddendFor } from "../limiter/hits-addend.js";
 import { LimitRequest } from "../limiter/limit-request.js";
-import { counterReading } from "../limiter/pipeline.js";
+import { counterReading, type PlannedDescriptor } from "../limiter/pipeline.js";
 import { kinds } from "../limiter/algorithms.js";
-import type {
-  ChargePreview,
-  RateLimitCache,
-} from "../limiter/rate-limit-cache.js";
+import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
 import {
   DescriptorExplanation_Verdict as Verdict,
   ExplainResponseSchema,
@@ -36,25 +33,21 @@ import type { Clock } from "../util/clock.js";
 import { explainLimit } from "./descriptor-explanation.js";
 import type { ExplainOverrides } from "./run-time-override.js";
 import { explainConfig, limitsOfRule } from "./explain-message.js";
+import { decideDry } from "./dry-run.js";
 import {
-  decidingLimit,
-  bucketSequence,
   explainBucket,
   explainWindow,
   type LimitOutcome,
   type NearLimit,
 } from "./limit-outcome.js";
 
-/** One entry of a request plan (a limit of a descriptor), as a charge preview holds it. */
-type PlannedDescriptor = ChargePreview["plan"]["counted"][number];
-
 /** Options of {@link createExplainService}; mirror the decision service's settings. */
 export interface ExplainServiceOptions {
   /** The decision service: its config snapshot, and the decision itself with `charge`. */
   readonly service: RateLimitService;
   /**
-   * The decision pipeline (or the guard around it): `previewCharge` reads the counters and
-   * decides what a charge would do; without it counters read as absent.
+   * The decision pipeline (or the guard around it): its `dryRun` decides what a charge would
+   * do, changing nothing (required once a request has a limit).
    */
   readonly cache: RateLimitCache;
   readonly clock: Clock;
@@ -140,48 +133,41 @@ export function createExplainService(
       hits,
       unlimited,
     );
-    // What a charge would do, decided by the decision pipeline itself without changing
-    // anything: the counters it reads, the all-or-nothing check (a refused request charges no
-    // counter) and STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
-    // (docs/reference-parity.md#stop-increment; all-or-nothing charging ignores it).
-    const preview =
-      cache.previewCharge === undefined || limits.every((l) => l === undefined)
-        ? undefined
-        : await cache.previewCharge(limited);
-    const plan = preview?.plan;
+    // What a charge would do, decided by the decision pipeline itself over a read-only view
+    // of the store, statistics muted (RateLimitPipeline.dryRun): its charge mode, the
+    // all-or-nothing check, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
+    // (docs/reference-parity.md#stop-increment) and the order in which the store meets the
+    // request's counters and buckets. Refunds are not run: Explain charges around them.
+    const dryLimits = limits.map((l, i) => (hits[i]! < 0 ? undefined : l));
+    const dry = dryLimits.every((l) => l === undefined)
+      ? undefined
+      : await decideDry(
+          cache,
+          new LimitRequest(
+            request.domain,
+            request.descriptors,
+            dryLimits,
+            hits,
+            unlimited,
+          ),
+          sameKeyAccumulates,
+        );
+    const plan = dry?.run.plan;
     const nowSeconds = plan?.nowSeconds ?? clock.nowSeconds();
-    // Token buckets decide in µs; the plan reads the clock once for them.
-    let nowUs = plan !== undefined && plan.nowUs !== 0 ? plan.nowUs : 0;
+    const nowUs = plan?.nowUs ?? 0;
     // The plan's entries per descriptor: one per limit (window counters and token buckets).
     const planned = new Array<PlannedDescriptor[] | undefined>(n);
     for (const entries of [plan?.counted ?? [], plan?.buckets ?? []])
       for (const e of entries) (planned[e.index] ??= []).push(e);
-    const allOrNothing = plan?.allOrNothing ?? false;
-    let refused = preview?.refused ?? false;
-    // The token buckets as the store meets them, one after the other; in an all-or-nothing
-    // request a bucket that refuses in that sequence refuses the request (the preview reads
-    // each bucket on its own, which misses two descriptors sharing one).
-    const localCacheRefuses =
-      allOrNothing &&
-      (plan?.counted.some((e) => e.localCacheHit && !e.limit.shadowMode) ??
-        false);
-    const bucketSlots = plan?.buckets ?? [];
-    const steps = new Map(
-      bucketSequence(
-        bucketSlots,
-        nowUs,
-        localCacheRefuses
-          ? undefined
-          : (bucketRefuses) => {
-              if (allOrNothing && bucketRefuses) refused = true;
-              return allOrNothing && refused;
-            },
-      ).map((step, j) => [bucketSlots[j]!, step]),
-    );
+    // The charge mode of the request's first limit, as the plan takes it (refunds included).
+    const allOrNothing =
+      limits.find((l) => l !== undefined)?.allOrNothing ?? false;
+    const refused = plan?.charged === false;
+    const stopped = dry?.run.stopped;
     const stopNote =
-      preview?.stopped === "local-cache"
+      stopped === "local-cache"
         ? "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a key of this request is over limit in the local cache, so no counter of the request is incremented"
-        : preview?.stopped === "over-limit"
+        : stopped === "over-limit"
           ? "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a descriptor of this request goes over its limit, so only the counters that go over are incremented"
           : undefined;
 
@@ -189,8 +175,6 @@ export function createExplainService(
     // Descriptors that do not fit (all-or-nothing charging refused the request because of
     // them), with the positions of their limits that do not (a rate_limits: list).
     const unfit = new Map<number, number[]>();
-    // Hits earlier descriptors of this request add to a shared cache key.
-    const earlier = new Map<string, number>();
     for (let i = 0; i < n; i++) {
       const d = descriptors[i]!;
       const limit = limits[i];
@@ -223,66 +207,55 @@ export function createExplainService(
       }
       const rules = limitsOfRule(limit);
       const outcomes: LimitOutcome[] = [];
-      let unread = false;
       for (const l of rules) {
         const entry = planned[i]?.find((e) => e.limit === l);
+        const decided =
+          entry === undefined ? undefined : dry?.decided.get(entry);
+        if (entry === undefined || decided === undefined)
+          throw new TypeError(
+            `Explain's dry run did not decide limit ${l.fullKey} of descriptors[${i}]`,
+          );
         const notes: string[] = [];
         if (l.algorithm.kind === "token_bucket") {
-          if (nowUs === 0) nowUs = clock.nowMs() * 1000;
-          if (entry?.decision === undefined) unread = true;
-          const step = entry === undefined ? undefined : steps.get(entry);
-          if (step?.afterEarlier === true)
-            notes.push(
-              "an earlier descriptor of this request takes from the same bucket first",
+          const reading = dry!.run.backend.bucketReading(entry);
+          if (reading === undefined)
+            throw new TypeError(
+              `Explain's dry run did not read bucket ${entry.cacheKey}`,
             );
           outcomes.push(
             explainBucket(
               l,
-              entry?.cacheKey ?? "",
-              step?.tatBeforeUs ?? nowUs,
+              entry.cacheKey,
+              reading,
+              decided,
               hits[i]!,
               nowUs,
-              !refused,
               nearLimit,
               notes,
-              step?.givenBack,
             ),
           );
           continue;
         }
-        const reading = entry === undefined ? undefined : counterReading(entry);
-        const increment = entry?.increment ?? hits[i]!;
-        if (reading === undefined) unread = true;
-        let before = reading?.value ?? 0;
-        // A refused all-or-nothing request is answered as if each descriptor were charged
-        // after the earlier ones (limiter/all-or-nothing.ts), on every backend.
-        if (reading !== undefined && (sameKeyAccumulates || refused)) {
-          const added = earlier.get(reading.key);
-          if (added !== undefined) {
-            before += added;
-            if (added > 0)
-              notes.push(
-                `an earlier descriptor of this request adds ${added} to the same counter first`,
-              );
-          }
-          const adds = refused && !reading.localCacheHit ? hits[i]! : increment;
-          earlier.set(reading.key, (added ?? 0) + adds);
-        }
+        const reading = {
+          ...counterReading(entry),
+          value: dry!.run.backend.storedValue(entry.cacheKey) ?? 0,
+        };
         outcomes.push(
           explainWindow(
             l,
             reading,
-            before,
+            decided,
             hits[i]!,
-            increment,
+            entry.increment,
             nowSeconds,
-            !refused,
             nearLimit,
             notes,
           ),
         );
       }
-      const k = decidingLimit(outcomes);
+      // The limit whose status the pipeline answered with (the tightest, pipeline.ts `put`).
+      const status = dry!.run.statuses[i]!;
+      const k = outcomes.findIndex((o) => o.status === status);
       const chosen = outcomes[k]!;
       predicted.push(chosen.status);
       d.verdict = chosen.verdict;
@@ -314,8 +287,6 @@ export function createExplainService(
       }
       if (stopNote !== undefined && outcomes.some((o) => !o.isBucket))
         d.notes.push(stopNote);
-      if (unread)
-        d.notes.push("this backend cannot read counters: counted as 0");
     }
     if (allOrNothing) {
       const refusedBy = [...unfit.keys()]

@@ -1,29 +1,22 @@
 /**
  * One limit of one descriptor, explained: its counter (window algorithms, calendar windows
  * included) or its token bucket, its verdict, the status it gives on its own and the notes
- * that say why. The Explain service calls these once per limit (a rule with a `rate_limits:`
- * list has several) and keeps the tightest status, as the decision pipeline does. Pure: reads
- * no clock and no backend, counts nothing.
+ * that say why. The status, and whether it is over or near its limit, are what the decision
+ * pipeline decided in Explain's dry run ({@link DecidedLimit}; `RateLimitPipeline.dryRun`):
+ * these functions only describe it, from the counters the run compared and what the store
+ * held. Pure: reads no clock and no backend, counts nothing.
  */
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { CalendarWindow } from "../config/calendar-window.js";
 import type { RateLimit } from "../config/rate-limit-config.js";
 import { counterDecision } from "../limiter/algorithms.js";
-import {
-  limitResetSeconds,
-  nearLimitThreshold,
-  remainingWithin,
-} from "../limiter/counter-decision.js";
-// gcra.ts is the token bucket's pure arithmetic, as counter-decision.ts is the windows':
-// Explain predicts with the decision's own formulas, reading no store.
-import {
-  gcraDecide,
-  type GcraDecision,
-  type GcraParams,
-} from "../limiter/gcra.js";
+import { nearLimitThreshold } from "../limiter/counter-decision.js";
+// gcra.ts is the token bucket's pure arithmetic, as counter-decision.ts is the windows': the
+// notes describe the state the run's hits met with the decision's own formulas.
+import { gcraDecide, type GcraDecision } from "../limiter/gcra.js";
 import type { CounterReading } from "../limiter/rate-limit-cache.js";
-import { tighterStatus } from "../limiter/pipeline.js";
+import type { BucketReading } from "../limiter/pipeline.js";
 import { fixedWindow } from "../limiter/fixed-window.js";
 import { slidingWindow } from "../limiter/sliding-window.js";
 import { tokenBucket } from "../limiter/token-bucket.js";
@@ -31,9 +24,6 @@ import {
   CalendarPeriodSchema,
   CounterSchema,
   DescriptorExplanation_Verdict as Verdict,
-  RateLimitResponse_Code as RlsCode,
-  RateLimitResponse_DescriptorStatusSchema,
-  RateLimitResponse_RateLimitSchema,
   TokenBucketStateSchema,
   type CalendarPeriod,
   type Counter,
@@ -70,8 +60,34 @@ export interface LimitOutcome {
    * the local cache) and not in shadow mode.
    */
   readonly unfit: boolean;
-  /** A token bucket: its status is merged after every window counter's (see {@link tighter}). */
+  /** A token bucket (no counter: the stop-increment note does not concern it). */
   readonly isBucket: boolean;
+}
+
+/**
+ * One limit's status as the pipeline decided it in Explain's dry run, recorded from the call
+ * of the read-only decider that built it: the counters it compared and which statistics it
+ * counted (the run's statistics go to a probe, not to the limit).
+ */
+export interface DecidedLimit {
+  /** The status, as the pipeline built it (and, for the tightest limit, answered). */
+  readonly status: RateLimitResponse_DescriptorStatus;
+  /**
+   * The window counter the status compared: after the increment when `charged`, before it
+   * otherwise (an all-or-nothing refusal adds the hits of earlier descriptors on the same
+   * key); 0 for token buckets and local-cache hits.
+   */
+  readonly current: number;
+  /** The previous window's counter the status compared (sliding windows; else 0). */
+  readonly previous: number;
+  /** False when all-or-nothing charging refused the request. */
+  readonly charged: boolean;
+  /** The status counted hits over the limit (the limit refuses, or would but for shadow mode). */
+  readonly over: boolean;
+  /** The status counted hits near the limit. */
+  readonly near: boolean;
+  /** Token buckets: the decision the status was built from; undefined for windows. */
+  readonly decision: GcraDecision | undefined;
 }
 
 /** The calendar period of a `time_zone` window at `nowSeconds`, as a message. */
@@ -89,95 +105,75 @@ function periodMessage(
   });
 }
 
-/** The status of a limit, built as ShouldRateLimit builds it (`limitStatus` in decide.ts). */
-function limitStatus(
-  code: RlsCode,
-  limit: RateLimit,
-  limitRemaining: number,
-  resetSeconds: number,
-): RateLimitResponse_DescriptorStatus {
-  return create(RateLimitResponse_DescriptorStatusSchema, {
-    code,
-    currentLimit: create(RateLimitResponse_RateLimitSchema, {
-      name: limit.name,
-      requestsPerUnit: limit.requestsPerUnit,
-      unit: limit.unit,
-    }),
-    limitRemaining,
-    durationUntilReset: { seconds: BigInt(resetSeconds), nanos: 0 },
-  });
-}
-
 /**
- * Explains one window limit (fixed, multi-unit, sliding or calendar window) without counting,
- * with the backends' own arithmetic ({@link counterDecision}).
+ * Explains one window limit (fixed, multi-unit, sliding or calendar window) from what the
+ * dry run decided ({@link DecidedLimit}) and the counter as the store holds it.
  *
- * @param reading - what the plan read, or undefined when the backend cannot read counters
- * @param value - the current window's counter before this limit's hits (earlier descriptors
- *   of the request with the same key included)
+ * @param reading - the counter: `value` as the store holds it (before this request), the
+ *   window, the local-cache verdict and the previous window's counter
  * @param increment - what the request adds to the counter (0 when it is not incremented)
- * @param charged - false when all-or-nothing charging refuses the request
- * @param notes - notes already due (an earlier descriptor on the same counter); extended
+ * @param notes - notes already due; extended
  */
 export function explainWindow(
   limit: RateLimit,
-  reading: CounterReading | undefined,
-  value: number,
+  reading: CounterReading,
+  decided: DecidedLimit,
   hits: number,
   increment: number,
   nowSeconds: number,
-  charged: boolean,
   nearLimit: NearLimit,
   notes: string[],
 ): LimitOutcome {
-  const rpu = limit.requestsPerUnit;
   const algorithm = limit.algorithm;
   const calendar =
     algorithm.kind !== "token_bucket" && algorithm.window.kind === "calendar"
       ? algorithm.window.period
       : undefined;
-  const cached = reading?.localCacheHit === true;
-  const previous = reading?.previousValue ?? 0;
-  const decision = charged
-    ? counterDecision(
-        limit,
-        value + increment,
-        previous,
-        hits,
-        nowSeconds,
-        true,
-      )
-    : counterDecision(limit, value, previous, hits, nowSeconds, false);
+  const cached = reading.localCacheHit;
+  const charged = decided.charged;
+  const previous = reading.previousValue ?? 0;
+  // What the count compared is made of, for the counter's fields and the kinds' notes: the
+  // decision's own arithmetic over the counters the run compared.
+  const compared = cached
+    ? charged
+      ? reading.value + increment
+      : reading.value
+    : decided.current;
+  const decision = counterDecision(
+    limit,
+    compared,
+    cached ? previous : decided.previous,
+    hits,
+    nowSeconds,
+    charged,
+  );
   const count = decision.count;
-  const nearThreshold = nearLimitThreshold(rpu, nearLimit.ratio);
-  const reset = cached
-    ? limitResetSeconds(limit, nowSeconds)
-    : decision.resetSeconds;
-  let counter: Counter | undefined;
-  if (reading !== undefined) {
-    counter = create(CounterSchema, {
-      key: reading.key,
-      value: BigInt(reading.value),
-      valueAfter: BigInt(
-        cached || !charged ? reading.value : value + increment,
-      ),
-      windowStart: timestampFromMs(reading.windowStartSeconds * 1000),
-      windowEnd: timestampFromMs(reading.windowEndSeconds * 1000),
-      localCacheHit: cached,
-      ...(reading.previousKey !== undefined
-        ? {
-            previousKey: reading.previousKey,
-            previousValue: BigInt(previous),
-            previousWeight: BigInt(decision.previousWeight),
-          }
-        : {}),
-      comparedCount: BigInt(cached ? reading.value : count),
-      ...(calendar !== undefined
-        ? { period: periodMessage(calendar, nowSeconds) }
-        : {}),
-    });
+  if (!cached) {
+    const added = compared - (charged ? increment : 0) - reading.value;
+    if (added > 0)
+      notes.push(
+        `an earlier descriptor of this request adds ${added} to the same counter first`,
+      );
   }
-  const isOver = cached || count > rpu;
+  const counter = create(CounterSchema, {
+    key: reading.key,
+    value: BigInt(reading.value),
+    valueAfter: BigInt(cached || !charged ? reading.value : compared),
+    windowStart: timestampFromMs(reading.windowStartSeconds * 1000),
+    windowEnd: timestampFromMs(reading.windowEndSeconds * 1000),
+    localCacheHit: cached,
+    ...(reading.previousKey !== undefined
+      ? {
+          previousKey: reading.previousKey,
+          previousValue: BigInt(previous),
+          previousWeight: BigInt(decision.previousWeight),
+        }
+      : {}),
+    comparedCount: BigInt(cached ? reading.value : count),
+    ...(calendar !== undefined
+      ? { period: periodMessage(calendar, nowSeconds) }
+      : {}),
+  });
   if (cached) {
     notes.push(
       "the local over-limit cache holds this key: OVER_LIMIT without a backend round trip",
@@ -200,29 +196,23 @@ export function explainWindow(
       return never;
     }
   }
-  let code = isOver ? RlsCode.OVER_LIMIT : RlsCode.OK;
+  const isOver = decided.over;
   let verdict: Verdict;
   if (isOver && limit.shadowMode) {
-    code = RlsCode.OK;
     verdict = Verdict.OVER_LIMIT_SHADOW;
     notes.push("shadow_mode: over the limit, answered OK");
   } else if (isOver) {
     verdict = Verdict.OVER_LIMIT;
-  } else if (count > nearThreshold) {
+  } else if (decided.near) {
     verdict = Verdict.NEAR_LIMIT;
     notes.push(
-      `near limit: ${count} > near-limit threshold ${nearThreshold} (NEAR_LIMIT_RATIO ${String(nearLimit.configured)})`,
+      `near limit: ${count} > near-limit threshold ${nearLimitThreshold(limit.requestsPerUnit, nearLimit.ratio)} (NEAR_LIMIT_RATIO ${String(nearLimit.configured)})`,
     );
   } else {
     verdict = Verdict.WITHIN_LIMIT;
   }
   return {
-    status: limitStatus(
-      code,
-      limit,
-      isOver ? 0 : remainingWithin(rpu, count, decision.remaining),
-      reset,
-    ),
+    status: decided.status,
     verdict,
     counter,
     bucket: undefined,
@@ -233,58 +223,45 @@ export function explainWindow(
 }
 
 /**
- * Explains one token bucket (`algorithm: token_bucket`) without taking anything: from the TAT
- * the plan read, what this request's hits get ({@link gcraDecide}, the decision every backend
- * applies in the store), and the status ShouldRateLimit builds from it (`bucketStatus` in
- * decide.ts): admitted → OK with the hits left after them; refused → OVER_LIMIT (OK in shadow
- * mode) with the hits left, nothing taken.
+ * Explains one token bucket (`algorithm: token_bucket`) from what the dry run decided: the
+ * status the pipeline built from the decision it reports (after the take, after the hits were
+ * given back in a refused all-or-nothing request, or the state read), and, for the notes,
+ * what this request's hits get on the TAT they met ({@link gcraDecide}).
  *
- * @param cacheKey - the bucket's cache key
- * @param tatReadUs - the TAT this request's hits meet, µs since the Unix epoch:
- *   `max(stored TAT, now)` (the request time for a full or absent bucket), after the takes of
- *   earlier descriptors on the same bucket ({@link bucketSequence})
+ * @param reading - the TATs the slot's first decision met (`ReadOnlyCounterBackend`)
  * @param nowUs - the request time, µs since the Unix epoch
- * @param charged - false when all-or-nothing charging refuses the request (nothing is taken)
  * @param notes - notes already due; extended
- * @param givenBack - with `charged` false: the state after the pipeline gave the hits back
- *   ({@link bucketSequence}); the state read when undefined
  */
 export function explainBucket(
   limit: RateLimit,
   cacheKey: string,
-  tatReadUs: number,
+  reading: BucketReading,
+  decided: DecidedLimit,
   hits: number,
   nowUs: number,
-  charged: boolean,
   nearLimit: NearLimit,
   notes: string[],
-  givenBack?: GcraDecision,
 ): LimitOutcome {
   const algorithm = limit.algorithm;
-  if (algorithm.kind !== "token_bucket")
-    throw new TypeError(`limit ${limit.fullKey} is not a token bucket`);
+  if (algorithm.kind !== "token_bucket" || decided.decision === undefined)
+    throw new TypeError(`limit ${limit.fullKey} is not a decided token bucket`);
   const params = algorithm.bucket;
-  const burst = params.burst;
-  const check = gcraDecide(tatReadUs, nowUs, 0, params);
-  const would = gcraDecide(tatReadUs, nowUs, hits, params);
-  // What the store answers: the refusal, or (admitted) the state after the take; a request
-  // that all-or-nothing charging refuses takes nothing and is answered from the state its
-  // hits were given back to (the state read, unless the request shares the bucket).
-  const read: GcraDecision = would.allowed ? check : would;
-  const final =
-    charged && would.allowed
-      ? would
-      : would.allowed && givenBack !== undefined
-        ? givenBack
-        : read;
-  const remaining = final.limitRemaining;
-  const reset = final.durationUntilResetSeconds;
+  if (reading.metUs > reading.storedUs)
+    notes.push(
+      "an earlier descriptor of this request takes from the same bucket first",
+    );
+  const would = gcraDecide(reading.metUs, nowUs, hits, params);
+  // The state the hits met: the refusal, or (admitted) the state before the take.
+  const read: GcraDecision = would.allowed
+    ? gcraDecide(reading.metUs, nowUs, 0, params)
+    : would;
+  const final = decided.decision;
   const near = tokenBucket.explain(
     limit,
     algorithm,
     {
       hits,
-      charged,
+      charged: decided.charged,
       read,
       would,
       final,
@@ -293,151 +270,33 @@ export function explainBucket(
     },
     notes,
   );
-  let code = RlsCode.OK;
-  let verdict: Verdict;
-  if (!would.allowed) {
-    if (limit.shadowMode) verdict = Verdict.OVER_LIMIT_SHADOW;
-    else {
-      code = RlsCode.OVER_LIMIT;
-      verdict = Verdict.OVER_LIMIT;
-    }
-  } else verdict = near ? Verdict.NEAR_LIMIT : Verdict.WITHIN_LIMIT;
+  const verdict = decided.over
+    ? limit.shadowMode
+      ? Verdict.OVER_LIMIT_SHADOW
+      : Verdict.OVER_LIMIT
+    : near
+      ? Verdict.NEAR_LIMIT
+      : Verdict.WITHIN_LIMIT;
   const bucket = create(TokenBucketStateSchema, {
     key: cacheKey,
     tat: timestampFromUs(read.tatUs),
     tatAfter: timestampFromUs(final.tatUs),
     remaining: BigInt(read.limitRemaining),
-    remainingAfter: BigInt(remaining),
+    remainingAfter: BigInt(final.limitRemaining),
     untilFull: durationFromUs(final.resetAfterUs),
     ...(!final.allowed && final.retryAfterUs !== undefined
       ? { retryAfter: durationFromUs(final.retryAfterUs) }
       : {}),
-    exceedsBurst: hits > burst,
+    exceedsBurst: hits > params.burst,
     admitted: would.allowed,
   });
   return {
-    status: limitStatus(code, limit, remaining, reset),
+    status: decided.status,
     verdict,
     counter: undefined,
     bucket,
     notes,
-    unfit: !limit.shadowMode && !would.allowed,
+    unfit: !limit.shadowMode && decided.over,
     isBucket: true,
   };
-}
-
-/**
- * Whether `status` replaces `before` as a descriptor's status when both come from limits of
- * one `rate_limits:` list: the pipeline's own rule ({@link tighterStatus}); the pipeline sets
- * the window counters' statuses first, in list order, then the token buckets'.
- */
-export const tighter = tighterStatus;
-
-/**
- * Returns the position (in `outcomes`, list order) of the limit whose status the descriptor
- * gets ({@link tighter}, window counters before token buckets).
- */
-export function decidingLimit(outcomes: readonly LimitOutcome[]): number {
-  let best = -1;
-  for (const bucketPass of [false, true])
-    outcomes.forEach((o, k) => {
-      if (o.isBucket !== bucketPass) return;
-      if (best < 0 || tighter(outcomes[best]!.status, o.status)) best = k;
-    });
-  return best;
-}
-
-/** A token bucket's GCRA parameters. */
-function bucketParams(limit: RateLimit): GcraParams {
-  const algorithm = limit.algorithm;
-  if (algorithm.kind !== "token_bucket")
-    throw new TypeError(`limit ${limit.fullKey} is not a token bucket`);
-  return algorithm.bucket;
-}
-
-/** One token bucket of a request as the store meets it ({@link bucketSequence}). */
-export interface BucketStep {
-  /** The TAT this slot's hits meet, µs: the one read, or an earlier slot's take on the key. */
-  readonly tatBeforeUs: number;
-  /** An earlier slot of the request took from the same bucket first. */
-  readonly afterEarlier: boolean;
-  /** The state after the pipeline gave this slot's hits back (a refused all-or-nothing request). */
-  readonly givenBack: GcraDecision | undefined;
-}
-
-/** A token-bucket slot of a request plan, as Explain reads it. */
-export interface BucketSlotRead {
-  readonly cacheKey: string;
-  readonly hitsAddend: number;
-  readonly limit: RateLimit;
-  /** The state the preview read (`tatUs` = `max(stored TAT, now)`), or undefined unread. */
-  readonly decision: GcraDecision | undefined;
-}
-
-/**
- * Replays what the pipeline does to a request's token buckets: the store decides the slots one
- * after the other (a later slot on the same key meets the earlier ones' takes); in a refused
- * all-or-nothing request the taken hits are given back, slot by slot, after every take; when
- * the local cache refuses such a request first, every slot is only read.
- *
- * @param slots - the plan's token buckets, in plan order
- * @param nowUs - the request time, µs since the Unix epoch
- * @param givesBack - `(refuses) => whether the request is refused` once the takes are known:
- *   undefined when no slot is taken (the local cache refused first)
- * @returns one step per slot, same order, and whether a slot not in shadow mode refused
- */
-export function bucketSequence(
-  slots: readonly BucketSlotRead[],
-  nowUs: number,
-  givesBack: ((bucketRefuses: boolean) => boolean) | undefined,
-): BucketStep[] {
-  const tat = new Map<string, number>();
-  const before: number[] = [];
-  const after: (number | undefined)[] = [];
-  let refuses = false;
-  for (const slot of slots) {
-    const read = slot.decision?.tatUs ?? nowUs;
-    const earlier =
-      givesBack === undefined ? undefined : tat.get(slot.cacheKey);
-    const start = earlier !== undefined && earlier > read ? earlier : read;
-    before.push(start);
-    if (givesBack === undefined) {
-      after.push(undefined);
-      continue;
-    }
-    const would = gcraDecide(
-      start,
-      nowUs,
-      slot.hitsAddend,
-      bucketParams(slot.limit),
-    );
-    if (!would.allowed && !slot.limit.shadowMode) refuses = true;
-    after.push(
-      would.newTatUs !== undefined && slot.hitsAddend > 0
-        ? would.newTatUs
-        : undefined,
-    );
-    if (would.newTatUs !== undefined) tat.set(slot.cacheKey, would.newTatUs);
-  }
-  const back = new Array<GcraDecision | undefined>(slots.length).fill(
-    undefined,
-  );
-  if (givesBack?.(refuses) === true)
-    slots.forEach((slot, j) => {
-      if (after[j] === undefined) return;
-      const current = tat.get(slot.cacheKey)!;
-      const refund = gcraDecide(
-        current,
-        nowUs,
-        -slot.hitsAddend,
-        bucketParams(slot.limit),
-      );
-      tat.set(slot.cacheKey, refund.tatUs);
-      back[j] = refund;
-    });
-  return slots.map((slot, j) => ({
-    tatBeforeUs: before[j]!,
-    afterEarlier: before[j]! > (slot.decision?.tatUs ?? nowUs),
-    givenBack: back[j],
-  }));
 }

@@ -13,6 +13,7 @@
  */
 import type { Algorithm } from "../config/algorithm.js";
 import type { RateLimit } from "../config/rate-limit-config.js";
+import type { RateLimitStats } from "../stats/stats-manager.js";
 import type {
   RateLimitDescriptor,
   RateLimitResponse_DescriptorStatus,
@@ -71,6 +72,12 @@ export interface StatusContext {
   readonly ratio: number;
   /** The local over-limit cache an over-limit window key enters; undefined when off. */
   readonly localCache: LocalCache | undefined;
+  /**
+   * Where every statistic goes instead of the limit's own (`limit.stats`): set only on a
+   * read-only decider (`Decider.readOnly`, Explain); undefined on the service's, where a
+   * status reads it once (the one constant check the read-only run costs the hot path).
+   */
+  readonly mutedStats?: RateLimitStats | undefined;
 }
 
 /** What Explain predicts for one window counter, for a window kind's notes. */

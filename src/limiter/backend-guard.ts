@@ -17,7 +17,8 @@ import { DecisionDeadline } from "./decision-deadline.js";
 import type { LimitRequest } from "./limit-request.js";
 import { LocalMode } from "./local-mode.js";
 import { OutageJournal, type ReplayWrite } from "./outage-journal.js";
-import type { ChargePreview, RateLimitCache } from "./rate-limit-cache.js";
+import type { DryRun, DryRunOptions } from "./pipeline.js";
+import type { RateLimitCache } from "./rate-limit-cache.js";
 
 /** Options of {@link BackendGuard}. */
 export interface BackendGuardOptions {
@@ -218,19 +219,19 @@ export class BackendGuard implements RateLimitCache {
   }
 
   /**
-   * Previews a charge through the guarded backend (see {@link RateLimitCache.previewCharge}),
-   * for the Explain API; it neither consults nor moves the breaker: Explain shows the store's
-   * counters, and a failing store answers with its {@link BackendError}.
+   * A dry run through the guarded backend (see {@link RateLimitCache.dryRun}), for the Explain
+   * API; it neither consults nor moves the breaker: Explain shows the store's counters, and a
+   * failing store answers with its {@link BackendError}.
    */
-  previewCharge(request: LimitRequest): Promise<ChargePreview> {
+  dryRun(request: LimitRequest, options: DryRunOptions): Promise<DryRun> {
     const backend = this.backend;
-    if (backend.previewCharge === undefined)
+    if (backend.dryRun === undefined)
       return Promise.reject(
         new TypeError(
-          `the ${this.backendName} backend cannot preview a charge`,
+          `the ${this.backendName} backend cannot dry-run a charge`,
         ),
       );
-    return backend.previewCharge(request);
+    return backend.dryRun(request, options);
   }
 
   flush(): Promise<void> {

@@ -6,6 +6,7 @@ import {
   RateLimitResponse_Code as Code,
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
+import type { RateLimitStats } from "../stats/stats-manager.js";
 import type { Clock } from "../util/clock.js";
 import type { PlanStep, StatusContext } from "./algorithm-kind.js";
 import { weightedCount } from "./algorithms.js";
@@ -185,17 +186,61 @@ export interface Decider {
   ): RateLimitResponse_DescriptorStatus;
   /** Status of a descriptor without a limit: `{code: OK}` only. */
   okWithoutLimit(): RateLimitResponse_DescriptorStatus;
+  /**
+   * The same decider for a read-only run (Explain, issue 32 item 4): same clock, ratio, cache
+   * keys and local-cache verdicts, but every statistic goes to `stats` instead of the limit's
+   * own (`total_hits` to none), the local cache is read and never written (no entry added or
+   * cleared), and no expiration is drawn (the random source is never called).
+   *
+   * @param stats - where the statuses' statistics go (a sink the caller reads or drops)
+   */
+  readOnly(stats: RateLimitStats): Decider;
+}
+
+/** A local cache's verdicts without its writes (a read-only decider's). */
+function readOnlyLocalCache(
+  cache: LocalCache | undefined,
+): LocalCache | undefined {
+  if (cache === undefined) return undefined;
+  return {
+    has: (cacheKey) => cache.has(cacheKey),
+    add: () => undefined,
+    delete: () => undefined,
+    get size() {
+      return cache.size;
+    },
+  };
 }
 
 /** Builds the {@link Decider} shared by the backends. */
 export function createDecider(options: DeciderOptions): Decider {
+  return buildDecider(options, undefined);
+}
+
+/**
+ * The {@link Decider} of `options`; with `mutedStats` the read-only one
+ * ({@link Decider.readOnly}).
+ */
+function buildDecider(
+  options: DeciderOptions,
+  mutedStats: RateLimitStats | undefined,
+): Decider {
   const clock = options.clock;
   const ratio = Math.fround(options.nearLimitRatio ?? 0.8);
   const prefix = options.cacheKeyPrefix ?? "";
   const jitterMax = options.expirationJitterMaxSeconds ?? 300;
   const random = options.random ?? Math.random;
-  const localCache = options.localCache;
-  const context: StatusContext = Object.freeze({ ratio, localCache });
+  // A read-only decider writes nothing: no statistic of the limit's, no local-cache entry,
+  // no expiration drawn.
+  const writes = mutedStats === undefined;
+  const localCache = writes
+    ? options.localCache
+    : readOnlyLocalCache(options.localCache);
+  const context: StatusContext = Object.freeze({
+    ratio,
+    localCache,
+    mutedStats,
+  });
   // Whether the plan being built charges / draws expirations: set by `plan`, read by
   // `step.windowEntry` (a plan is built synchronously, one at a time).
   let charging = true;
@@ -298,7 +343,8 @@ export function createDecider(options: DeciderOptions): Decider {
       step.nowSeconds = nowSeconds;
       step.nowUs = 0;
       charging = charge;
-      drawing = expirations;
+      drawing = expirations && writes;
+      const counts = charge && writes;
       const counted: PlannedDescriptor[] = [];
       // Built only once a local-cache hit shows up; until then `counted` is sent whole.
       let sent: PlannedDescriptor[] | undefined;
@@ -317,7 +363,7 @@ export function createDecider(options: DeciderOptions): Decider {
         const refund = hits < 0;
         const extra = limit.extraLimits;
         for (let k = 0; ;) {
-          if (!refund && charge) limit.stats.totalHits.add(hits);
+          if (!refund && counts) limit.stats.totalHits.add(hits);
           // The kind's plan step; its store operation says which list the entry joins.
           const algorithm = limit.algorithm;
           let planned: PlannedDescriptor;
@@ -382,7 +428,7 @@ export function createDecider(options: DeciderOptions): Decider {
     },
 
     localCacheStatus(limit, hits, nowSeconds) {
-      const stats = limit.stats;
+      const stats = mutedStats ?? limit.stats;
       stats.overLimit.add(hits);
       stats.overLimitWithLocalCache.add(hits);
       const reset = limitResetSeconds(limit, nowSeconds);
@@ -451,5 +497,7 @@ export function createDecider(options: DeciderOptions): Decider {
     },
 
     okWithoutLimit: okWithoutLimitStatus,
+
+    readOnly: (stats) => buildDecider(options, stats),
   };
 }

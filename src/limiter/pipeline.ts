@@ -8,6 +8,7 @@ import {
   RateLimitResponse_Code as Code,
   type RateLimitResponse_DescriptorStatus,
 } from "../proto.js";
+import type { RateLimitStats } from "../stats/stats-manager.js";
 import type { Counter, StatsStore } from "../stats/stats-store.js";
 import { lazyCompensatedCounter } from "./all-or-nothing.js";
 import type { Decider } from "./decide.js";
@@ -15,12 +16,43 @@ import { cacheKeyError, type CacheKeyError } from "./cache-key-error.js";
 import type { CounterBackend } from "./counter-backend.js";
 import { gcraDecide } from "./gcra.js";
 import type { LimitRequest } from "./limit-request.js";
-import type {
-  ChargePreview,
-  CounterReading,
-  RateLimitCache,
-} from "./rate-limit-cache.js";
+import type { CounterReading, RateLimitCache } from "./rate-limit-cache.js";
+import { ReadOnlyCounterBackend } from "./read-only-backend.js";
 import type { PlannedDescriptor, RequestPlan } from "./request-plan.js";
+
+// The types of the dry run's API, for its caller (Explain), which reads the limiter only
+// through this file: the decider it wraps, the plan entries it pairs, the buckets' readings.
+export type { Decider } from "./decide.js";
+export type { PlannedDescriptor } from "./request-plan.js";
+export type { BucketReading } from "./read-only-backend.js";
+
+/** Options of {@link RateLimitPipeline.dryRun}. */
+export interface DryRunOptions {
+  /** Where the run's statistics go instead of the limits' own (`Decider.readOnly`). */
+  readonly stats: RateLimitStats;
+  /**
+   * Wraps the read-only decider the run decides with (Explain records each limit's status
+   * through it); the decider itself when undefined.
+   */
+  readonly decider?: (readOnly: Decider) => Decider;
+  /**
+   * Whether slots of one `increment` with the same key see each other's increments (see
+   * `ReadOnlyBackendOptions`). @defaultValue true
+   */
+  readonly incrementAccumulates?: boolean;
+}
+
+/** What {@link RateLimitPipeline.dryRun} decided. */
+export interface DryRun {
+  /** One status per descriptor, as `doLimit` would answer. */
+  readonly statuses: RateLimitResponse_DescriptorStatus[];
+  /** The plan, as the run counted it (`LimitRequest.counted`). */
+  readonly plan: RequestPlan;
+  /** The read-only backend the run counted over: what the store held. */
+  readonly backend: ReadOnlyCounterBackend;
+  /** What stop-increment held back (see {@link RequestPlan.stopped}). */
+  readonly stopped: RequestPlan["stopped"];
+}
 
 /** Options of {@link RateLimitPipeline}. */
 export interface RateLimitPipelineOptions<B extends CounterBackend> {
@@ -172,49 +204,41 @@ export class RateLimitPipeline<
     for (const d of taken) d.increment = d.hitsAddend;
   }
 
-  /**
-   * Decides what charging a request would do, with the rules {@link doLimit} applies, without
-   * changing any counter, statistic or the local cache (the Explain API): reads the counters
-   * (sliding windows the previous window's too; not keys the backend cannot store, nor, on
-   * remote stores, keys the local cache knows over limit), then runs the all-or-nothing check and stop-increment.
-   *
-   * @param request - the request, with the hits it would add
-   * @returns the plan, whose descriptors hold the counters read (`current`, `previous`) and
-   *   what the charge would add to each (`increment`), and the charge's outcome
-   * @throws {@link BackendError} when the backend fails
-   */
-  async previewCharge(request: LimitRequest): Promise<ChargePreview> {
-    const plan = this.base.plan(request, false, false);
-    await Promise.all([this.read(plan), this.previewBuckets(plan)]);
-    if (plan.allOrNothing) {
-      const refused = !this.allFit(plan, true) || this.bucketRefuses(plan);
-      if (refused) for (const d of plan.counted) d.increment = 0;
-      return { plan, refused, stopped: undefined };
-    }
-    const stopped = this.stopIncrement ? this.holdBack(plan) : undefined;
-    return { plan, refused: false, stopped };
-  }
-
-  /**
-   * Reads a read-only plan's counters: keys the backend cannot store are not read, nor, on
-   * remote stores, keys the local cache knows over limit.
-   */
-  private async read(plan: RequestPlan): Promise<void> {
-    const rules = this.backend.cacheKeyRules;
-    const candidates =
-      this.backend.inProcess === true ? plan.counted : plan.sent;
-    const read =
-      rules === undefined
-        ? candidates
-        : candidates.filter((d) => rules.problem(d.cacheKey) === undefined);
-    if (read.length > 0) await this.backend.peek(read);
-  }
-
   /** Whether a token bucket that is not in shadow mode refused (or would refuse) its hits. */
   private bucketRefuses(plan: RequestPlan): boolean {
     return plan.buckets.some(
       (d) => d.decision?.allowed === false && !d.limit.shadowMode,
     );
+  }
+
+  /**
+   * Decides `request` as {@link doLimit} would, with the same charge mode and rules, over a
+   * {@link ReadOnlyCounterBackend} of this pipeline's store and a read-only decider: nothing
+   * is written, no statistic of a limit moves, the local cache is only read (the Explain API,
+   * issue 32 item 4). `request.counted` is set to the run's plan.
+   *
+   * @throws {@link BackendError} when the store fails a read
+   */
+  async dryRun(request: LimitRequest, options: DryRunOptions): Promise<DryRun> {
+    const backend = new ReadOnlyCounterBackend(this.backend, {
+      incrementAccumulates: options.incrementAccumulates ?? true,
+    });
+    const readOnly = this.base.readOnly(options.stats);
+    const run = new RateLimitPipeline({
+      backend,
+      decider: options.decider?.(readOnly) ?? readOnly,
+      stopCacheKeyIncrementWhenOverlimit: this.stopIncrement,
+    });
+    const statuses = await run.doLimit(request);
+    const plan = request.counted!;
+    // A request whose every counter the local cache answered sends none, so holdBack never
+    // ran: stop-increment holds them all back.
+    const stopped =
+      plan.stopped ??
+      (this.stopIncrement && !plan.allOrNothing && plan.sent !== plan.counted
+        ? "local-cache"
+        : undefined);
+    return { statuses, plan, backend, stopped };
   }
 
   /** Starts the backend (connects and waits for it), if it has a start step. */
@@ -295,7 +319,7 @@ export class RateLimitPipeline<
   /** The reads and writes of {@link chargeStopping}, without the statuses. */
   private async countStopping(plan: RequestPlan): Promise<void> {
     if (plan.sent === plan.counted) await this.backend.peek(plan.sent);
-    this.holdBack(plan);
+    plan.stopped = this.holdBack(plan);
     await this.backend.increment(plan.sent, plan.nowSeconds);
   }
 
@@ -303,7 +327,7 @@ export class RateLimitPipeline<
    * The stop-increment rule over counters already read: sets each descriptor's `increment`
    * (0 where held back) and says why any was held back.
    */
-  private holdBack(plan: RequestPlan): ChargePreview["stopped"] {
+  private holdBack(plan: RequestPlan): RequestPlan["stopped"] {
     const counted = plan.counted;
     if (plan.sent !== counted) {
       for (const d of counted) d.increment = 0;
@@ -571,9 +595,9 @@ function put(
 /**
  * Whether `status` is tighter than `before` for one descriptor with several limits
  * (`rate_limits:`): OVER_LIMIT before OK, then the lower `limit_remaining`; false on a tie (the
- * earlier limit stays). The rule ShouldRateLimit answers with and Explain predicts with.
+ * earlier limit stays). Explain reports the status this rule kept (its dry run's statuses).
  */
-export function tighterStatus(
+function tighterStatus(
   before: RateLimitResponse_DescriptorStatus,
   status: RateLimitResponse_DescriptorStatus,
 ): boolean {

@@ -1,8 +1,8 @@
 import type { LimitRequest } from "./limit-request.js";
-import type { RequestPlan } from "./request-plan.js";
+import type { DryRun, DryRunOptions } from "./pipeline.js";
 import type { RateLimitResponse_DescriptorStatus } from "../proto.js";
 
-/** One counter of a read-only plan as the store holds it (Explain: `counterReading`). */
+/** One counter of a plan as the store holds it (Explain: `counterReading`). */
 export interface CounterReading {
   /** The cache key, as stored. */
   readonly key: string;
@@ -21,23 +21,6 @@ export interface CounterReading {
   readonly previousKey?: string | undefined;
   /** Sliding windows only: the previous window's count (0 when absent or not read). */
   readonly previousValue?: number | undefined;
-}
-
-/** What charging a request would do ({@link RateLimitCache.previewCharge}). */
-export interface ChargePreview {
-  /**
-   * The request plan: each counted descriptor holds its counters as read (`current`, and
-   * `previous` for sliding windows) and what the charge would add (`increment`).
-   */
-  readonly plan: RequestPlan;
-  /** All-or-nothing charging would refuse the request (no counter charged). */
-  readonly refused: boolean;
-  /**
-   * `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` would hold increments back: `local-cache` (a
-   * key is over limit in the local cache: no counter is incremented), `over-limit` (only
-   * the counters that go over are), undefined when it would not (or is off).
-   */
-  readonly stopped: "local-cache" | "over-limit" | undefined;
 }
 
 /**
@@ -62,14 +45,13 @@ export interface RateLimitCache {
     deadlineAtMs?: number,
   ): Promise<RateLimitResponse_DescriptorStatus[]>;
   /**
-   * Decides what charging a request would do without changing any counter, statistic or the
-   * local cache (the Explain API with `charge` false), with the rules of `doLimit`.
-   * Optional: without it Explain predicts from counters read as absent.
+   * Decides the request as `doLimit` would over a read-only view of the store, with
+   * statistics muted (the Explain API; `RateLimitPipeline.dryRun`). Optional: without it
+   * Explain predicts from counters read as absent.
    *
-   * @param request - as for {@link RateLimitCache.doLimit} (`request.counted` is not set)
    * @throws {@link BackendError} when the backend fails
    */
-  previewCharge?(request: LimitRequest): Promise<ChargePreview>;
+  dryRun?(request: LimitRequest, options: DryRunOptions): Promise<DryRun>;
   /**
    * Connects and waits until the backend answers, retrying as the backend's options say;
    * the service opens its listeners only after it resolves. Absent for in-process backends.

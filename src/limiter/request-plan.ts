@@ -141,6 +141,12 @@ export interface RequestPlan {
    * request (no window counter was charged; the entries hold the values before it).
    */
   charged: boolean;
+  /**
+   * Set by the pipeline when `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` held increments back:
+   * `local-cache` (a key is over limit in the local cache: no counter is incremented),
+   * `over-limit` (only the counters that go over are); undefined otherwise.
+   */
+  stopped?: "local-cache" | "over-limit" | undefined;
 }
 
 /** The `refunds` of every plan without refunds (never written). */

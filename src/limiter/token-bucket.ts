@@ -76,7 +76,7 @@ export function tokenBucketStatus(
   const reset = decision.durationUntilResetSeconds;
   // A refund: always OK, no statistic.
   if (hits < 0) return limitStatus(Code.OK, limit, remaining, reset);
-  const stats = limit.stats;
+  const stats = context.mutedStats ?? limit.stats;
   if (!decision.allowed) {
     stats.overLimit.add(hits);
     if (limit.shadowMode) {

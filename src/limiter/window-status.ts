@@ -37,7 +37,7 @@ export function windowStatus(
   // Upstream subtracts in uint64; when hits > after (only possible when an increment was
   // skipped) the result wraps to a huge number, which compares as "already over".
   const before = after >= hits ? after - hits : Number.MAX_SAFE_INTEGER;
-  const stats = limit.stats;
+  const stats = context.mutedStats ?? limit.stats;
   let result: RateLimitResponse_DescriptorStatus;
   if (after > limitValue) {
     result = limitStatus(Code.OVER_LIMIT, limit, 0, resetSeconds);

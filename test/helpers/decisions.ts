@@ -15,6 +15,7 @@ import {
   type RateLimitDescriptor,
   type RateLimitResponse_DescriptorStatus,
 } from "../../src/proto.js";
+import { createStatsManager } from "../../src/stats/stats-manager.js";
 import type { FakeClock } from "./fake-clock.js";
 
 /**
@@ -95,22 +96,27 @@ export function generateCacheKeys(
 }
 
 /**
- * Reads the counters a request would charge, without changing them or any statistic: a
- * charge preview of the request with no hits (`RateLimitCache.previewCharge`), as Explain
- * reads them. Sliding windows read the previous window's counter too.
+ * Reads the counters a request would charge, without changing them or any statistic: a dry
+ * run of the request with no hits (`RateLimitCache.dryRun`), as Explain reads them (an
+ * in-process store's keys the local cache answers included). Sliding windows read the
+ * previous window's counter too.
  *
  * @returns one per descriptor; `undefined` where its limit is undefined (or a token bucket)
  */
 export async function peekCounters(
-  cache: Pick<RateLimitCache, "previewCharge">,
+  cache: Pick<RateLimitCache, "dryRun">,
   request: LimitRequest,
 ): Promise<(CounterReading | undefined)[]> {
-  const preview = await cache.previewCharge!(
+  const run = await cache.dryRun!(
     new LimitRequest(request.domain, request.descriptors, request.limits),
+    { stats: createStatsManager().rateLimitStats("peek") },
   );
+  const cached = run.plan.counted.filter((d) => d.localCacheHit);
+  if (cached.length > 0 && run.backend.inProcess)
+    await run.backend.peek(cached);
   const readings = new Array<CounterReading | undefined>(
     request.descriptors.length,
   ).fill(undefined);
-  for (const d of preview.plan.counted) readings[d.index] = counterReading(d);
+  for (const d of run.plan.counted) readings[d.index] = counterReading(d);
   return readings;
 }

@@ -482,13 +482,7 @@ describe("Explain agrees with ShouldRateLimit on token buckets, calendar windows
             ...(setup.allOrNothing ? { charge: "all_or_nothing" } : {}),
             descriptors: rules.map((r) => ({
               key: r.key,
-              // Not with a local cache in an all-or-nothing domain: there the pipeline gives
-              // a bucket's hits back when every window counter of the request is a shadow-mode
-              // local-cache hit (countAllOrNothing: nothing sent counts as refused), while
-              // previewCharge admits the request (reported, not mirrored).
-              ...(r.shadow && !(setup.localCache && setup.allOrNothing)
-                ? { shadow_mode: true }
-                : {}),
+              ...(r.shadow ? { shadow_mode: true } : {}),
               ...(r.list || r.limits.length > 1
                 ? {
                     // Named: two limits of one unit would share a stats key.
