@@ -190,7 +190,7 @@ export class LocalMode {
    */
   private scaled(request: LimitRequest, countStats: boolean): LimitRequest {
     const cache = countStats ? this.countedLimits : this.mutedLimits;
-    return request.withLimits((limit) => {
+    const scale = (limit: RateLimit): RateLimit => {
       let scaled = cache.get(limit);
       if (scaled === undefined) {
         const perUnit = limit.requestsPerUnit;
@@ -201,11 +201,14 @@ export class LocalMode {
               ? 0
               : Math.max(1, Math.floor(perUnit * this.localShare)),
           stats: countStats ? limit.stats : mutedStats(limit.stats),
+          // The other limits of a `rate_limits:` list are scaled and muted alike.
+          extraLimits: limit.extraLimits?.map(scale),
         };
         cache.set(limit, scaled);
       }
       return scaled;
-    });
+    };
+    return request.withLimits(scale);
   }
 }
 

@@ -11,6 +11,7 @@ import {
   RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
   RateLimitResponse_DescriptorStatusSchema,
+  RateLimitResponse_RateLimit_Unit as Unit,
   type RateLimitResponse_DescriptorStatus,
 } from "../../../src/proto.js";
 import {
@@ -102,6 +103,23 @@ describe("LocalMode", () => {
     ]);
     // The rate limit itself is untouched.
     expect(ten.requestsPerUnit).toBe(10);
+  });
+
+  it("scales every limit of a rate_limits list, not only the first", async () => {
+    const f = fixture(0.25);
+    const hour = testRateLimit(f.stats, "d.k.hour", 8, Unit.HOUR, {
+      cacheKeySuffix: "_h",
+    });
+    const minute = testRateLimit(f.stats, "d.k", 100, Unit.MINUTE, {
+      extraLimits: [hour],
+    });
+    // The hour limit of 8 is 2 here: the third call is refused by it.
+    expect(await codes(f, f.request(minute), 3)).toEqual([
+      Code.OK,
+      Code.OK,
+      Code.OVER_LIMIT,
+    ]);
+    expect(hour.requestsPerUnit).toBe(8);
   });
 
   it("counts the rule statistics of answers the store did not count, mutes the others", async () => {
