@@ -117,15 +117,17 @@ export async function main(argv: readonly string[]): Promise<number> {
     `ratelimit-conformance: ${scenarios} scenarios in ${sections.length} sections; ${provider.description}; --seed ${options.seed}\n`,
   );
   let outcomes;
+  const started = Date.now();
   try {
     outcomes = await runSections(sections, provider, {
       seed: options.seed,
       token,
       concurrency: options.concurrency,
+      parallelSessions: options.parallel,
       onSection: (section, results) => {
         const failed = results.filter((r) => r.status === "failed").length;
         process.stderr.write(
-          `  ${section.name}: ${results.length - failed} done${failed > 0 ? `, ${failed} failed` : ""}\n`,
+          `  ${section.name}: ${results.length - failed} done${failed > 0 ? `, ${failed} failed` : ""} (${((Date.now() - started) / 1000).toFixed(1)} s)\n`,
         );
       },
     });

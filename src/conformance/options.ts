@@ -25,6 +25,8 @@ export interface ConformanceOptions {
   readonly seed: number;
   readonly json?: string;
   readonly concurrency: number;
+  /** Launch mode: servers at once. */
+  readonly parallel: number;
   readonly reloadTimeoutMs: number;
 }
 
@@ -65,6 +67,7 @@ Options:
   --seed N                 seed of values and order (printed by each run; replays a failure)
   --json FILE              also write the report as JSON to FILE
   --concurrency N          scenarios at once within a section (default 4)
+  --parallel N             launch mode: servers (groups of sections) at once (default 3)
   --reload-timeout MS      how long a reload may take (default 10000)
   --list                   list sections and scenarios, then exit
   -h, --help               this text
@@ -116,6 +119,7 @@ export function parseConformanceArgs(
         seed: { type: "string" },
         json: { type: "string" },
         concurrency: { type: "string" },
+        parallel: { type: "string" },
         "reload-timeout": { type: "string" },
         list: { type: "boolean" },
         help: { type: "boolean", short: "h" },
@@ -185,6 +189,10 @@ export function parseConformanceArgs(
         values.concurrency !== undefined
           ? integer("--concurrency", values.concurrency, 1)
           : 4,
+      parallel:
+        values.parallel !== undefined
+          ? integer("--parallel", values.parallel, 1)
+          : 3,
       reloadTimeoutMs:
         values["reload-timeout"] !== undefined
           ? integer("--reload-timeout", values["reload-timeout"], 100)

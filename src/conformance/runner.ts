@@ -31,6 +31,8 @@ export interface RunOptions {
   readonly token: string;
   /** Scenarios run at once within a section that does not reload. */
   readonly concurrency: number;
+  /** Servers (groups of sections) run at once in launch mode. */
+  readonly parallelSessions: number;
   /** Called as each section ends (progress). */
   readonly onSection?: (
     section: Section,
@@ -316,8 +318,12 @@ export function planGroups(
       alone.push(s);
     else shared.push(s);
   }
-  // Reloading sections last: a reload they break must not hide another section's files.
-  alone.sort((a, b) => Number(a.reloads === true) - Number(b.reloads === true));
+  // Running mode: reloading sections last, since a reload they break would hide another
+  // section's files. Launch mode: first, as they take longest (each has its own server).
+  const late = (s: Section): number => Number(s.reloads === true);
+  alone.sort((a, b) =>
+    canApplySettings ? late(b) - late(a) : late(a) - late(b),
+  );
   return { shared, alone, skipped };
 }
 
@@ -379,31 +385,28 @@ export async function runSections(
       };
     }
   };
-  if (shared.length > 0) {
-    const session = await openFor(shared);
-    if ("status" in session) {
-      for (const s of shared) done(s, allResults(s, session));
-    } else {
+  // Launch mode gives every group a server and a directory of its own, so groups may run at
+  // once; a running server has one directory, and a reload there is seen by every group.
+  const groups = [
+    ...(shared.length > 0 ? [shared] : []),
+    ...alone.map((s) => [s]),
+  ];
+  await runPool(
+    groups,
+    provider.canApplySettings ? options.parallelSessions : 1,
+    async (group) => {
+      const session = await openFor(group);
+      if ("status" in session) {
+        for (const s of group) done(s, allResults(s, session));
+        return;
+      }
       try {
-        for (const s of shared)
-          done(s, await runSectionOn(s, session, options));
+        for (const s of group) done(s, await runSectionOn(s, session, options));
       } finally {
         await session.close();
       }
-    }
-  }
-  for (const s of alone) {
-    const session = await openFor([s]);
-    if ("status" in session) {
-      done(s, allResults(s, session));
-      continue;
-    }
-    try {
-      done(s, await runSectionOn(s, session, options));
-    } finally {
-      await session.close();
-    }
-  }
+    },
+  );
   return sections.map((section) => ({
     section,
     results: byName.get(section) ?? [],

@@ -1,6 +1,6 @@
 // Config errors and reloads: a change to a file reloads, a bad file fails the whole reload and
 // the last good config keeps answering. These scenarios rewrite files, so they run one at a
-// time, after every other section.
+// time, after every other section (in running mode) or on servers of their own (launch mode).
 import { stringify } from "yaml";
 import {
   Mismatch,
@@ -42,8 +42,8 @@ async function mustNotLoad(ctx: ScenarioContext, what: string): Promise<void> {
 }
 
 /**
- * A scenario that breaks the config with `bad` (a file of its own) in the same reload as a
- * change of its own limit from 3 to 1, checks that the old limit still answers, then removes
+ * A scenario that breaks the config with `bad` (a file of its own), then changes its own limit
+ * from 3 to 1, checks that the old limit still answers, then removes
  * the bad file and checks that the change loads.
  */
 function keepsLastGood(
@@ -60,11 +60,13 @@ function keepsLastGood(
     config: start,
     async run(ctx) {
       await ctx.step(hit(d("k=a"), ok(2, [3, "DAY"])));
+      // The bad file first: a server that reloads on every event must not load the change
+      // before the bad file arrives.
+      await ctx.files.write(`${ctx.domain}-bad`, bad(`${ctx.domain}-bad`));
       await ctx.files.write(
         ctx.domain,
         fileOf(ctx.domain, [rule("k", undefined, per(1, "day"))]),
       );
-      await ctx.files.write(`${ctx.domain}-bad`, bad(`${ctx.domain}-bad`));
       try {
         await mustNotLoad(ctx, `${id} with a bad file`);
         await ctx.step(hit(d("k=a"), ok(1, [3, "DAY"])));
@@ -77,7 +79,7 @@ function keepsLastGood(
   };
 }
 
-const reload: Scenario[] = [
+const reloads: Scenario[] = [
   {
     id: "new-file",
     title: "a new file's domain answers after the reload",
@@ -161,20 +163,14 @@ const reload: Scenario[] = [
       await ctx.step(hit(d("a=1"), ok(0, [2, "DAY"])));
     },
   },
+];
+
+const fileErrors: Scenario[] = [
   keepsLastGood(
     "bad-yaml",
     "a file that is not YAML keeps the last good config",
     "Configuration reload; Domain; States",
     () => "domain: [unclosed\n  descriptors: {\n",
-  ),
-  keepsLastGood(
-    "bad-unit",
-    "an unknown unit keeps the last good config",
-    "rate_limit block (unit enum)",
-    (domain) =>
-      fileOf(domain, [
-        rule("k", undefined, { unit: "fortnight", requests_per_unit: 1 }),
-      ]),
   ),
   keepsLastGood(
     "no-domain",
@@ -196,6 +192,18 @@ const reload: Scenario[] = [
     "a rule without a key keeps the last good config",
     "Descriptor rule (key required)",
     (domain) => fileOf(domain, [{ value: "v", rate_limit: per(1, "day") }]),
+  ),
+];
+
+const limitErrors: Scenario[] = [
+  keepsLastGood(
+    "bad-unit",
+    "an unknown unit keeps the last good config",
+    "rate_limit block (unit enum)",
+    (domain) =>
+      fileOf(domain, [
+        rule("k", undefined, { unit: "fortnight", requests_per_unit: 1 }),
+      ]),
   ),
   keepsLastGood(
     "negative-limit",
@@ -224,7 +232,13 @@ const reload: Scenario[] = [
   ),
 ];
 
-/** The reload section. */
+/**
+ * The reload sections. Each has a server of its own in launch mode: a bad file fails every
+ * reload while it is there, so the scenarios of one section run one at a time, and the
+ * sections run beside each other.
+ */
 export const reloadSections: readonly Section[] = [
-  { name: "config errors and reload", reloads: true, scenarios: reload },
+  { name: "config reload", reloads: true, scenarios: reloads },
+  { name: "config errors in files", reloads: true, scenarios: fileErrors },
+  { name: "config errors in limits", reloads: true, scenarios: limitErrors },
 ];
