@@ -2,7 +2,8 @@
 // against a launched or a running server, prints the tables and failures, writes `--json`,
 // and exits 1 when a scenario failed (2 on a usage or set-up error).
 import { writeFile } from "node:fs/promises";
-import { realpathSync } from "node:fs";
+import { readFileSync, realpathSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Section } from "./model.js";
 import {
@@ -96,6 +97,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stdout.write(usage);
     return 0;
   }
+  if (parsed.kind === "version") {
+    process.stdout.write(`ratelimit-conformance ${packageVersion()}\n`);
+    return 0;
+  }
   if (parsed.kind === "list") {
     process.stdout.write(`${listing(allSections)}\n`);
     return 0;
@@ -142,6 +147,24 @@ export async function main(argv: readonly string[]): Promise<number> {
   if (options.json !== undefined)
     await writeFile(options.json, jsonReport(report));
   return report.failed > 0 ? 1 : 0;
+}
+
+/** The version in the package.json above this file (source checkout or installed bundle). */
+function packageVersion(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 6; i++) {
+    try {
+      const found = JSON.parse(
+        readFileSync(join(dir, "package.json"), "utf8"),
+      ) as { name?: unknown; version?: unknown };
+      if (found.name === "ratelimit-ts" && typeof found.version === "string")
+        return found.version;
+    } catch {
+      // Not here: one level up.
+    }
+    dir = dirname(dir);
+  }
+  return "unknown";
 }
 
 function isMain(): boolean {

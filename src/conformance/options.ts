@@ -33,6 +33,7 @@ export interface ConformanceOptions {
 /** What the command line asked for. */
 export type Parsed =
   | { readonly kind: "help" }
+  | { readonly kind: "version" }
   | { readonly kind: "list" }
   | { readonly kind: "run"; readonly options: ConformanceOptions };
 
@@ -70,6 +71,7 @@ Options:
   --parallel N             launch mode: servers (groups of sections) at once (default 3)
   --reload-timeout MS      how long a reload may take (default 10000)
   --list                   list sections and scenarios, then exit
+  --version                print the version
   -h, --help               this text
 
 Exit status: 0 when no scenario failed, 1 when one did, 2 on a usage or set-up error.
@@ -123,6 +125,7 @@ export function parseConformanceArgs(
         "reload-timeout": { type: "string" },
         list: { type: "boolean" },
         help: { type: "boolean", short: "h" },
+        version: { type: "boolean" },
       },
     }));
   } catch (error) {
@@ -131,6 +134,7 @@ export function parseConformanceArgs(
     );
   }
   if (values.help === true) return { kind: "help" };
+  if (values.version === true) return { kind: "version" };
   if (values.list === true) return { kind: "list" };
   let mode: Mode;
   if (values.launch !== undefined) {
