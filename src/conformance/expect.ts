@@ -16,7 +16,7 @@ export const unitSeconds: Readonly<Record<UnitName, number>> = {
   MINUTE: 60,
   HOUR: 3_600,
   DAY: 86_400,
-  // Beyond the spec's four units: the reference's epoch-aligned blocks (behavior.md §4.3).
+  // Beyond the spec's four units: the reference's epoch-aligned blocks (docs/reference-parity.md#windows).
   WEEK: 604_800,
   MONTH: 2_592_000,
   YEAR: 31_536_000,

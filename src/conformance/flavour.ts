@@ -1,6 +1,7 @@
 // Environment of a launched server, by flavour: `neutral` uses the spec's names
-// (rate-limit-service.md, docs/settings.md), `reference` the Go service's (behavior.md §0 and
-// docs/migration.md's name table). Only names both document are used.
+// (rate-limit-service.md, docs/settings.md), `reference` the Go service's
+// (docs/reference-parity.md#names and docs/migration.md's name table). Only names both
+// document are used.
 import type { ProfileSettings } from "./model.js";
 
 /** Which environment names the launched server reads. */

@@ -18,14 +18,14 @@ const epochUnits: Scenario[] = [
     {
       id: `limit-${word}`,
       title: `unit ${word}: currentLimit and the epoch-aligned reset`,
-      spec: "beyond the spec (the spec lists second to day); behavior.md §4.3",
+      spec: "beyond the spec (the spec lists second to day); docs/reference-parity.md#windows",
       config: [rule("k", undefined, per(10, word))],
       steps: [hit(d("k=v"), { ...ok(9, [10, unit]), reset: unit })],
     },
     {
       id: `count-${word}`,
       title: `unit ${word} counts to its limit`,
-      spec: "beyond the spec; behavior.md §4.3",
+      spec: "beyond the spec; docs/reference-parity.md#windows",
       config: [rule("k", undefined, per(2, word))],
       steps: countdown(d("k=v"), [2, unit]),
     },

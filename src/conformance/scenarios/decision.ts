@@ -214,7 +214,7 @@ const fields: Scenario[] = [
   ...units.map(([unit, word]): Scenario => ({
     id: `reset-${word}`,
     title: `durationUntilReset runs to the end of the ${word} window`,
-    spec: "Decision; windows aligned to the epoch (behavior.md §4.3)",
+    spec: "Decision; windows aligned to the epoch (docs/reference-parity.md#windows)",
     config: [rule("k", undefined, per(100, word))],
     steps: [hit(d("k=v"), { ...ok(99, [100, unit]), reset: unit })],
   })),
@@ -692,7 +692,7 @@ const windows: Scenario[] = [
   {
     id: "day-midnight",
     title: "a per-day window ends at midnight UTC",
-    spec: "Decision; windows aligned to the epoch (behavior.md §4.3)",
+    spec: "Decision; windows aligned to the epoch (docs/reference-parity.md#windows)",
     config: [rule("k", undefined, per(5, "day"))],
     async run(ctx) {
       const sent = Date.now();
