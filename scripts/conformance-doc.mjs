@@ -49,6 +49,11 @@ const runs = [
     args: ["--launch", join(root, "bin", "ratelimit"), "--backend", "kv"],
   },
   {
+    id: "ours-mc",
+    title: "ours, mc",
+    args: ["--launch", join(root, "bin", "ratelimit"), "--backend", "mc"],
+  },
+  {
     id: "reference-kv",
     title: "Go reference, kv",
     args: [
@@ -86,6 +91,10 @@ const reasons = [
 const notSupportedReasons = {
   refunds:
     "The reference's API predates `is_negative_hits`: it charges a refund as a hit (the probe went OVER_LIMIT). Ours honours it: a deliberate difference, [reference-parity.md#diff-refunds](reference-parity.md#diff-refunds).",
+  "accuracy across replicas":
+    "Replicas share counters only through a store: the memory backend keeps them in each process.",
+  "accuracy under bursts mc":
+    "The spec lets the memcached-protocol backend exceed a quota under simultaneous requests (its increments are asynchronous, in the reference as in ours): the numbers are under Accuracy.",
   default:
     "The reference refuses the config: its YAML key allow-list has no such field (`unknown key`), so the whole file fails to load. An extension of ours ([configuration.md](configuration.md)).",
 };
@@ -168,6 +177,33 @@ const specNames = allSections
 const beyondNames = allSections
   .filter((s) => beyond.has(s.name))
   .map((s) => s.name);
+/** Why an accuracy section is not supported on a run, or undefined (unexplained). */
+function accuracyReason(run, section) {
+  if (run.endsWith("-mc") && section.startsWith("accuracy"))
+    return notSupportedReasons["accuracy under bursts mc"];
+  if (run === "ours-memory" && section === "accuracy across replicas")
+    return notSupportedReasons[section];
+  return undefined;
+}
+
+/** The measurement lines of a run's text report (its Measurements and accuracy reasons). */
+function measurements(run) {
+  const text = readFileSync(join(out, `${run}.txt`), "utf8");
+  const lines = [];
+  const block = /\n(Measurements|Not supported)\n\n([\s\S]*?)(?:\n\n|$)/g;
+  for (const m of text.matchAll(block))
+    for (const line of m[2].split("\n"))
+      if (line.startsWith("- accuracy"))
+        for (const part of line.replace(/^- /, "").split(/; (?=exactness)/))
+          lines.push(
+            part.replace(
+              /^(accuracy [a-z ]+): exactness under simultaneous calls, which the spec does not ask of the mc backend \((.*)\)$/,
+              "$1: $2 (not exact; allowed for mc)",
+            ),
+          );
+  return lines;
+}
+
 let unexplained = 0;
 const groups = new Map();
 for (const r of runs) {
@@ -188,7 +224,12 @@ for (const r of runs) {
       group.failures.push({ section: s.name, ...f });
       groups.set(key, group);
     }
-    if (s.notSupported > 0 && !beyond.has(s.name)) unexplained++;
+    if (
+      s.notSupported > 0 &&
+      !beyond.has(s.name) &&
+      accuracyReason(r.id, s.name) === undefined
+    )
+      unexplained++;
   }
 }
 const differenceLines = [...groups.values()].map(
@@ -220,9 +261,9 @@ any RLS server ([README](../README.md#conformance-suite) shows how). Each scenar
 spec section it checks; sections marked beyond the spec test extensions, and a server without
 one is reported as not supported there, not as failing.
 
-This page is written by \`make conformance\`, which runs the suite in launch mode three times
-(\`--seed ${seed}\`): against this service on the memory backend and on kv (a redis-server the
-suite starts), and against the Go reference service (\`${referenceVersion}\`, installed from the Go
+This page is written by \`make conformance\`, which runs the suite in launch mode four times
+(\`--seed ${seed}\`): against this service on the memory backend, on kv (a redis-server the
+suite starts) and on mc (a memcached), and against the Go reference service (\`${referenceVersion}\`, installed from the Go
 module proxy by \`../shared/reference/bin/ratelimit-reference\`) on kv with its own environment
 names (\`--flavor reference\`). Each cell is passed / failed / not supported. The runs' full text
 and JSON reports are in \`.conformance/\` (not committed).
@@ -254,6 +295,23 @@ ${
     : `| run | section | scenarios | reason |\n| --- | --- | --- | --- |\n${notSupportedLines.join("\n")}`
 }
 
+## Accuracy
+
+Bursts of concurrent calls against the ground truth the suite computes (with a fixed window,
+exactly floor(L / h) calls of h hits are admitted, and the OK answers carry each remaining
+value once), on one server and through two replicas sharing one store:
+
+${runs
+  .map(
+    (r) =>
+      `**${r.title}**\n\n${
+        measurements(r.id)
+          .map((l) => `- ${md(l)}`)
+          .join("\n") || "- (no measurement)"
+      }`,
+  )
+  .join("\n\n")}
+
 ## What the suite does not check, and why
 
 - **Error codes.** The spec shows no gRPC status or \`/json\` body for errors ("not shown"); the
@@ -265,8 +323,8 @@ ${
 - **Wildcard against exact value** (Matching rules 4: "not shown") and the descriptor statuses
   under global \`SHADOW_MODE\` (the spec names only the overall result) are spec gaps: no
   scenario takes a side.
-- **Accuracy under concurrency** (admitted against the limit under bursts, through several
-  replicas, over a store freeze and thaw: issue 35 item 3) is not built yet.
+- **Accuracy over a store freeze and thaw**, and per algorithm beyond the fixed window (issue
+  35 item 3), is not built yet; bursts on one server and through two replicas are above.
 
 ## Running it
 

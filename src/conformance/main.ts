@@ -129,6 +129,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       token,
       concurrency: options.concurrency,
       parallelSessions: options.parallel,
+      ...(options.mode.kind === "launch"
+        ? { backend: options.mode.backend }
+        : {}),
       onSection: (section, results) => {
         const failed = results.filter((r) => r.status === "failed").length;
         process.stderr.write(

@@ -142,6 +142,15 @@ export interface ScenarioContext {
   ): Promise<{ status: number; body: string; contentType: string } | undefined>;
   /** Config files (only in sections marked `reloads`): write, remove, then wait for the reload. */
   readonly files: ConfigFiles;
+  /**
+   * Sends one call to replica `index` (modulo the replicas there are); a section without
+   * `replicas` has one.
+   */
+  callReplica(index: number, request: CallRequest): Promise<CallOutcome>;
+  /** Records a measurement for the report (printed under "Measurements", not in `--json`). */
+  note(text: string): void;
+  /** The launched server's counter store; undefined in running mode (unknown). */
+  readonly backend: "memory" | "kv" | "mc" | undefined;
 }
 
 /** The config directory, for sections that reload. */
@@ -189,12 +198,14 @@ export interface Section {
   readonly reloads?: boolean;
   /** Launch mode only: starts its own server with no config file (and its settings). */
   readonly ownServer?: boolean;
+  /** Launch mode with a shared store only: this many servers on one store and one config. */
+  readonly replicas?: number;
   readonly scenarios: readonly Scenario[];
 }
 
 /** The result of one scenario. */
 export type ScenarioResult =
-  | { readonly status: "passed" }
+  | { readonly status: "passed"; readonly notes?: readonly string[] }
   | { readonly status: "notSupported"; readonly reason: string }
   | {
       readonly status: "failed";
@@ -202,6 +213,7 @@ export type ScenarioResult =
       readonly expected: unknown;
       readonly actual: unknown;
       readonly message: string;
+      readonly notes?: readonly string[];
     };
 
 /** One failure as `--json` writes it. */
@@ -225,6 +237,8 @@ export interface SectionReport {
   readonly failures: readonly FailureReport[];
   /** Why scenarios were not supported (one line per distinct reason). */
   readonly notSupportedReasons: readonly string[];
+  /** Measurements the scenarios recorded, in scenario order. */
+  readonly notes: readonly string[];
 }
 
 /** The whole run as `--json` writes it (the issue's shape, plus per-section detail). */

@@ -131,7 +131,8 @@ export async function startStore(
   const command =
     kind === "kv"
       ? `redis-server --port ${port} --bind 127.0.0.1 --save '' --appendonly no`
-      : `memcached -l 127.0.0.1 -p ${port} -U 0`;
+      : // memcached refuses to run as root unless told which user to be.
+        `memcached -l 127.0.0.1 -p ${port} -U 0${process.getuid?.() === 0 ? " -u root" : ""}`;
   const child = startChild(command, env);
   const deadline = Date.now() + 10_000;
   while (!(await canConnect(port))) {

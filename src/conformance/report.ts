@@ -19,10 +19,12 @@ export function buildReport(outcomes: readonly SectionOutcome[]): RunReport {
   const sections: SectionReport[] = outcomes.map(({ section, results }) => {
     const failures: FailureReport[] = [];
     const reasons = new Set<string>();
+    const notes: string[] = [];
     let passed = 0;
     let notSupported = 0;
     results.forEach((r, i) => {
       const scenario = section.scenarios[i];
+      if (r.status !== "notSupported") notes.push(...(r.notes ?? []));
       if (r.status === "passed") passed++;
       else if (r.status === "notSupported") {
         notSupported++;
@@ -46,6 +48,7 @@ export function buildReport(outcomes: readonly SectionOutcome[]): RunReport {
       notSupported,
       failures,
       notSupportedReasons: [...reasons],
+      notes,
     };
   });
   const sum = (f: (s: SectionReport) => number): number =>
@@ -134,6 +137,14 @@ export function textReport(report: RunReport): string {
       "Not supported\n\n" +
         notes
           .map((s) => `- ${s.name}: ${s.notSupportedReasons.join("; ")}`)
+          .join("\n"),
+    );
+  const measured = report.sections.filter((s) => s.notes.length > 0);
+  if (measured.length > 0)
+    parts.push(
+      "Measurements\n\n" +
+        measured
+          .flatMap((s) => s.notes.map((n) => `- ${s.name}: ${n}`))
           .join("\n"),
     );
   const failures = report.sections.flatMap((s) =>

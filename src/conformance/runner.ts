@@ -33,6 +33,8 @@ export interface RunOptions {
   readonly concurrency: number;
   /** Servers (groups of sections) run at once in launch mode. */
   readonly parallelSessions: number;
+  /** The launched server's store; undefined in running mode. */
+  readonly backend?: "memory" | "kv" | "mc";
   /** Called as each section ends (progress). */
   readonly onSection?: (
     section: Section,
@@ -161,7 +163,14 @@ async function runScenario(
     options.seed ^ hash(`${section.name}/${scenario.id}`),
   );
   let uniques = 0;
+  const notes: string[] = [];
   const ctx: ScenarioContext = {
+    note: (text) => notes.push(text),
+    backend: options.backend,
+    callReplica: (index, request) =>
+      (
+        session.replicas[index % session.replicas.length] ?? session.client
+      ).call(request),
     domain,
     random,
     unique: (prefix = "v") =>
@@ -199,7 +208,7 @@ async function runScenario(
   try {
     for (const step of scenario.steps ?? []) await ctx.step(step);
     if (scenario.run !== undefined) await scenario.run(ctx);
-    return { status: "passed" };
+    return { status: "passed", notes };
   } catch (error) {
     if (error instanceof NotSupported)
       return { status: "notSupported", reason: error.message };
@@ -210,6 +219,7 @@ async function runScenario(
         expected: error.expected,
         actual: error.actual,
         message: error.message,
+        notes,
       };
     return {
       status: "failed",
@@ -312,7 +322,8 @@ export function planGroups(
   const alone: Section[] = [];
   const skipped: Section[] = [];
   for (const s of sections) {
-    const needsLaunch = s.settings !== undefined || s.ownServer === true;
+    const needsLaunch =
+      s.settings !== undefined || s.ownServer === true || (s.replicas ?? 1) > 1;
     if (needsLaunch && !canApplySettings) skipped.push(s);
     else if (needsLaunch || s.reloads === true || s.beyondSpec === true)
       alone.push(s);
@@ -342,8 +353,14 @@ export async function runSections(
     byName.set(section, results);
     options.onSection?.(section, results);
   };
+  const noReplicas = provider.noReplicas;
+  const wanted = sections.filter((s) => {
+    if ((s.replicas ?? 1) <= 1 || noReplicas === undefined) return true;
+    done(s, allResults(s, { status: "notSupported", reason: noReplicas }));
+    return false;
+  });
   const { shared, alone, skipped } = planGroups(
-    sections,
+    wanted,
     provider.canApplySettings,
   );
   for (const s of skipped)
@@ -367,7 +384,12 @@ export async function runSections(
     );
     const settings = group[0]?.settings ?? {};
     try {
-      return await provider.open(files, settings, group[0]?.ownServer !== true);
+      return await provider.open(
+        files,
+        settings,
+        group[0]?.ownServer !== true,
+        group[0]?.replicas ?? 1,
+      );
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       const refused = error instanceof SessionError && error.configRefused;

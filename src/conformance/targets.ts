@@ -28,6 +28,8 @@ export interface ConfigFile {
 /** A server ready for a group of sections. */
 export interface Session {
   readonly client: WireClient;
+  /** Every server of the session (the first is `client`). */
+  readonly replicas: readonly WireClient[];
   readonly files: ConfigFiles;
   close(): Promise<void>;
 }
@@ -50,16 +52,20 @@ export interface TargetProvider {
   readonly description: string;
   /** True when sections with settings of their own can run (launch mode). */
   readonly canApplySettings: boolean;
+  /** Why sections with several replicas cannot run here, or undefined when they can. */
+  readonly noReplicas: string | undefined;
   /**
    * Opens a server with `files` loaded and `settings` applied.
    *
    * @param expectLoaded - false for a server started without any config (health sections)
+   * @param replicas - servers sharing one store and one config directory (launch mode)
    * @throws SessionError when no server answers or the files never load
    */
   open(
     files: readonly ConfigFile[],
     settings: ProfileSettings,
     expectLoaded?: boolean,
+    replicas?: number,
   ): Promise<Session>;
   close(): Promise<void>;
 }
@@ -170,10 +176,17 @@ export class LaunchProvider implements TargetProvider {
     return this.store.address;
   }
 
+  get noReplicas(): string | undefined {
+    return this.backend === "memory"
+      ? "the memory backend keeps counters in each process: replicas need kv or mc"
+      : undefined;
+  }
+
   async open(
     files: readonly ConfigFile[],
     settings: ProfileSettings,
     expectLoaded = true,
+    replicas = 1,
   ): Promise<Session> {
     const root = await mkdtemp(join(tmpdir(), "ratelimit-conformance-"));
     const dir = join(root, "runtime", "config");
@@ -185,51 +198,61 @@ export class LaunchProvider implements TargetProvider {
         join(dir, `${initialProbe.name}.yaml`),
         initialProbe.text,
       );
-    const [httpPort, grpcPort, debugPort] = [
-      await freePort(),
-      await freePort(),
-      await freePort(),
-    ];
     const store = await this.storeAddress();
-    const env = {
-      ...this.baseEnv,
-      ...launchEnv(
-        this.flavour,
-        this.backend,
-        {
-          httpPort,
-          grpcPort,
-          debugPort,
-          runtimeRoot: root,
-          subdirectory: "runtime",
-          appDirectory: "config",
-          ...(store !== undefined ? { store } : {}),
-        },
-        settings,
-      ),
-    };
-    const child = startChild(this.command, env);
-    const client = openWireClient({
-      grpc: `127.0.0.1:${grpcPort}`,
-      http: `127.0.0.1:${httpPort}`,
-    });
+    const children: Child[] = [];
+    const clients: WireClient[] = [];
     const close = async (): Promise<void> => {
-      client.close();
-      await child.stop();
+      for (const c of clients) c.close();
+      await Promise.all(children.map((c) => c.stop()));
       await rm(root, { recursive: true, force: true });
     };
     try {
-      await waitForListening(child, client);
-      if (expectLoaded) await waitForProbe(child, client, this.probe.token);
+      for (let i = 0; i < replicas; i++) {
+        const [httpPort, grpcPort, debugPort] = [
+          await freePort(),
+          await freePort(),
+          await freePort(),
+        ];
+        const env = {
+          ...this.baseEnv,
+          ...launchEnv(
+            this.flavour,
+            this.backend,
+            {
+              httpPort,
+              grpcPort,
+              debugPort,
+              runtimeRoot: root,
+              subdirectory: "runtime",
+              appDirectory: "config",
+              ...(store !== undefined ? { store } : {}),
+            },
+            settings,
+          ),
+        };
+        const child = startChild(this.command, env);
+        children.push(child);
+        const client = openWireClient({
+          grpc: `127.0.0.1:${grpcPort}`,
+          http: `127.0.0.1:${httpPort}`,
+        });
+        clients.push(client);
+        await waitForListening(child, client);
+        if (expectLoaded) await waitForProbe(child, client, this.probe.token);
+      }
     } catch (error) {
       await close();
       throw error;
     }
+    const first = clients[0];
+    if (first === undefined)
+      throw new SessionError("no replica started", false);
     return {
-      client,
+      client: first,
+      replicas: clients,
       files: new DirectoryFiles(
         dir,
-        client,
+        first,
         this.probe.token,
         this.probe.reloadTimeoutMs,
       ),
@@ -294,6 +317,7 @@ async function waitForProbe(
 /** Running mode: a server already running, reloading the files of `dir`. */
 export class RunningProvider implements TargetProvider {
   readonly canApplySettings = false;
+  readonly noReplicas = "several replicas need launch mode";
   readonly description: string;
   private readonly client: WireClient;
   private readonly files: DirectoryFiles;
@@ -334,6 +358,7 @@ export class RunningProvider implements TargetProvider {
     }
     return {
       client: this.client,
+      replicas: [this.client],
       files: this.files,
       close: async () => {
         await removeAll();

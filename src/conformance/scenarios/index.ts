@@ -1,5 +1,6 @@
 // Every section, in report order: the spec's, then those beyond it.
 import type { Section } from "../model.js";
+import { accuracySections } from "./accuracy.js";
 import { beyondSections } from "./beyond.js";
 import { decisionSections } from "./decision.js";
 import { matchingSections } from "./matching.js";
@@ -12,5 +13,6 @@ export const allSections: readonly Section[] = [
   ...ruleSections,
   ...decisionSections,
   ...reloadSections,
+  ...accuracySections,
   ...beyondSections,
 ];
