@@ -190,17 +190,20 @@ function accuracyReason(run, section) {
 function measurements(run) {
   const text = readFileSync(join(out, `${run}.txt`), "utf8");
   const lines = [];
-  const block = /\n(Measurements|Not supported)\n\n([\s\S]*?)(?:\n\n|$)/g;
+  const block = /\n(Measurements|Not supported)\n\n([\s\S]*?)(?=\n\n|$)/g;
+  const mcWrapper =
+    /^exactness under simultaneous calls, which the spec does not ask of the mc backend \((.*)\)$/;
   for (const m of text.matchAll(block))
-    for (const line of m[2].split("\n"))
-      if (line.startsWith("- accuracy"))
-        for (const part of line.replace(/^- /, "").split(/; (?=exactness)/))
-          lines.push(
-            part.replace(
-              /^(accuracy [a-z ]+): exactness under simultaneous calls, which the spec does not ask of the mc backend \((.*)\)$/,
-              "$1: $2 (not exact; allowed for mc)",
-            ),
-          );
+    for (const line of m[2].split("\n")) {
+      const found = /^- (accuracy [a-z ]+): (.*)$/.exec(line);
+      if (found === null) continue;
+      for (const part of found[2].split(/; (?=exactness)/)) {
+        const mc = mcWrapper.exec(part);
+        lines.push(
+          `${found[1]}: ${mc === null ? part : `${mc[1]} (not exact; allowed for mc)`}`,
+        );
+      }
+    }
   return lines;
 }
 
@@ -246,7 +249,7 @@ for (const r of runs)
         `| ${r.title} | ${s.name} | ${s.notSupported} | ${
           beyond.has(s.name)
             ? (notSupportedReasons[s.name] ?? notSupportedReasons.default)
-            : "**unexplained**"
+            : (accuracyReason(r.id, s.name) ?? "**unexplained**")
         } |`,
       );
 
