@@ -149,6 +149,11 @@ export interface ScenarioContext {
   callReplica(index: number, request: CallRequest): Promise<CallOutcome>;
   /** Records a measurement for the report (printed under "Measurements", not in `--json`). */
   note(text: string): void;
+  /**
+   * The session's own store (sections with `ownStore`, launch mode, kv or mc): freeze stops it
+   * answering (SIGSTOP), thaw resumes it. Undefined elsewhere.
+   */
+  readonly store: { freeze(): void; thaw(): void } | undefined;
   /** The launched server's counter store; undefined in running mode (unknown). */
   readonly backend: "memory" | "kv" | "mc" | undefined;
 }
@@ -200,6 +205,8 @@ export interface Section {
   readonly ownServer?: boolean;
   /** Launch mode with a shared store only: this many servers on one store and one config. */
   readonly replicas?: number;
+  /** Launch mode, kv or mc only: a store of its own, which its scenarios may freeze. */
+  readonly ownStore?: boolean;
   readonly scenarios: readonly Scenario[];
 }
 

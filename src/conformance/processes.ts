@@ -14,6 +14,8 @@ export interface Child {
   hasExited(): boolean;
   /** SIGTERM to its group, SIGKILL after `graceMs`; resolves once it ended. */
   stop(graceMs?: number): Promise<void>;
+  /** Sends `signal` to its process group (nothing once it ended). */
+  signal(signal: NodeJS.Signals): void;
 }
 
 const outputKeep = 8_192;
@@ -62,6 +64,9 @@ export function startChild(
     output: () => out,
     exited,
     hasExited: () => ended,
+    signal(signal) {
+      if (!ended) signalGroup(signal);
+    },
     async stop(graceMs = 5_000) {
       if (ended) return;
       signalGroup("SIGTERM");
@@ -114,6 +119,10 @@ export interface Store {
   readonly kind: "kv" | "mc";
   /** `127.0.0.1:<port>`. */
   readonly address: string;
+  /** SIGSTOP: the store stops answering, connections stay open. */
+  freeze(): void;
+  /** SIGCONT after a freeze. */
+  thaw(): void;
   stop(): Promise<void>;
 }
 
@@ -147,6 +156,15 @@ export async function startStore(
   return {
     kind,
     address: `127.0.0.1:${port}`,
-    stop: () => child.stop(),
+    freeze: () => {
+      child.signal("SIGSTOP");
+    },
+    thaw: () => {
+      child.signal("SIGCONT");
+    },
+    stop: async () => {
+      child.signal("SIGCONT");
+      await child.stop();
+    },
   };
 }

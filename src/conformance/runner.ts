@@ -167,6 +167,7 @@ async function runScenario(
   const ctx: ScenarioContext = {
     note: (text) => notes.push(text),
     backend: options.backend,
+    store: session.store,
     callReplica: (index, request) =>
       (
         session.replicas[index % session.replicas.length] ?? session.client
@@ -323,7 +324,10 @@ export function planGroups(
   const skipped: Section[] = [];
   for (const s of sections) {
     const needsLaunch =
-      s.settings !== undefined || s.ownServer === true || (s.replicas ?? 1) > 1;
+      s.settings !== undefined ||
+      s.ownServer === true ||
+      s.ownStore === true ||
+      (s.replicas ?? 1) > 1;
     if (needsLaunch && !canApplySettings) skipped.push(s);
     else if (needsLaunch || s.reloads === true || s.beyondSpec === true)
       alone.push(s);
@@ -355,7 +359,8 @@ export async function runSections(
   };
   const noReplicas = provider.noReplicas;
   const wanted = sections.filter((s) => {
-    if ((s.replicas ?? 1) <= 1 || noReplicas === undefined) return true;
+    const needsStore = (s.replicas ?? 1) > 1 || s.ownStore === true;
+    if (!needsStore || noReplicas === undefined) return true;
     done(s, allResults(s, { status: "notSupported", reason: noReplicas }));
     return false;
   });
@@ -388,7 +393,10 @@ export async function runSections(
         files,
         settings,
         group[0]?.ownServer !== true,
-        group[0]?.replicas ?? 1,
+        {
+          replicas: group[0]?.replicas ?? 1,
+          ownStore: group[0]?.ownStore === true,
+        },
       );
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);

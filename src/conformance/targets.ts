@@ -30,6 +30,8 @@ export interface Session {
   readonly client: WireClient;
   /** Every server of the session (the first is `client`). */
   readonly replicas: readonly WireClient[];
+  /** The session's own store, when it asked for one. */
+  readonly store?: Store;
   readonly files: ConfigFiles;
   close(): Promise<void>;
 }
@@ -52,20 +54,21 @@ export interface TargetProvider {
   readonly description: string;
   /** True when sections with settings of their own can run (launch mode). */
   readonly canApplySettings: boolean;
-  /** Why sections with several replicas cannot run here, or undefined when they can. */
+  /** Why sections with replicas or a store of their own cannot run here, or undefined. */
   readonly noReplicas: string | undefined;
   /**
    * Opens a server with `files` loaded and `settings` applied.
    *
    * @param expectLoaded - false for a server started without any config (health sections)
-   * @param replicas - servers sharing one store and one config directory (launch mode)
+   * @param shape - `replicas`: servers sharing one store and one config directory;
+   *   `ownStore`: a store for this session alone (launch mode)
    * @throws SessionError when no server answers or the files never load
    */
   open(
     files: readonly ConfigFile[],
     settings: ProfileSettings,
     expectLoaded?: boolean,
-    replicas?: number,
+    shape?: { readonly replicas?: number; readonly ownStore?: boolean },
   ): Promise<Session>;
   close(): Promise<void>;
 }
@@ -178,7 +181,7 @@ export class LaunchProvider implements TargetProvider {
 
   get noReplicas(): string | undefined {
     return this.backend === "memory"
-      ? "the memory backend keeps counters in each process: replicas need kv or mc"
+      ? "the memory backend keeps counters in each process, with no store to share or freeze: this needs kv or mc"
       : undefined;
   }
 
@@ -186,8 +189,9 @@ export class LaunchProvider implements TargetProvider {
     files: readonly ConfigFile[],
     settings: ProfileSettings,
     expectLoaded = true,
-    replicas = 1,
+    shape: { readonly replicas?: number; readonly ownStore?: boolean } = {},
   ): Promise<Session> {
+    const replicas = shape.replicas ?? 1;
     const root = await mkdtemp(join(tmpdir(), "ratelimit-conformance-"));
     const dir = join(root, "runtime", "config");
     await mkdir(dir, { recursive: true });
@@ -198,12 +202,17 @@ export class LaunchProvider implements TargetProvider {
         join(dir, `${initialProbe.name}.yaml`),
         initialProbe.text,
       );
-    const store = await this.storeAddress();
+    const ownStore =
+      shape.ownStore === true && this.backend !== "memory"
+        ? await startStore(this.backend, this.baseEnv)
+        : undefined;
+    const store = ownStore?.address ?? (await this.storeAddress());
     const children: Child[] = [];
     const clients: WireClient[] = [];
     const close = async (): Promise<void> => {
       for (const c of clients) c.close();
       await Promise.all(children.map((c) => c.stop()));
+      await ownStore?.stop();
       await rm(root, { recursive: true, force: true });
     };
     try {
@@ -250,6 +259,7 @@ export class LaunchProvider implements TargetProvider {
     return {
       client: first,
       replicas: clients,
+      ...(ownStore !== undefined ? { store: ownStore } : {}),
       files: new DirectoryFiles(
         dir,
         first,
@@ -317,7 +327,7 @@ async function waitForProbe(
 /** Running mode: a server already running, reloading the files of `dir`. */
 export class RunningProvider implements TargetProvider {
   readonly canApplySettings = false;
-  readonly noReplicas = "several replicas need launch mode";
+  readonly noReplicas = "replicas and store freezes need launch mode";
   readonly description: string;
   private readonly client: WireClient;
   private readonly files: DirectoryFiles;

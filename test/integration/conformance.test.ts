@@ -69,10 +69,14 @@ describe.concurrent("ratelimit-conformance against this service", () => {
       // The failures' requests, expected and actual answers are in the output.
       expect(report.failed, output).toBe(0);
       expect(code).toBe(0);
-      // Only replicas need a shared store: on memory their section is not supported.
+      // Replicas and a store freeze need a store: on memory their sections are not supported.
       expect(
         report.sections.filter((s) => s.notSupported > 0).map((s) => s.name),
-      ).toEqual(backend === "memory" ? ["accuracy across replicas"] : []);
+      ).toEqual(
+        backend === "memory"
+          ? ["accuracy across replicas", "accuracy over a store freeze"]
+          : [],
+      );
       expect(report.passed).toBeGreaterThanOrEqual(150);
       expect(Object.keys(report).sort()).toEqual(
         ["failed", "notSupported", "passed", "sections"].sort(),
