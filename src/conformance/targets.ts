@@ -305,9 +305,10 @@ async function waitForProbe(
   client: WireClient,
   token: string,
 ): Promise<void> {
-  // Listening but not loading the files within a few seconds: the server refused them (a
-  // server that refuses one file refuses the whole reload).
-  const deadline = Date.now() + 4_000;
+  // Listening but not loading the files within 10 s: the server refused them (a server that
+  // refuses one file refuses the whole reload). Generous: servers start side by side on a
+  // loaded machine, and only a refused config pays for the wait.
+  const deadline = Date.now() + 10_000;
   for (;;) {
     if (child.hasExited())
       throw new SessionError(

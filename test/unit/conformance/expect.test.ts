@@ -110,6 +110,32 @@ describe("differences", () => {
     expect(reset(0)).toHaveLength(1);
   });
 
+  it("accepts any value the window showed during a slow call, and both sides of a boundary", () => {
+    const status = (n: number) => ({
+      code: "OK" as const,
+      currentLimit: null,
+      limitRemaining: 0,
+      durationUntilReset: n,
+    });
+    // Sent 10 s into the minute (50 left), answered 4 s later (46 left).
+    const slow = { sentMs: at, answeredMs: at + 4_000 };
+    const reset = (n: number, when = slow): string[] =>
+      differences(
+        { statuses: [{ reset: "MINUTE" }] },
+        answer({ statuses: [status(n)] }),
+        when,
+      );
+    expect(reset(48)).toEqual([]);
+    expect(reset(45)).toEqual([]);
+    expect(reset(44)).toHaveLength(1);
+    // Sent in the last second of a minute, answered in the next one.
+    const end = Date.UTC(2026, 11, 2, 15, 40, 59, 900);
+    const across = { sentMs: end, answeredMs: end + 200 };
+    expect(reset(1, across)).toEqual([]);
+    expect(reset(60, across)).toEqual([]);
+    expect(reset(30, across)).toHaveLength(1);
+  });
+
   it("expects no limit, a missing status count and absent headers", () => {
     expect(
       differences(
