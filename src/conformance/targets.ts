@@ -100,24 +100,24 @@ function probeFile(token: string, generation: number): ConfigFile {
   };
 }
 
-async function probeAnswers(
+/**
+ * True when the probe rule of `generation` answers with its limit: the reload that read the
+ * probe file (written last) read every earlier file too. The probe asks with hits_addend 0,
+ * so it never counts.
+ */
+async function probeLoaded(
   client: WireClient,
   token: string,
   generation: number,
-): Promise<"loaded" | "answered" | "silent"> {
+): Promise<boolean> {
   const outcome = await client.call({
     domain: `${token}-probe`,
     descriptors: [{ entries: [["probe", `g${generation}`]], hitsAddend: 0 }],
   });
-  if (outcome.kind === "error")
-    return /unavailable|ECONNREFUSED|connect/i.test(outcome.error) &&
-      !/configuration/i.test(outcome.error)
-      ? "silent"
-      : "answered";
-  return outcome.answer.statuses[0]?.currentLimit?.requestsPerUnit ===
-    probeRequests
-    ? "loaded"
-    : "answered";
+  return (
+    outcome.kind === "answer" &&
+    outcome.answer.statuses[0]?.currentLimit?.requestsPerUnit === probeRequests
+  );
 }
 
 /** Config files in one directory, with the probe written last on each settle. */
@@ -144,10 +144,7 @@ class DirectoryFiles implements ConfigFiles {
     await this.write(probe.name, probe.text);
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      if (
-        (await probeAnswers(this.client, this.token, this.generation)) ===
-        "loaded"
-      )
+      if (await probeLoaded(this.client, this.token, this.generation))
         return true;
       if (Date.now() > deadline) return false;
       await delay(50);
@@ -315,7 +312,7 @@ async function waitForProbe(
         `the server exited (${String(await child.exited)}):\n${child.output().trim()}`,
         true,
       );
-    if ((await probeAnswers(client, token, 0)) === "loaded") return;
+    if (await probeLoaded(client, token, 0)) return;
     if (Date.now() > deadline)
       throw new SessionError(
         `the server did not load the config files:\n${child.output().trim().slice(-2_000)}`,
