@@ -33,7 +33,7 @@ docs: build ## regenerate docs/settings.md and docs/migration.md's name table fr
 	node dist/src/main.js --help-markdown > docs/settings.md
 	node scripts/update-migration-doc.mjs
 
-.PHONY: bench bench-memory bench-offenders bench-overrides bench-canary docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration h2spec bench clean image
+.PHONY: conformance bench bench-memory bench-offenders bench-overrides bench-canary docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration h2spec bench clean image
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -94,6 +94,10 @@ test: deps system-deps envoy h2spec check-proto ## everything CI runs
 	$(MAKE) --no-print-directory -j2 --output-sync=target typecheck lint format-check
 	$(MAKE) --no-print-directory build BUILD_TSC_FLAGS=--noCheck
 	vitest run
+
+conformance: deps system-deps build ## conformance suite against ours (memory, kv) and the Go reference (kv); writes docs/conformance.md
+	node scripts/conformance-doc.mjs
+	prettier --write docs/conformance.md >/dev/null
 
 bench-memory: deps build ## memory backend: heap bytes per live key, heapUsed/RSS after expiry
 	node --expose-gc dist/bench/memory-store.js

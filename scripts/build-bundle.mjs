@@ -4,8 +4,8 @@
 // memcached backends, statistics sinks, xDS), so those still load only when the settings use
 // them. `bin/ratelimit` runs the bundle when it exists. Run by `make build`.
 //
-// The two command-line tools are bundled too, each into one self-contained file
-// (dist/bundle/client.js, dist/bundle/config-check.js), for the npm package: it ships
+// The command-line tools are bundled too, each into one self-contained file
+// (dist/bundle/client.js, dist/bundle/config-check.js, dist/bundle/conformance.js), for the npm package: it ships
 // dist/bundle but not dist/src (package.json "files"). No code splitting with the service:
 // a tool runs only when its own entry file is the script Node started, which a shared chunk
 // could silently break.
@@ -57,6 +57,7 @@ await build({
   entryPoints: {
     client: join(root, "dist", "src", "cli", "client.js"),
     "config-check": join(root, "dist", "src", "cli", "config-check.js"),
+    conformance: join(root, "dist", "src", "conformance", "main.js"),
   },
   outdir: out,
   bundle: true,
@@ -69,5 +70,5 @@ await build({
 });
 const size = (name) => statSync(join(out, name)).size;
 stdout.write(
-  `tools bundled: dist/bundle/client.js ${size("client.js")} B, dist/bundle/config-check.js ${size("config-check.js")} B\n`,
+  `tools bundled: dist/bundle/client.js ${size("client.js")} B, dist/bundle/config-check.js ${size("config-check.js")} B, dist/bundle/conformance.js ${size("conformance.js")} B\n`,
 );

@@ -1,0 +1,170 @@
+// Child processes of launch mode: a redis-server or memcached on loopback, and the server
+// under test started from the user's command. Every process is started in a process group of
+// its own and stopped through that group only.
+import { spawn, type ChildProcess } from "node:child_process";
+import { createConnection, createServer } from "node:net";
+
+/** A process started by the suite. */
+export interface Child {
+  readonly pid: number;
+  /** The last few KiB of its stdout and stderr. */
+  output(): string;
+  /** Resolves with the exit code or signal name once it ended. */
+  readonly exited: Promise<number | string>;
+  hasExited(): boolean;
+  /** SIGTERM to its group, SIGKILL after `graceMs`; resolves once it ended. */
+  stop(graceMs?: number): Promise<void>;
+  /** Sends `signal` to its process group (nothing once it ended). */
+  signal(signal: NodeJS.Signals): void;
+}
+
+const outputKeep = 8_192;
+
+/**
+ * Starts `command` through `/bin/sh -c` in a new process group, with `env` as its whole
+ * environment.
+ *
+ * @throws Error when the shell cannot be started
+ */
+export function startChild(
+  command: string,
+  env: Readonly<Record<string, string>>,
+  cwd?: string,
+): Child {
+  const child: ChildProcess = spawn("/bin/sh", ["-c", `exec ${command}`], {
+    env,
+    ...(cwd !== undefined ? { cwd } : {}),
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const pid = child.pid;
+  if (pid === undefined) throw new Error(`could not start: ${command}`);
+  let out = "";
+  const keep = (d: Buffer): void => {
+    out = (out + d.toString()).slice(-outputKeep);
+  };
+  child.stdout?.on("data", keep);
+  child.stderr?.on("data", keep);
+  let ended = false;
+  const exited = new Promise<number | string>((resolve) => {
+    child.on("exit", (code, signal) => {
+      ended = true;
+      resolve(code ?? signal ?? -1);
+    });
+  });
+  const signalGroup = (signal: NodeJS.Signals): void => {
+    try {
+      process.kill(-pid, signal);
+    } catch {
+      // Already gone.
+    }
+  };
+  return {
+    pid,
+    output: () => out,
+    exited,
+    hasExited: () => ended,
+    signal(signal) {
+      if (!ended) signalGroup(signal);
+    },
+    async stop(graceMs = 5_000) {
+      if (ended) return;
+      signalGroup("SIGTERM");
+      const timer = setTimeout(() => {
+        signalGroup("SIGKILL");
+      }, graceMs);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** A loopback TCP port that was free a moment ago (the kernel's choice). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port =
+        typeof address === "object" && address !== null ? address.port : 0;
+      server.close(() => {
+        resolve(port);
+      });
+    });
+  });
+}
+
+/** True when something accepts TCP connections on `127.0.0.1:port`. */
+export function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: "127.0.0.1", port });
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => {
+      resolve(false);
+    });
+  });
+}
+
+/** Resolves after `ms` milliseconds. */
+export function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A counter store started for launch mode. */
+export interface Store {
+  readonly kind: "kv" | "mc";
+  /** `127.0.0.1:<port>`. */
+  readonly address: string;
+  /** SIGSTOP: the store stops answering, connections stay open. */
+  freeze(): void;
+  /** SIGCONT after a freeze. */
+  thaw(): void;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a redis-server (`kv`) or memcached (`mc`) on a free loopback port, without
+ * persistence, and waits until it accepts connections.
+ *
+ * @throws Error when it is not installed or does not listen within 10 s
+ */
+export async function startStore(
+  kind: "kv" | "mc",
+  env: Readonly<Record<string, string>>,
+): Promise<Store> {
+  const port = await freePort();
+  const command =
+    kind === "kv"
+      ? `redis-server --port ${port} --bind 127.0.0.1 --save '' --appendonly no`
+      : // memcached refuses to run as root unless told which user to be.
+        `memcached -l 127.0.0.1 -p ${port} -U 0${process.getuid?.() === 0 ? " -u root" : ""}`;
+  const child = startChild(command, env);
+  const deadline = Date.now() + 10_000;
+  while (!(await canConnect(port))) {
+    if (child.hasExited() || Date.now() > deadline) {
+      await child.stop();
+      throw new Error(
+        `${kind === "kv" ? "redis-server" : "memcached"} did not start on port ${port}: ${child.output().trim() || "no output (is it installed?)"}`,
+      );
+    }
+    await delay(50);
+  }
+  return {
+    kind,
+    address: `127.0.0.1:${port}`,
+    freeze: () => {
+      child.signal("SIGSTOP");
+    },
+    thaw: () => {
+      child.signal("SIGCONT");
+    },
+    stop: async () => {
+      child.signal("SIGCONT");
+      await child.stop();
+    },
+  };
+}
