@@ -51,6 +51,31 @@ export function toTlsConnectionOptions(
   return options;
 }
 
+/**
+ * Whether a store's error reply says the connection reaches a node that cannot take writes
+ * now, so it should be closed and opened again (issue 33, docs/failure-modes.md#failover-behind-one-name):
+ * - `READONLY`: the node is a replica (a managed store failed over by moving its DNS name,
+ *   and this connection still reaches the old primary); also inside a script's error
+ *   (`… -READONLY …` on Redis 6, `READONLY … script: …` on Redis 7);
+ * - `LOADING`: the node is loading its dataset (restart, or a replica's full resync);
+ * - `MASTERDOWN`: a replica that lost its primary and does not serve stale data.
+ *
+ * A new connection looks the configured host name up again (ioredis hands the name to
+ * `net.connect`, which resolves it on every connection; Node keeps no DNS cache), so it
+ * reaches what the name points at now.
+ *
+ * @param err - an error reply, as ioredis's `reconnectOnError` receives it
+ */
+export function isFailoverReply(err: Error): boolean {
+  const message = err.message;
+  return (
+    message.startsWith("READONLY") ||
+    message.startsWith("LOADING") ||
+    message.startsWith("MASTERDOWN") ||
+    message.includes(" -READONLY ")
+  );
+}
+
 function credentialOptions(
   credentials: KvCredentials | undefined,
 ): Pick<RedisOptions, "username" | "password"> {
@@ -68,6 +93,10 @@ function credentialOptions(
  *   not be applied twice; waiting for a connection is done by the client, bounded);
  * - RESP2 (no `HELLO`, so proxies without it work) and no `CLIENT SETINFO`;
  * - TCP keep-alive 10 s as upstream; reconnects by {@link reconnectDelayMs}, forever;
+ * - an error reply that {@link isFailoverReply} recognises (`READONLY`, `LOADING`,
+ *   `MASTERDOWN`) fails its command as any error does, and closes that connection, which
+ *   reconnects (with a new name lookup) after {@link reconnectDelayMs} (ioredis's
+ *   `reconnectOnError` returning `true`: the failed command is not sent again);
  * - sentinel: `failoverDetector` (hears of promotions from the sentinels), TLS for sentinels
  *   too; cluster: node connections get the same options.
  */
@@ -91,6 +120,7 @@ export function toKvConnectionOptions(
     ...(timeoutMs > 0 ? { socketTimeout: timeoutMs } : {}),
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
+    reconnectOnError: isFailoverReply,
     ...credentialOptions(instance.credentials),
     ...(tlsOptions !== undefined ? { tls: tlsOptions } : {}),
   } satisfies RedisOptions;

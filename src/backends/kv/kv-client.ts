@@ -4,7 +4,7 @@ import { BackendError } from "../../limiter/backend-error.js";
 import type { Counter, Gauge, StatsStore } from "../../stats/stats-store.js";
 import { createExponentialBackoff } from "../../util/backoff.js";
 import { systemClock, type Clock } from "../../util/clock.js";
-import { toKvConnectionOptions } from "./kv-client-options.js";
+import { isFailoverReply, toKvConnectionOptions } from "./kv-client-options.js";
 import { executeOnCluster } from "./kv-cluster-routing.js";
 import type { BucketSlot, CounterSlot } from "../../limiter/counter-backend.js";
 import {
@@ -123,6 +123,8 @@ export class KvClient {
   private startSleep: { timer: NodeJS.Timeout; wake: () => void } | undefined;
   /** Last connection error logged at warn since the connection was last up. */
   private lastErrorLogged: string | undefined;
+  /** A failover reply was logged since a connection last came up (one warning per event). */
+  private failoverReplyLogged = false;
   /** The client has been connected once (a lost connection then fails requests at once). */
   private everConnected = false;
   /** {@link KvClient.start} was called (requests no longer wait for the first connection). */
@@ -142,6 +144,13 @@ export class KvClient {
     this.cxLocalClose = options.statsStore?.counter(`${scope}.cx_local_close`);
 
     const connection = toKvConnectionOptions(options.instance, options.tls);
+    // The options' own reconnectOnError, plus a warning: the connection that answered it is
+    // closed and opened again (docs/failure-modes.md#failover-behind-one-name).
+    const reconnectOnError = (err: Error): boolean => {
+      if (!isFailoverReply(err)) return false;
+      this.logFailoverReply(err);
+      return true;
+    };
     if (connection.kind === "cluster") {
       // replyMapping is spelled out: the constructor's typing rejects an optional one.
       const cluster = new Cluster(
@@ -150,6 +159,7 @@ export class KvClient {
           ...connection.options,
           redisOptions: {
             ...connection.options.redisOptions,
+            reconnectOnError,
             replyMapping: "legacy",
           },
         },
@@ -168,6 +178,7 @@ export class KvClient {
     } else {
       const redis = new Redis({
         ...connection.options,
+        reconnectOnError,
         replyMapping: "legacy",
       });
       this.redis = redis;
@@ -714,6 +725,7 @@ export class KvClient {
   private watchConnection(connection: Redis): void {
     let up = false;
     connection.on("ready", () => {
+      this.failoverReplyLogged = false;
       if (up) return;
       up = true;
       this.cxTotal?.add(1);
@@ -765,6 +777,15 @@ export class KvClient {
     this.logger.warn(
       { url: this.instance.maskedUrl, err: message },
       "kv connection error",
+    );
+  }
+
+  private logFailoverReply(err: Error): void {
+    if (this.failoverReplyLogged || this.closed) return;
+    this.failoverReplyLogged = true;
+    this.logger.warn(
+      { url: this.instance.maskedUrl, err: this.redact(err.message) },
+      "kv store cannot take writes on this connection (failed over?): reconnecting",
     );
   }
 

@@ -8,8 +8,9 @@ import type { KvTlsOptions, ResolvedKvInstanceOptions } from "./kv-options.js";
 
 /**
  * Opens a connection to an instance as the counters' client reaches it (same resolution of
- * `KV_*`, same TLS), with the legacy reply mapping the stores expect. Lazy: the first command
- * or `connect()` connects it.
+ * `KV_*`, same TLS, and the same reconnect on a `READONLY`, `LOADING` or `MASTERDOWN` reply,
+ * with a new lookup of the host name: `isFailoverReply`), with the legacy reply mapping the
+ * stores expect. Lazy: the first command or `connect()` connects it.
  */
 export function openKvConnection(
   instance: ResolvedKvInstanceOptions,

@@ -1,6 +1,7 @@
 import { rootCertificates } from "node:tls";
 import { describe, expect, it } from "vitest";
 import {
+  isFailoverReply,
   reconnectDelayMs,
   toKvConnectionOptions,
   toTlsConnectionOptions,
@@ -152,5 +153,51 @@ describe("reconnectDelayMs", () => {
     expect([1, 2, 3, 4, 5, 6, 7, 50].map(reconnectDelayMs)).toEqual([
       100, 200, 400, 800, 1600, 2000, 2000, 2000,
     ]);
+  });
+});
+
+describe("isFailoverReply", () => {
+  const reply = (message: string): Error => new Error(message);
+
+  it("recognises a replica's, a loading node's and a primary-less replica's refusals", () => {
+    for (const message of [
+      "READONLY You can't write against a read only replica.",
+      "READONLY You can't write against a read only replica. script: 9be9283860375dc0a789b44c11a2bb1dce6e480f, on @user_script:1.",
+      "ERR Error running script (call to f_9be92838): @user_script:1: @user_script: 1: -READONLY You can't write against a read only slave.",
+      "LOADING Redis is loading the dataset in memory",
+      "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+    ])
+      expect(isFailoverReply(reply(message)), message).toBe(true);
+  });
+
+  it("leaves every other error to the command", () => {
+    for (const message of [
+      "NOSCRIPT No matching script. Please use EVAL.",
+      "ERR value is not an integer or out of range",
+      "WRONGTYPE Operation against a key holding the wrong kind of value",
+      "MOVED 3999 127.0.0.1:6381",
+      "OOM command not allowed when used memory > 'maxmemory'.",
+      "Connection is closed.",
+      "ERR unknown command 'READONLY'",
+    ])
+      expect(isFailoverReply(reply(message)), message).toBe(false);
+  });
+
+  it("is the reconnectOnError of single, sentinel and cluster node connections", () => {
+    for (const instance of [
+      resolveKvInstanceOptions({ url: "h:1" }),
+      resolveKvInstanceOptions({ url: "/s.sock" }),
+      resolveKvInstanceOptions({ type: "sentinel", url: "m,s1:26379" }),
+    ])
+      expect(toKvConnectionOptions(instance).options).toMatchObject({
+        reconnectOnError: isFailoverReply,
+      });
+    const cluster = toKvConnectionOptions(
+      resolveKvInstanceOptions({ type: "cluster", url: "a:1,b:2" }),
+    );
+    if (cluster.kind !== "cluster") throw new Error("expected a cluster");
+    expect(cluster.options.redisOptions).toMatchObject({
+      reconnectOnError: isFailoverReply,
+    });
   });
 });
