@@ -14,6 +14,12 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 import { kvOverridesKey } from "../../src/backends/kv/kv-override-commands.js";
+import { resolveKvInstanceOptions } from "../../src/backends/kv/kv-options.js";
+import {
+  connectKvQuotaLedgerCommands,
+  kvLedgerKey,
+} from "../../src/backends/kv/kv-quota-ledger-commands.js";
+import { KvQuotaLedger } from "../../src/rlqs/kv-quota-ledger.js";
 import {
   AdminService,
   RateLimitResponse_Code as RlCode,
@@ -28,6 +34,7 @@ import {
 } from "../helpers/redis-server.js";
 import { request } from "../helpers/requests.js";
 import { startTestApp } from "../helpers/rls-app.js";
+import { silentLogger } from "../helpers/silent-logger.js";
 import { memoryServiceEnv, spawnNode } from "../helpers/spawn-service.js";
 import {
   startTcpForwarder,
@@ -379,6 +386,52 @@ describe("failover behind one name, default settings", () => {
       ).not.toBeNull();
     } finally {
       await app.stop();
+    }
+  });
+
+  it("RLQS ledger: a report after the failover is written to the new primary", async () => {
+    const pair = await startPair();
+    const ledger = new KvQuotaLedger({
+      storage: connectKvQuotaLedgerCommands(
+        resolveKvInstanceOptions({
+          url: pair.name.address,
+          socketType: "tcp",
+        }),
+        undefined,
+        prefix,
+      ),
+      reportIntervalMs: 1_000,
+      replicaId: "r1",
+      logger: silentLogger(),
+    });
+    const bucket = "rlqs\u0000tenant=gold";
+    const key = kvLedgerKey(prefix, bucket);
+    const usage = { allowed: 0, denied: 0 };
+    try {
+      await ledger.start();
+      await ledger.report(bucket, "r1.0", usage, Date.now());
+      await waitFor(
+        async () => (await pair.adminB.hexists(key, "r1.0")) === 1,
+        "the first report replicated to B",
+      );
+      await failOver(pair);
+      // A new stream per attempt (its first report is always written); a failed write is
+      // counted by the ledger, not thrown.
+      let attempt = 0;
+      await waitFor(
+        async () => {
+          const stream = `r1.${++attempt}`;
+          await ledger.report(bucket, stream, usage, Date.now());
+          return (await pair.adminB.hexists(key, stream)) === 1;
+        },
+        "a report written to B after the failover",
+        15_000,
+      );
+      reports.push(
+        `RLQS ledger: a report reached B after the failover on attempt ${attempt} (one every 50 ms)`,
+      );
+    } finally {
+      await ledger.close();
     }
   });
 });
