@@ -409,11 +409,12 @@ describe("failover behind one name, default settings", () => {
     const usage = { allowed: 0, denied: 0 };
     try {
       await ledger.start();
-      await ledger.report(bucket, "r1.0", usage, Date.now());
-      await waitFor(
-        async () => (await pair.adminB.hexists(key, "r1.0")) === 1,
-        "the first report replicated to B",
-      );
+      // Until it reaches B: the commands' connection may still be connecting (start() waits
+      // for the change channel only), and every report writes its stream.
+      await waitFor(async () => {
+        await ledger.report(bucket, "r1.0", usage, Date.now());
+        return (await pair.adminB.hexists(key, "r1.0")) === 1;
+      }, "a first report replicated to B");
       await failOver(pair);
       // A new stream per attempt (its first report is always written); a failed write is
       // counted by the ledger, not thrown.
