@@ -77,19 +77,19 @@ async function stat(replica: Replica, name: string): Promise<number> {
 }
 
 describe("mc: exact counting through 3 replicas sharing one memcached", () => {
-  let store: MemcachedServer;
-  let root: string;
+  let store: MemcachedServer | undefined;
+  let root: string | undefined;
   let replicas: Replica[] = [];
   let clients: GrpcJsRateLimitClient[] = [];
 
   beforeAll(async () => {
-    store = await startMemcached();
-    root = await mkdtemp(join(tmpdir(), "rls-mc-exact-"));
-    await mkdir(join(root, "config"));
-    await writeFile(join(root, "config", "exact.yaml"), config);
-    replicas = await Promise.all(
-      [1, 2, 3].map(() => startReplica(root, store)),
-    );
+    const node = await startMemcached();
+    store = node;
+    const dir = await mkdtemp(join(tmpdir(), "rls-mc-exact-"));
+    root = dir;
+    await mkdir(join(dir, "config"));
+    await writeFile(join(dir, "config", "exact.yaml"), config);
+    replicas = await Promise.all([1, 2, 3].map(() => startReplica(dir, node)));
     // 4 HTTP/2 connections per replica (grpc-js keeps one per client).
     clients = replicas.flatMap((r) =>
       [1, 2, 3, 4].map(() => new GrpcJsRateLimitClient(r.grpc)),
@@ -122,7 +122,7 @@ describe("mc: exact counting through 3 replicas sharing one memcached", () => {
 
   /** The counter memcached holds at `key`, read by an independent client. */
   async function stored(key: string): Promise<string | undefined> {
-    const raw = Client.create(store.address, {
+    const raw = Client.create(store!.address, {
       logger: { log: () => undefined },
     });
     try {
