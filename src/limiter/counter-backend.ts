@@ -112,8 +112,7 @@ export interface CounterBackend {
    * The usual charge: adds each slot's `increment` to its counter (creating it with
    * `expirationSeconds`), and fills `current` with the value after it and, for sliding
    * windows, `previous` with the previous window's counter. A backend may apply the write
-   * after answering (mc: values are read, then incremented in the background; see
-   * {@link CounterBackend.flush}).
+   * after answering (see {@link CounterBackend.flush}); mc answers from its increments' values.
    *
    * @param nowSeconds - the request time, seconds since the Unix epoch
    */

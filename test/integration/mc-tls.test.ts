@@ -74,7 +74,8 @@ describe("McCounterBackend over TLS", () => {
       return {
         codes,
         healthy: health.isHealthy(),
-        errors: cache.backend.stats.multigetError.value(),
+        // The decision is the increment: its failures are the node's errors.
+        errors: cache.backend.stats.incrementError.value(),
       };
     } finally {
       await cache.close();

@@ -70,7 +70,7 @@ export interface McStats {
  * Names of the `ratelimit.mc.*` counters: upstream's `ratelimit.memcache.*` with the neutral
  * word, its `code` tag written the way its statsd sink serializes tags (`.__code=<value>`).
  * Upstream's `increment.__code=miss` and `add.__code=*` do not occur: a missing counter is
- * created by the increment itself (see {@link McConnection.incrementMulti}).
+ * created by the increment itself (see {@link McConnection.incrementMultiValues}).
  */
 export const mcStatNames = {
   multigetSuccess: "ratelimit.mc.multiget.__code=success",
@@ -234,39 +234,22 @@ export class McClient {
   }
 
   /**
-   * Applies `increments` with one batch per connection in use, in parallel, and calls `done` once all
-   * nodes have answered or failed. Never throws; failures are counted and logged.
-   */
-  incrementMulti(increments: readonly McIncrement[], done: () => void): void {
-    const stats = this.stats;
-    const batches = this.batchByConnection(
-      increments,
-      (increment) => increment.key,
-    );
-    if (batches === undefined) {
-      stats.incrementError.add(increments.length);
-      done();
-      return;
-    }
-    let remaining = batches.length;
-    for (const { node, connection, items } of batches) {
-      connection.incrementMulti(items, (err, failed) => {
-        this.incrementsDone(node, items.length, failed, err);
-        if (--remaining === 0) done();
-      });
-    }
-  }
-
-  /**
-   * Applies `increments` as {@link incrementMulti} does (same store contents and statistics),
-   * waiting for the counters' values after them: one batch per connection in use, in
-   * parallel. Never rejects: the failures are counted and logged, and fail open.
+   * Adds each increment's hits to its counter (a missing counter is created with the hits
+   * and the increment's expiration, atomically on the server), waiting for the counters'
+   * values after them: one batch per connection in use, in parallel. Counts each increment in
+   * `ratelimit.mc.increment.*`. The failures are counted and logged; with `failOpen` (the default) they fail
+   * open and the call never rejects.
    *
+   * @param failOpen - false: reject when a node fails (connection error, timeout, reply
+   *   mismatch) or there is no node; a node's error status (a non-numeric counter) still only
+   *   leaves that value undefined
    * @returns parallel to `increments`: each counter's value after its increment, or undefined
    *   where it failed (node down, non-numeric value, no node)
+   * @throws {@link BackendError} (rejects) as `failOpen` says
    */
   incrementMultiValues(
     increments: readonly McIncrement[],
+    failOpen = true,
   ): Promise<(number | undefined)[]> {
     const stats = this.stats;
     const values = new Array<number | undefined>(increments.length);
@@ -276,10 +259,13 @@ export class McClient {
     );
     if (batches === undefined) {
       stats.incrementError.add(increments.length);
+      if (!failOpen)
+        return Promise.reject(new BackendError("mc", "no memcached node"));
       return Promise.resolve(values);
     }
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
       let remaining = batches.length;
+      let nodeFailure: Error | undefined;
       for (const { node, connection, items } of batches) {
         connection.incrementMultiValues(
           items.map((index) => increments[index]!),
@@ -290,8 +276,21 @@ export class McClient {
               if (value === undefined) failed++;
               values[items[j]!] = value;
             }
+            if (err !== undefined && !(err instanceof McReplyError))
+              nodeFailure ??= err;
             this.incrementsDone(node, items.length, failed, err);
-            if (--remaining === 0) resolve(values);
+            if (--remaining > 0) return;
+            if (nodeFailure !== undefined && !failOpen) {
+              reject(
+                new BackendError(
+                  "mc",
+                  `memcached increment failed: ${nodeFailure.message}`,
+                  { cause: nodeFailure },
+                ),
+              );
+              return;
+            }
+            resolve(values);
           },
         );
       }

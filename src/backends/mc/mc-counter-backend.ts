@@ -33,6 +33,66 @@ export const maxCasAttempts = 8;
 
 const decimalDigits = /^[0-9]+$/;
 
+/**
+ * The answers of one exact charge ({@link McCounterBackend.increment}): each slot's counter
+ * after its own increment, from the values memcached returned for the increments sent in slot
+ * order (one per slot, those of one key in order on one connection).
+ *
+ * For slot j on key k, let `c` be the sum of the increments of the slots on k up to and
+ * including j whose value came back; `base = value − c` is what k held before this call's
+ * increments (with the hits of any concurrent call that came first), and the answer is
+ * `base + increment_j`. The first slot on a key therefore answers the value returned. Later
+ * slots on the same key answer `base + their own increment`, not the running sum: slots of one
+ * call on one key do not see each other's increments, as in the reference, which reads every
+ * counter once before it increments (`ReadOnlyBackendOptions.incrementAccumulates` is false
+ * for mc). Without concurrent calls, `base` is the stored value the reference reads, so the
+ * answers are the reference's.
+ *
+ * A slot without a value (the increment failed: node down, non-numeric counter) answers its
+ * increment alone, as the reference reads a failed node or an unparsable value as 0. A base
+ * over 2^31 − 1 is read as 0 (the reference's int32 parse), after calling `onTooLarge`.
+ *
+ * @param slots - the slots, in the order their increments were sent (`cacheKey` and
+ *   `increment`, hits ≥ 0, are read)
+ * @param values - parallel to `slots`: each counter's value after its increment, or undefined
+ *   where the increment failed
+ * @param onTooLarge - called with the cache key and the base read as 0
+ * @returns parallel to `slots`: the counter to decide each slot on (`current`)
+ */
+export function countersAfterIncrements(
+  slots: readonly Pick<CounterSlot, "cacheKey" | "increment">[],
+  values: readonly (number | undefined)[],
+  onTooLarge: (cacheKey: string, base: number) => void = () => undefined,
+): number[] {
+  const currents = new Array<number>(slots.length);
+  // Hits of this call applied so far per key; only needed when a key repeats.
+  let applied: Map<string, number> | undefined;
+  for (let j = 0; j < slots.length; j++) {
+    const { cacheKey, increment } = slots[j]!;
+    const value = values[j];
+    if (value === undefined) {
+      currents[j] = increment;
+      continue;
+    }
+    let before = 0;
+    if (applied !== undefined || slots.length > 1) {
+      applied ??= new Map();
+      before = applied.get(cacheKey) ?? 0;
+      applied.set(cacheKey, before + increment);
+    }
+    let base = value - before - increment;
+    if (base > maxCounterValue) {
+      onTooLarge(cacheKey, base);
+      base = 0;
+    } else if (base < 0) {
+      // Not from a memcached that counts as documented; never answer below the own hits.
+      base = 0;
+    }
+    currents[j] = base + increment;
+  }
+  return currents;
+}
+
 /** What memcached can hold as a key: at most 250 bytes, no whitespace or control characters. */
 const mcCacheKeyRules: CacheKeyRules = Object.freeze({
   backendLabel: "the memcached-protocol backend",
@@ -43,14 +103,15 @@ const mcCacheKeyRules: CacheKeyRules = Object.freeze({
 
 /**
  * The memcached-protocol backend (`BACKEND_TYPE=mc`, experimental), port of upstream
- * `memcached/cache_impl.go`. The usual charge reads the counters with one multi-get per node
- * and answers `stored value + hits` at once; the counters are then incremented in the
- * background (created with the hits and an expiration of one unit plus jitter when missing),
- * so a client may briefly exceed its quota under exactly simultaneous requests (spec
- * "Memcached-protocol backend settings"). {@link flush} and {@link close} wait for those
- * increments. All-or-nothing charging has no atomic operation here: the pipeline runs a
- * check-then-increment over {@link peek} and {@link add}, whose increments are awaited
- * (docs/mc-backend.md).
+ * `memcached/cache_impl.go` with exact counting. The usual charge increments the counters
+ * with the binary protocol's increment that answers with the new value (created with the hits
+ * and an expiration of one unit plus jitter when missing) and answers from the values it
+ * returns ({@link increment}): one round trip, atomic per counter, so concurrent calls on one
+ * key never admit more than the limit. Upstream reads, answers `stored + hits`, then
+ * increments in the background; without concurrency both answer and store the same
+ * (docs/reference-parity.md#diff-mc-exact). All-or-nothing charging has no atomic
+ * multi-key operation here: the pipeline runs a check-then-increment over {@link peek} and
+ * {@link add} (docs/mc-backend.md).
  *
  * Node failures fail open as upstream does: the node's keys read as 0, the request succeeds,
  * the failure is logged and counted in `ratelimit.mc.*`. Unlike upstream, a cache key
@@ -69,8 +130,8 @@ export class McCounterBackend implements CounterBackend {
   /** Counters of the memcached operations (`ratelimit.mc.*`). */
   readonly stats: McStats;
   readonly cacheKeyRules = mcCacheKeyRules;
-  private pendingIncrements = 0;
-  private flushWaiters: (() => void)[] = [];
+  /** `failOpen` of the options: whether a failed node's counters answer as 0 plus the hits. */
+  private readonly failOpen: boolean;
   private closing: Promise<void> | undefined;
 
   /**
@@ -80,6 +141,7 @@ export class McCounterBackend implements CounterBackend {
   constructor(options: McBackendOptions) {
     const resolved = resolveMcBackendOptions(options);
     this.logger = resolved.logger;
+    this.failOpen = resolved.failOpen;
     this.stats = createMcStats(resolved.statsStore);
     this.client = new McClient(resolved, this.stats);
   }
@@ -100,34 +162,62 @@ export class McCounterBackend implements CounterBackend {
   }
 
   /**
-   * The usual charge: one multi-get of the counters (and previous windows' for sliding
-   * windows); `current` is the stored value plus the slot's increment; the increments are
-   * sent in the background (upstream runs them on a worker queue after answering).
+   * The usual charge, exact under concurrency: each counter is incremented with the binary
+   * protocol's increment that answers with the new value (one batch per connection in use;
+   * a missing counter is created with the hits and its expiration in the same operation),
+   * and `current` is computed from the value returned ({@link countersAfterIncrements}).
+   * Sliding windows' previous counters are read with a multi-get sent at the same time, so a
+   * decision costs one round trip either way. Without concurrency the answers, keys, values
+   * and expirations are the reference's (which reads, answers `stored + hits`, then increments
+   * in the background); under concurrent calls on one key each call sees the others' hits, so
+   * no window admits more than its limit (docs/reference-parity.md#diff-mc-exact).
+   *
+   * Failures fail open as the reference's read does: an increment without a value (node down,
+   * no node, non-numeric or unparsable counter) answers as a counter of 0 plus the hits.
+   *
+   * @param nowSeconds - the request time, seconds since the Unix epoch
+   * @throws {@link BackendError} when `failOpen` is false and a node failed (or there is none)
    */
   async increment(
     slots: readonly CounterSlot[],
     nowSeconds: number,
   ): Promise<void> {
-    await this.peek(slots);
     const increments = new Array<McIncrement>(slots.length);
+    let previousKeys: string[] | undefined;
     for (let j = 0; j < slots.length; j++) {
       const slot = slots[j]!;
-      slot.current += slot.increment;
       increments[j] = {
         key: slot.cacheKey,
         hits: slot.increment,
         expiration: toMcExpiration(slot.expirationSeconds, nowSeconds),
       };
+      if (slot.previousCacheKey !== undefined)
+        (previousKeys ??= []).push(slot.previousCacheKey);
     }
-    // Background work, tracked so flush()/close() can wait for it.
-    this.pendingIncrements++;
-    this.client.incrementMulti(increments, () => {
-      if (--this.pendingIncrements > 0 || this.flushWaiters.length === 0)
-        return;
-      const waiters = this.flushWaiters;
-      this.flushWaiters = [];
-      for (const resolve of waiters) resolve();
-    });
+    const [values, previous] = await Promise.all([
+      this.client.incrementMultiValues(increments, this.failOpen),
+      previousKeys === undefined
+        ? undefined
+        : this.client.getMulti(previousKeys),
+    ]);
+    const currents = countersAfterIncrements(
+      slots,
+      values,
+      (cacheKey, base) => {
+        this.logger.warn(
+          { cacheKey, value: base },
+          "memcached counter over 2^31 - 1; reading it as 0",
+        );
+      },
+    );
+    for (let j = 0; j < slots.length; j++) {
+      const slot = slots[j]!;
+      slot.current = currents[j]!;
+      slot.previous =
+        previous === undefined
+          ? 0
+          : this.storedCounter(previous, slot.previousCacheKey);
+    }
   }
 
   /**
@@ -299,20 +389,20 @@ export class McCounterBackend implements CounterBackend {
     return undefined;
   }
 
-  /** Resolves once every background increment started so far has finished or failed. */
+  /**
+   * Resolves at once: every write is awaited by the call that sent it (the decisions' own
+   * increments included), so nothing runs in the background.
+   */
   flush(): Promise<void> {
-    if (this.pendingIncrements === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      this.flushWaiters.push(resolve);
-    });
+    return Promise.resolve();
   }
 
-  /** Waits for pending increments, stops the timers and closes the connections; idempotent. */
+  /**
+   * Stops the timers and closes the connections, letting pending operations finish (up to
+   * the operation timeout); idempotent.
+   */
   close(): Promise<void> {
-    this.closing ??= (async () => {
-      await this.flush();
-      await this.client.close();
-    })();
+    this.closing ??= this.client.close();
     return this.closing;
   }
 

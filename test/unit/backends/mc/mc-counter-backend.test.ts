@@ -8,6 +8,11 @@ import { createStatsManager } from "../../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 import { testRateLimit } from "../../../helpers/rate-limit.js";
 import { mcLimiter } from "../../../helpers/limiters.js";
+import {
+  countersAfterIncrements,
+  McCounterBackend,
+} from "../../../../src/backends/mc/mc-counter-backend.js";
+import { BackendError } from "../../../../src/limiter/backend-error.js";
 import { LimitRequest } from "../../../../src/limiter/limit-request.js";
 import { descriptor } from "../../../helpers/requests.js";
 
@@ -142,10 +147,38 @@ describe("McCounterBackend", () => {
     );
     expect(status!.code).toBe(Code.OK);
     expect(status!.limitRemaining).toBe(3);
-    await cache.flush();
-    expect(cache.backend.stats.multigetError.value()).toBe(1);
+    // The decision is the increment itself: no multi-get is sent.
+    expect(cache.backend.stats.multigetError.value()).toBe(0);
     expect(cache.backend.stats.incrementError.value()).toBe(1);
     await cache.close();
+  });
+
+  it("rejects with BackendError with no node when failOpen is false", async () => {
+    const backend = new McCounterBackend({
+      clock,
+      logger: silentLogger(),
+      srv: "_mc._tcp.unresolved.test",
+      failOpen: false,
+    });
+    const slot = {
+      cacheKey: "d_k_v_0",
+      previousCacheKey: undefined,
+      perSecond: false,
+      expirationSeconds: 60,
+      windowSeconds: 60,
+      windowEndSeconds: 60,
+      sliding: false,
+      requestsPerUnit: 5,
+      shadowMode: false,
+      increment: 1,
+      current: 0,
+      previous: 0,
+    };
+    await expect(backend.increment([slot], clock.seconds)).rejects.toThrow(
+      BackendError,
+    );
+    expect(backend.stats.incrementError.value()).toBe(1);
+    await backend.close();
   });
 
   it("fails open for all-or-nothing with no node: admitted, nothing compensated", async () => {
@@ -162,5 +195,60 @@ describe("McCounterBackend", () => {
     // The increment failed before the answer (no background work is left).
     expect(cache.backend.stats.incrementError.value()).toBe(1);
     await cache.close();
+  });
+});
+
+describe("countersAfterIncrements (the exact charge's answers)", () => {
+  const slot = (cacheKey: string, increment: number) => ({
+    cacheKey,
+    increment,
+  });
+
+  it("answers the value memcached returned for a key charged once", () => {
+    expect(
+      countersAfterIncrements([slot("a", 1), slot("b", 3)], [7, 3]),
+    ).toEqual([7, 3]);
+  });
+
+  it("answers stored + own hits for repeated keys, as the reference's single read does", () => {
+    // "a" held 10: the increments return 12, 15, 16 in order; the reference reads 10 once.
+    expect(
+      countersAfterIncrements(
+        [slot("a", 2), slot("b", 1), slot("a", 3), slot("a", 1)],
+        [12, 1, 15, 16],
+      ),
+    ).toEqual([12, 1, 13, 11]);
+  });
+
+  it("counts concurrent hits landed between this call's increments on one key", () => {
+    // Another caller's 4 hits landed between the two increments of "a" (held 0).
+    expect(
+      countersAfterIncrements([slot("a", 1), slot("a", 1)], [1, 6]),
+    ).toEqual([1, 5]);
+  });
+
+  it("answers the hits alone where an increment failed, and skips it for later slots", () => {
+    expect(
+      countersAfterIncrements(
+        [slot("a", 2), slot("x", 5), slot("a", 1)],
+        [undefined, undefined, 9],
+      ),
+    ).toEqual([2, 5, 9]);
+  });
+
+  it("keeps a zero increment's answer at the stored value", () => {
+    expect(countersAfterIncrements([slot("a", 0)], [42])).toEqual([42]);
+  });
+
+  it("reads a base over 2^31 - 1 as 0 (the reference's int32 parse) and reports it", () => {
+    const tooLarge: [string, number][] = [];
+    expect(
+      countersAfterIncrements(
+        [slot("big", 1), slot("ok", 1)],
+        [2_147_483_649, 2_147_483_647],
+        (key, base) => tooLarge.push([key, base]),
+      ),
+    ).toEqual([1, 2_147_483_647]);
+    expect(tooLarge).toEqual([["big", 2_147_483_648]]);
   });
 });
