@@ -13,11 +13,10 @@
 // `BENCH_MC_BASE=/path/to/base node dist/bench/mc-exact.js`. In process, no gRPC: the rows
 // differ only by the backend's work. Numbers are for comparison within one run; the machine
 // may be shared.
-import { spawn, type ChildProcess } from "node:child_process";
-import { createServer, connect } from "node:net";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { pino } from "pino";
+import { startStore } from "../src/conformance/processes.js";
 import type { CounterSlot } from "../src/limiter/counter-backend.js";
 
 import type * as BackendExports from "../src/backends/mc/mc-counter-backend.js";
@@ -103,47 +102,6 @@ async function load(build: Build): Promise<Loaded> {
     send.apply(this, args);
   };
   return loaded;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port =
-        typeof address === "object" && address !== null ? address.port : 0;
-      server.close(() => {
-        resolve(port);
-      });
-    });
-  });
-}
-
-async function startMemcached(): Promise<{
-  address: string;
-  child: ChildProcess;
-}> {
-  const port = await freePort();
-  const args = ["-l", "127.0.0.1", "-p", String(port), "-U", "0", "-t", "1"];
-  args.push("-m", "64");
-  if (process.getuid?.() === 0) args.push("-u", "root");
-  const child = spawn("memcached", args, { stdio: "ignore" });
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    const up = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, "127.0.0.1", () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once("error", () => {
-        resolve(false);
-      });
-    });
-    if (up) return { address: `127.0.0.1:${port}`, child };
-    if (Date.now() > deadline) throw new Error("memcached did not start");
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 function slot(cacheKey: string, sliding: boolean, limit: number): CounterSlot {
@@ -264,7 +222,7 @@ async function main(): Promise<void> {
       ? [head]
       : [{ name: "base", dist: join(baseRoot, "dist") }, head];
   const loaded = await Promise.all(builds.map(load));
-  const memcached = await startMemcached();
+  const memcached = await startStore("mc", {});
   const results = new Map<string, RunResult[]>(builds.map((b) => [b.name, []]));
   try {
     for (let run = 0; run < runs; run++) {
@@ -277,7 +235,7 @@ async function main(): Promise<void> {
       }
     }
   } finally {
-    memcached.child.kill("SIGKILL");
+    await memcached.stop();
   }
   const rows: [string, keyof RunResult, number][] = [
     ["sequential, fixed window: p50 µs", "seqFixedP50", 0],

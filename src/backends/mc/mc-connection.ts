@@ -90,7 +90,6 @@ const opAdd = 0x02;
 const opIncrement = 0x05;
 const opNoop = 0x0a;
 const opGetKQ = 0x0d;
-const opIncrementQ = 0x15;
 const opDecrementQ = 0x16;
 /** Reply status "key not found". */
 const statusKeyNotFound = 0x01;
@@ -208,36 +207,8 @@ export class McConnection {
   /**
    * Adds `hits` to each counter in one round trip; a missing counter is created with the
    * value `hits` and its expiration, atomically on the server (the binary protocol's
-   * increment with initial value, so there is no add race). `done` gets how many increments
-   * failed, and the first error.
-   */
-  incrementMulti(
-    increments: readonly McIncrement[],
-    done: (err: Error | undefined, failed: number) => void,
-  ): void {
-    const opaque = this.nextOpaque();
-    const frame = counterFrame(opIncrementQ, increments, opaque);
-    // Quiet increments answer only on failure; the NOOP reply closes the batch.
-    let failed = 0;
-    let replyError: Error | undefined;
-    this.send(
-      opaque,
-      frame,
-      (reply) => {
-        failed++;
-        replyError ??= statusError("increment", reply);
-      },
-      (err) => {
-        if (err !== undefined) done(err, increments.length);
-        else done(replyError, failed);
-      },
-    );
-  }
-
-  /**
-   * Like {@link incrementMulti} (same store contents: a missing counter is created with the
-   * value `hits` and its expiration), but each increment answers (the non-quiet increment),
-   * so `done` gets the counters' values after it, parallel to `increments`: undefined where
+   * increment with initial value, so there is no add race). Each increment answers (the
+   * non-quiet increment), so `done` gets the counters' values after it, parallel to `increments`: undefined where
    * the increment failed (and for every increment when the batch failed, or when the node
    * answered a different number of increments than sent), with the first error.
    */

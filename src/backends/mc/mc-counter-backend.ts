@@ -133,6 +133,13 @@ export class McCounterBackend implements CounterBackend {
   /** `failOpen` of the options: whether a failed node's counters answer as 0 plus the hits. */
   private readonly failOpen: boolean;
   private closing: Promise<void> | undefined;
+  /** `onTooLarge` of {@link countersAfterIncrements}: one function, not one per decision. */
+  private readonly warnTooLarge = (cacheKey: string, base: number): void => {
+    this.logger.warn(
+      { cacheKey, value: base },
+      "memcached counter over 2^31 - 1; reading it as 0",
+    );
+  };
 
   /**
    * @throws {@link RangeError} when the options are invalid (see
@@ -200,16 +207,7 @@ export class McCounterBackend implements CounterBackend {
         ? undefined
         : this.client.getMulti(previousKeys),
     ]);
-    const currents = countersAfterIncrements(
-      slots,
-      values,
-      (cacheKey, base) => {
-        this.logger.warn(
-          { cacheKey, value: base },
-          "memcached counter over 2^31 - 1; reading it as 0",
-        );
-      },
-    );
+    const currents = countersAfterIncrements(slots, values, this.warnTooLarge);
     for (let j = 0; j < slots.length; j++) {
       const slot = slots[j]!;
       slot.current = currents[j]!;

@@ -224,23 +224,25 @@ describe("McConnection", () => {
         socket.write(reply(opcode, opaque, "", "non-numeric", 0x06));
       });
     });
-    const result = await new Promise<[Error | undefined, number]>((resolve) => {
-      connection.incrementMulti(
+    const result = await new Promise<
+      [Error | undefined, (number | undefined)[]]
+    >((resolve) => {
+      connection.incrementMultiValues(
         [
           { key: "a", hits: 1, expiration: 60 },
           { key: "b", hits: 2, expiration: 60 },
         ],
-        (err, failed) => {
-          resolve([err, failed]);
+        (err, values) => {
+          resolve([err, values]);
         },
       );
     });
-    expect(result[1]).toBe(2);
+    expect(result[1]).toEqual([undefined, undefined]);
     expect(result[0]?.message).toMatch(/status 0x6: non-numeric/);
-    // The quiet increment (0x15), initial value = the hits.
+    // The increment (0x05), initial value = the hits.
     expect(received).toEqual([
-      { opcode: 0x15, key: "a", amount: 1, initial: 1, expiration: 60 },
-      { opcode: 0x15, key: "b", amount: 2, initial: 2, expiration: 60 },
+      { opcode: 0x05, key: "a", amount: 1, initial: 1, expiration: 60 },
+      { opcode: 0x05, key: "b", amount: 2, initial: 2, expiration: 60 },
     ]);
     await connection.shutdown(100);
     const { err } = await getMulti(connection, ["k"]);
