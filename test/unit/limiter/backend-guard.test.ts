@@ -27,8 +27,9 @@ import { testRateLimit } from "../../helpers/rate-limit.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
 import { MemoryCounterBackend } from "../../../src/backends/memory/memory-counter-backend.js";
 import { RateLimitPipeline } from "../../../src/limiter/pipeline.js";
-import { LimitRequest } from "../../../src/limiter/limit-request.js";
+import type { LimitRequest } from "../../../src/limiter/limit-request.js";
 import { peekCounters } from "../../helpers/decisions.js";
+import { limitRequest } from "../../helpers/limit-request.js";
 
 /** A clock in milliseconds the test moves by hand. */
 class MsClock implements Clock {
@@ -134,7 +135,7 @@ function fixture(
     logs,
     async call(domain = "d", l = limit) {
       const statuses = await guard.doLimit(
-        new LimitRequest(domain, [descriptor], [l], [1]),
+        limitRequest(domain, [descriptor], [l], [1]),
       );
       return statuses[0]!.code;
     },
@@ -223,7 +224,7 @@ describe("BackendGuard", () => {
     expect(counter(f.stats, statNames.backendDegradedDecisions)).toBe(30);
     expect(f.limit.stats.withinLimit.value()).toBe(0);
     const statuses = await f.guard.doLimit(
-      new LimitRequest(
+      limitRequest(
         "d",
         [create(RateLimitDescriptorSchema, { entries: [{ key: "k" }] })],
         [f.limit],
@@ -243,7 +244,7 @@ describe("BackendGuard", () => {
       windowSeconds: 300,
     });
     const statuses = await f.guard.doLimit(
-      new LimitRequest(
+      limitRequest(
         "d",
         [create(RateLimitDescriptorSchema, { entries: [{ key: "w" }] })],
         [fiveMinutes],
@@ -264,7 +265,7 @@ describe("BackendGuard", () => {
     expect(await f.call("d", shadow)).toBe(Code.OK);
     const d = create(RateLimitDescriptorSchema, { entries: [{ key: "x" }] });
     const statuses = await f.guard.doLimit(
-      new LimitRequest("d", [d, d], [undefined, f.limit], [1, 1]),
+      limitRequest("d", [d, d], [undefined, f.limit], [1, 1]),
     );
     expect(statuses.map((s) => s.code)).toEqual([Code.OK, Code.OVER_LIMIT]);
     expect(statuses[1]!.limitRemaining).toBe(0);
@@ -327,7 +328,7 @@ describe("BackendGuard", () => {
     const read = async (): Promise<number> => {
       const [reading] = await peekCounters(
         f.backend.store,
-        new LimitRequest(
+        limitRequest(
           "d",
           [
             create(RateLimitDescriptorSchema, {
@@ -445,7 +446,7 @@ describe("BackendGuard", () => {
     try {
       const answer = watch(
         f.guard.doLimit(
-          new LimitRequest("d", [descriptor], [f.limit], [1]),
+          limitRequest("d", [descriptor], [f.limit], [1]),
           performance.now() + 40,
         ),
       );
