@@ -61,6 +61,15 @@ export interface McCasValue {
 export type McStoreOutcome = "stored" | "exists" | "not-found";
 
 /**
+ * The node did not answer a written batch within the reply timeout, and the connection was
+ * dropped for it. The node had not closed the connection: a node that is only slow or frozen
+ * still applies what it received (the kernel delivers what was written, even after the close).
+ */
+export class McSilenceError extends Error {
+  override readonly name = "McSilenceError";
+}
+
+/**
  * The node answered, but not what the command needs (an error status, a reply to another
  * command, no CAS token): the connection stays up and the node counts as answering.
  */
@@ -531,7 +540,7 @@ export class McConnection {
     const left = oldest.deadline - performance.now();
     if (left <= 0) {
       socket.destroy(
-        new Error(
+        new McSilenceError(
           `memcached node ${this.address} did not answer within ${this.timeoutMs} ms`,
         ),
       );
