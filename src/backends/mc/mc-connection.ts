@@ -62,8 +62,8 @@ export type McStoreOutcome = "stored" | "exists" | "not-found";
 
 /**
  * The node did not answer a written batch within the reply timeout, and the connection was
- * dropped for it. The node had not closed the connection: a node that is only slow or frozen
- * still applies what it received (the kernel delivers what was written, even after the close).
+ * given up on for it (half-closed: the node had not closed it, and still gets what was
+ * written). A node that is only slow or frozen applies those batches when it thaws.
  */
 export class McSilenceError extends Error {
   override readonly name = "McSilenceError";
