@@ -51,6 +51,14 @@ class FlakyBackend implements RateLimitCache {
   /** Calls never settle while set (a store that stopped answering). */
   hang = false;
   calls = 0;
+  /** Calls wait in {@link held} while set, until the test settles them (a frozen store). */
+  holdCalls = false;
+  readonly held: {
+    /** Counts the call in the store and answers it (the store thawed). */
+    answer(): Promise<void>;
+    /** Fails the call (the connection closed: `unanswered` says whether it was written). */
+    fail(unanswered: boolean): void;
+  }[] = [];
   failWith: () => Error = () => new BackendError("kv", "kv store error");
   readonly store: RateLimitPipeline<MemoryCounterBackend>;
   constructor(clock: Clock) {
@@ -64,6 +72,17 @@ class FlakyBackend implements RateLimitCache {
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     this.calls++;
     if (this.hang) return new Promise(() => undefined);
+    if (this.holdCalls)
+      return new Promise((resolve, reject) => {
+        this.held.push({
+          answer: async () => {
+            resolve(await this.store.doLimit(request));
+          },
+          fail: (unanswered) => {
+            reject(new BackendError("kv", "connection closed", { unanswered }));
+          },
+        });
+      });
     if (this.down) return Promise.reject(this.failWith());
     return this.store.doLimit(request);
   }
@@ -430,6 +449,88 @@ describe("BackendGuard", () => {
       await expect(refused.promise).rejects.toThrow(
         "kv backend did not answer within 20 ms (BACKEND_DECISION_TIMEOUT)",
       );
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("local: a call in doubt is replayed only when its own outcome says the store did not count it", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const replayed: number[][] = [];
+      const f = fixture(
+        "local",
+        {
+          decisionTimeoutMs: 20,
+          failureThreshold: 4,
+          replay: (slots) => {
+            replayed.push(slots.map((slot) => slot.increment));
+          },
+        },
+        100,
+      );
+      f.backend.holdCalls = true;
+      for (let i = 0; i < 4; i++) {
+        const answer = f.call();
+        await vi.advanceTimersByTimeAsync(20);
+        expect(await answer).toBe(Code.OK);
+      }
+      expect(f.guard.degraded).toBe(true);
+      expect(f.stats.store.gauge(statNames.backendCallsInDoubt).value()).toBe(
+        4,
+      );
+      const [a, b, c, d] = f.backend.held;
+      await a!.answer(); // counted by the store, late
+      await b!.answer();
+      c!.fail(false); // the connection closed: not counted, replayed
+      d!.fail(true); // written, abandoned for silence: the store applies it
+      await vi.advanceTimersByTimeAsync(0);
+      expect(counter(f.stats, statNames.backendCountedLate)).toBe(3);
+      expect(f.stats.store.gauge(statNames.backendCallsInDoubt).value()).toBe(
+        0,
+      );
+      f.backend.holdCalls = false;
+      f.clock.ms += 600;
+      expect(await f.call()).toBe(Code.OK); // the probe closes the circuit
+      await vi.advanceTimersByTimeAsync(0);
+      expect(replayed).toEqual([[1]]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("local: the replay waits for the calls in doubt; beyond maxCallsInDoubt a call is replayed", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const replayed: number[][] = [];
+      const f = fixture(
+        "local",
+        {
+          decisionTimeoutMs: 20,
+          failureThreshold: 2,
+          maxCallsInDoubt: 1,
+          replay: (slots) => {
+            replayed.push(slots.map((slot) => slot.increment));
+          },
+        },
+        100,
+      );
+      f.backend.holdCalls = true;
+      for (let i = 0; i < 2; i++) {
+        const answer = f.call();
+        await vi.advanceTimersByTimeAsync(20);
+        expect(await answer).toBe(Code.OK);
+      }
+      expect(counter(f.stats, statNames.backendInDoubtOverflow)).toBe(1);
+      f.backend.holdCalls = false;
+      f.clock.ms += 600;
+      expect(await f.call()).toBe(Code.OK); // closes the circuit; the replay waits
+      await vi.advanceTimersByTimeAsync(0);
+      expect(replayed).toEqual([]);
+      await f.backend.held[0]!.answer(); // the call in doubt was counted
+      await vi.advanceTimersByTimeAsync(0);
+      // Only the call beyond the bound is replayed (the store may count it twice).
+      expect(replayed).toEqual([[1]]);
     } finally {
       vi.useRealTimers();
     }
