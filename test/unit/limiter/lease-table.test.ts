@@ -9,6 +9,7 @@ import type {
   CounterBackend,
   CounterSlot,
 } from "../../../src/limiter/counter-backend.js";
+import { BackendError } from "../../../src/limiter/backend-error.js";
 import { createDecider } from "../../../src/limiter/decide.js";
 import { RateLimitPipeline } from "../../../src/limiter/pipeline.js";
 import {
@@ -45,6 +46,7 @@ class CountingStore implements CounterBackend {
   readonly inner: MemoryCounterBackend;
   increments = 0;
   hold: Promise<void> | undefined;
+  fail = false;
   constructor(clock: Clock) {
     this.inner = new MemoryCounterBackend({ clock });
   }
@@ -53,6 +55,8 @@ class CountingStore implements CounterBackend {
     nowSeconds: number,
   ): void | Promise<void> {
     this.increments++;
+    if (this.fail)
+      return Promise.reject(new BackendError("memory", "store down"));
     const hold = this.hold;
     if (hold === undefined) {
       this.inner.increment(slots, nowSeconds);
@@ -301,5 +305,21 @@ describe("LeaseTable", () => {
         expect(pipelines.length).toBe(replicas);
       }
     }
+  });
+
+  it("fails every caller waiting on a lease whose increment fails, and tries again after", async () => {
+    const { call, clock, store } = setup({ limit: 100, leaseMax: 10 });
+    store.fail = true;
+    const calls = Array.from({ length: 3 }, () => call(0));
+    const results = await Promise.allSettled(calls);
+    expect(results.map((r) => r.status)).toEqual([
+      "rejected",
+      "rejected",
+      "rejected",
+    ]);
+    expect(store.increments).toBe(1);
+    store.fail = false;
+    clock.ms += 1;
+    expect((await call(0)).code).toBe(Code.OK);
   });
 });
