@@ -300,7 +300,9 @@ export class RateLimitPipeline<
     return this.backend.flush();
   }
 
+  /** Closes the backend; leases still held are dropped and counted in `lease_unused`. */
   close(): Promise<void> {
+    this.leases?.clear();
     return this.backend.close();
   }
 
