@@ -17,8 +17,8 @@
  * the previous window's weighted count for sliding windows); the rest are never admitted.
  *
  * **Sizing.** n is about {@link LeaseTableOptions.leaseSpanMs} (50 ms) of the key's traffic as
- * this table saw it since its last lease, at least the hits the waiting call needs, at most
- * `lease_max`; the first lease of a window takes only what the call needs.
+ * this table saw it since its last lease, at least the hits the calling and the queued calls
+ * need, at most `lease_max`; the first lease of a window takes only what the calls need.
  */
 import type { Lease } from "../config/lease.js";
 import type { RateLimit } from "../config/rate-limit-config.js";
@@ -56,6 +56,8 @@ interface LeaseEntry {
   previous: number;
   /** Hits asked of this entry since its last lease was taken (the rate's numerator). */
   demand: number;
+  /** Hits of the callers waiting for the lease being taken. */
+  queued: number;
   /** When the last lease was taken, ms since the Unix epoch; -1 before the first. */
   takenAtMs: number;
   /** The lease being taken; callers on this key wait for it (one store call at a time). */
@@ -156,6 +158,7 @@ export class LeaseTable {
         base: 0,
         previous: 0,
         demand: 0,
+        queued: 0,
         takenAtMs: -1,
         taking: undefined,
         fullUntilSeconds: 0,
@@ -209,10 +212,22 @@ export class LeaseTable {
     d: PlannedDescriptor,
     nowSeconds: number,
   ): void | Promise<void> {
-    const taking = entry.taking;
-    if (taking !== undefined)
-      return taking.then(() => this.spend(entry, d, nowSeconds));
     const hits = d.hitsAddend;
+    const taking = entry.taking;
+    if (taking !== undefined) {
+      // Queued hits are demand the next lease must cover, beside the rate.
+      entry.queued += hits;
+      return taking.then(
+        () => {
+          entry.queued -= hits;
+          return this.spend(entry, d, nowSeconds);
+        },
+        (err: unknown) => {
+          entry.queued -= hits;
+          throw err;
+        },
+      );
+    }
     if (entry.remaining >= hits) {
       entry.remaining -= hits;
       this.admitted(entry, d);
@@ -246,7 +261,8 @@ export class LeaseTable {
   ): Promise<void> {
     const lease = entry.lease;
     const nowMs = this.clock.nowMs();
-    let n = need;
+    // The caller's need plus the hits of callers queued behind it, at least.
+    let n = need + entry.queued;
     if (entry.takenAtMs >= 0) {
       // About spanMs of the traffic seen since the last lease (at least 1 ms of it).
       const elapsedMs = Math.max(1, nowMs - entry.takenAtMs);

@@ -322,4 +322,19 @@ describe("LeaseTable", () => {
     clock.ms += 1;
     expect((await call(0)).code).toBe(Code.OK);
   });
+
+  it("sizes a lease to cover the callers queued behind it, up to lease_max", async () => {
+    const { call, store } = setup({ limit: 1000, leaseMax: 5 });
+    let release!: () => void;
+    store.hold = new Promise((resolve) => {
+      release = resolve;
+    });
+    // 21 calls at once, no time passing: one lease of 1 for the first, then leases of 5.
+    const calls = Array.from({ length: 21 }, () => call(0));
+    release();
+    const statuses = await Promise.all(calls);
+    store.hold = undefined;
+    expect(statuses.every((s) => s.code === Code.OK)).toBe(true);
+    expect(store.increments).toBe(1 + 20 / 5);
+  });
 });
