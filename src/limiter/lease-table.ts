@@ -139,7 +139,8 @@ export class LeaseTable {
    * serve them, and leaves the answer's counters in `d.current` and `d.previous` (as an
    * increment would: within the limit when admitted, over it when refused). Hits above
    * `lease_max` are counted directly with one increment of their own (a lease never holds
-   * more than `lease_max`). May finish synchronously (served from the lease).
+   * more than `lease_max`), and so are checks of 0 hits. May finish synchronously (served from
+   * the lease).
    *
    * @throws {@link BackendError} (a rejected promise) when the lease's increment fails; the
    *   callers waiting on that lease get the same error
@@ -147,7 +148,10 @@ export class LeaseTable {
   take(d: PlannedDescriptor, nowSeconds: number): void | Promise<void> {
     const lease = d.limit.lease!;
     if (nowSeconds >= this.nextSweepSeconds) this.sweep(nowSeconds);
-    if (d.hitsAddend > lease.max) return this.direct(d, nowSeconds);
+    // Hits above lease_max, and checks of 0 hits (a read: the store's counter answers), go to
+    // the store as without a lease.
+    if (d.hitsAddend > lease.max || d.hitsAddend === 0)
+      return this.direct(d, nowSeconds);
     let entry = this.entries.get(d.cacheKey);
     if (entry === undefined) {
       entry = {
@@ -316,7 +320,7 @@ export class LeaseTable {
     d.previous = 0;
   }
 
-  /** Hits above `lease_max`: one increment of their own, answered from its value. */
+  /** Hits above `lease_max` or 0 hits: one increment of their own, answered from its value. */
   private async direct(
     d: PlannedDescriptor,
     nowSeconds: number,

@@ -248,6 +248,20 @@ describe("LeaseTable", () => {
     expect(store.increments).toBe(increments);
   });
 
+  it("answers a check of 0 hits from the store's counter", async () => {
+    const { call, store, replicas } = setup({
+      limit: 100,
+      leaseMax: 5,
+      replicas: 2,
+    });
+    await call(1); // another replica's lease of 1
+    const check = await call(0, 0);
+    expect(check.code).toBe(Code.OK);
+    expect(check.limitRemaining).toBe(99);
+    expect(store.increments).toBe(2);
+    expect(replicas[0]!.leases!.size).toBe(0);
+  });
+
   it("counts hits above lease_max directly", async () => {
     const { call, store } = setup({ limit: 100, leaseMax: 5 });
     const status = await call(0, 30);
