@@ -272,7 +272,9 @@ export class LeaseTable {
       const elapsedMs = Math.max(1, nowMs - entry.takenAtMs);
       n = Math.max(n, Math.ceil((entry.demand * this.spanMs) / elapsedMs));
     }
-    n = Math.min(lease.max, Math.max(1, n));
+    // The entry never holds more than lease_max unspent hits (the under-admission bound);
+    // need ≤ lease_max − remaining, since a call's hits are at most lease_max.
+    n = Math.min(lease.max - entry.remaining, Math.max(1, n));
     entry.takenAtMs = nowMs;
     entry.demand = 0;
     const slot = leaseSlot(d, n);

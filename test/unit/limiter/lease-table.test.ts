@@ -262,6 +262,16 @@ describe("LeaseTable", () => {
     expect(replicas[0]!.leases!.size).toBe(0);
   });
 
+  it("never holds more than lease_max unspent hits", async () => {
+    const { call, clock, replicas } = setup({ limit: 1000, leaseMax: 5 });
+    const key = `d_k_v_${String(start / 1000)}`;
+    for (let i = 0; i < 40; i++) {
+      clock.ms += 1;
+      await call(0, 1 + (i % 5));
+      expect(replicas[0]!.leases!.unspent(key)).toBeLessThanOrEqual(5);
+    }
+  });
+
   it("counts hits above lease_max directly", async () => {
     const { call, store } = setup({ limit: 100, leaseMax: 5 });
     const status = await call(0, 30);
