@@ -247,6 +247,7 @@ export async function createApp(
       stopCacheKeyIncrementWhenOverlimit:
         settings.stopCacheKeyIncrementWhenOverlimit,
       statsStore: statsManager.store,
+      leaseClock: clock,
     });
   // Day-2 operations (docs/operations.md): run-time overrides, top offenders and the config
   // canary. Each part is built by its own module and plugs in here: overrides as the lookup

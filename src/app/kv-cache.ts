@@ -144,6 +144,7 @@ export function createKvCache(
       stopCacheKeyIncrementWhenOverlimit:
         settings.stopCacheKeyIncrementWhenOverlimit,
       statsStore: context.statsManager.store,
+      leaseClock: context.clock,
     });
   } catch (err) {
     if (!(err instanceof KvOptionsError)) throw err;

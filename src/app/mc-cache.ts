@@ -86,5 +86,6 @@ export function createMcCache(
     backend,
     decider: context.decider,
     statsStore: context.statsManager.store,
+    leaseClock: context.clock,
   });
 }

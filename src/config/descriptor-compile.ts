@@ -256,7 +256,7 @@ function dumpLine(fullKey: string, limit: RateLimit): string {
  * them dumps exactly as the reference), in this order: `, unit_multiplier: <n>`,
  * `, algorithm: sliding_window` or `, algorithm: token_bucket, burst: <n>`,
  * `, time_zone: <zone>`, `, week_start: <day>` (weeks not starting on Monday),
- * `, charge: all_or_nothing`.
+ * `, charge: all_or_nothing`, `, lease: true, lease_max: <n>`.
  */
 function extensionDump(limit: RateLimit): string {
   let out = "";
@@ -273,5 +273,7 @@ function extensionDump(limit: RateLimit): string {
       out += `, week_start: ${calendar.weekStart}`;
   }
   if (limit.allOrNothing) out += ", charge: all_or_nothing";
+  if (limit.lease !== undefined)
+    out += `, lease: true, lease_max: ${String(limit.lease.max)}`;
   return out;
 }

@@ -10,6 +10,7 @@ import { RateLimitResponse_RateLimit_Unit as Unit } from "../proto.js";
 import type { StatsManager } from "../stats/stats-manager.js";
 import { calendarOf, compileAlgorithm } from "./algorithm.js";
 import { CalendarWindow, CalendarWindowError } from "./calendar-window.js";
+import { compileLease, defaultLeaseMax, type Lease } from "./lease.js";
 import type { ConfigError, ConfigErrorOptions } from "./config-error.js";
 import type { RateLimit } from "./rate-limit-config.js";
 import { sourceLine } from "./source-lines.js";
@@ -300,6 +301,13 @@ function compileLimit(block: YamlRateLimit, where: BlockContext): PendingLimit {
   const statsKeySuffix = where.inList
     ? listStatsKeySuffix(block.name, effectiveUnit, unitMultiplier)
     : "";
+  const lease = checkLease(block, algorithm, at, fail, () =>
+    compileLease(
+      block.leaseMax ?? defaultLeaseMax(block.requestsPerUnit),
+      where.context.statsManager,
+      where.fullKey + statsKeySuffix,
+    ),
+  );
   return {
     fullKey: where.fullKey,
     stats: where.context.statsManager.rateLimitStats(
@@ -327,7 +335,61 @@ function compileLimit(block: YamlRateLimit, where: BlockContext): PendingLimit {
     replaces: Object.freeze(block.replaces.map((replaced) => replaced.name)),
     detailedMetric: rule.detailedMetric,
     shareThresholdValues: undefined,
+    // Only on limits with `lease: true`: every other limit keeps the reference's shape.
+    ...(lease !== undefined ? { lease } : {}),
   };
+}
+
+/**
+ * Checks `lease:` and `lease_max:` (docs/configuration.md#leases): a lease splits a window's
+ * count between replicas, so it needs a counted window (not `unlimited`, not a token bucket);
+ * `lease_max` needs `lease: true` and may not exceed `requests_per_unit` (when that is ≥ 1).
+ * Returns the built lease, or undefined without `lease: true`.
+ */
+function checkLease(
+  block: YamlRateLimit,
+  algorithm: string,
+  at: At,
+  fail: Fail,
+  build: () => Lease,
+): Lease | undefined {
+  const leaseMax = block.leaseMax;
+  if (block.lease !== true) {
+    if (leaseMax !== undefined) {
+      throw fail("lease_max is only allowed with lease: true", {
+        ...at("lease_max"),
+        hint: "add lease: true, or remove lease_max",
+      });
+    }
+    return undefined;
+  }
+  if (block.unlimited) {
+    throw fail("lease cannot be used with unlimited", {
+      ...at("lease"),
+      hint: "an unlimited rule never counts, so there is nothing to lease: remove lease, or unlimited: true",
+    });
+  }
+  if (algorithm === "token_bucket") {
+    throw fail("lease cannot be used with algorithm token_bucket", {
+      ...at("lease"),
+      hint: "a token bucket stores one arrival time, not a count of hits, so it cannot be split into leases: remove lease, or use algorithm fixed_window or sliding_window",
+    });
+  }
+  if (
+    leaseMax !== undefined &&
+    (!Number.isInteger(leaseMax) ||
+      leaseMax < 1 ||
+      leaseMax > Math.max(1, block.requestsPerUnit))
+  ) {
+    throw fail(
+      `invalid lease_max '${String(leaseMax)}' (expected an integer from 1 to requests_per_unit ${String(Math.max(1, block.requestsPerUnit))})`,
+      {
+        ...at("lease_max"),
+        hint: "a lease larger than the window's limit cannot be spent; lower lease_max, or remove it for the default (1 % of requests_per_unit)",
+      },
+    );
+  }
+  return build();
 }
 
 /** Locates a field of the block being compiled. */

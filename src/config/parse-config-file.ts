@@ -236,7 +236,9 @@ function checkKeys(
       problem = checkKeys(value, keyPath, checked, budget);
       if (problem !== undefined) return problem;
     } else if (
-      (keyText === "unit_multiplier" || keyText === "burst") &&
+      (keyText === "unit_multiplier" ||
+        keyText === "burst" ||
+        keyText === "lease_max") &&
       value.resolved.kind === "float"
     ) {
       // Extension fields: a clear message instead of the reference's generic one.
@@ -455,6 +457,8 @@ class TypedDecoder {
     let burst: number | undefined;
     let timeZone: string | undefined;
     let weekStart: string | undefined;
+    let lease: boolean | undefined;
+    let leaseMax: number | undefined;
     const lines = new Map<string, number>([["", node.line]]);
     for (const { key, value } of this.fields(node)) {
       const fieldPath = fieldPathOf(path, key);
@@ -482,6 +486,9 @@ class TypedDecoder {
         timeZone = isNull(value) ? undefined : this.string(value, fieldPath);
       else if (key === "week_start")
         weekStart = isNull(value) ? undefined : this.string(value, fieldPath);
+      else if (key === "lease") lease = this.bool(value, fieldPath);
+      else if (key === "lease_max")
+        leaseMax = this.positiveInteger(value, fieldPath, key);
     }
     const rateLimit: YamlRateLimit = {
       requestsPerUnit,
@@ -494,6 +501,8 @@ class TypedDecoder {
       ...(burst !== undefined ? { burst } : {}),
       ...(timeZone !== undefined ? { timeZone } : {}),
       ...(weekStart !== undefined ? { weekStart } : {}),
+      ...(lease !== undefined ? { lease } : {}),
+      ...(leaseMax !== undefined ? { leaseMax } : {}),
     };
     recordSourceLines(rateLimit, lines);
     return rateLimit;
@@ -518,13 +527,13 @@ class TypedDecoder {
   }
 
   /**
-   * `unit_multiplier:` and `burst:` must be an integer in 1 … 4294967295; null means the
-   * default.
+   * `unit_multiplier:`, `burst:` and `lease_max:` must be an integer in 1 … 4294967295; null
+   * means the default.
    */
   private positiveInteger(
     node: GoNode,
     path: string,
-    field: "unit_multiplier" | "burst",
+    field: "unit_multiplier" | "burst" | "lease_max",
   ): number | undefined {
     if (isNull(node)) return undefined;
     if (

@@ -6,6 +6,7 @@
 
 import type { Algorithm } from "./algorithm.js";
 import type { FailureMode } from "./failure-mode.js";
+import type { Lease } from "./lease.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type {
   RateLimitDescriptor,
@@ -110,6 +111,12 @@ export interface RateLimit {
    * when no entry was matched that way (the common case).
    */
   readonly shareThresholdValues: readonly (string | undefined)[] | undefined;
+  /**
+   * `lease: true` (an extension, issue 33 item 2): hot-key leases for a window limit, with
+   * `lease_max` and the rule's lease statistics (docs/configuration.md#leases). Absent (not
+   * even `undefined`) on every other limit, so their shape and behaviour stay the reference's.
+   */
+  readonly lease?: Lease;
 }
 
 /** Where a rule is defined: a config file and line, or an xDS resource and its version. */
@@ -208,7 +215,7 @@ export interface RateLimitConfig {
    * `<fullKey>: unit=<UNIT> requests_per_unit=<n>, shadow_mode: <b>, quota_mode: <b>\n`; the
    * extensions are appended only when not at their default: `, unit_multiplier: <n>`,
    * `, algorithm: sliding_window` or `, algorithm: token_bucket, burst: <n>`,
-   * `, time_zone: <zone>`, `, week_start: <day>`, `, charge: all_or_nothing`. A `rate_limits:`
+   * `, time_zone: <zone>`, `, week_start: <day>`, `, charge: all_or_nothing`, `, lease: true, lease_max: <n>`. A `rate_limits:`
    * list dumps one line per limit, named `<fullKey><statsKeySuffix>`.
    */
   dump(): string;

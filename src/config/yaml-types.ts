@@ -53,6 +53,16 @@ export interface YamlRateLimit {
    * as written (checked at load time). Absent when missing or null: `monday`.
    */
   readonly weekStart?: string | undefined;
+  /**
+   * `lease` (an extension, window algorithms only): hot-key leases, false when missing or
+   * null (every hit counted in the store, the reference's behaviour).
+   */
+  readonly lease?: boolean | undefined;
+  /**
+   * `lease_max` (an extension, only with `lease: true`): most hits one lease takes, an integer
+   * ≥ 1. Validated when decoded; 1 % of `requests_per_unit` (at least 1) when missing.
+   */
+  readonly leaseMax?: number | undefined;
 }
 
 /** Counting algorithms of a rate limit (`algorithm:`). */
@@ -167,4 +177,6 @@ export const allowedYamlKeys: ReadonlySet<string> = new Set([
   "burst",
   "time_zone",
   "week_start",
+  "lease",
+  "lease_max",
 ]);

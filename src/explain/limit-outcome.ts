@@ -181,6 +181,13 @@ export function explainWindow(
   }
   if (hits === 0)
     notes.push("hits addend 0: checks the counter without consuming");
+  const lease = limit.lease;
+  if (lease !== undefined) {
+    // Explain reads the store's counter; the service's leases live in each worker.
+    notes.push(
+      `lease: true: each worker takes up to ${lease.max} hits (lease_max) of this window with one increment and admits from them in process; the counter includes leased hits not admitted yet, at most ${lease.max} per worker`,
+    );
+  }
   const forecast = { previous, decision, nowSeconds, cached };
   switch (algorithm.kind) {
     case "fixed_window":

@@ -10,11 +10,13 @@ import {
 } from "../proto.js";
 import type { RateLimitStats } from "../stats/stats-manager.js";
 import type { Counter, StatsStore } from "../stats/stats-store.js";
+import type { Clock } from "../util/clock.js";
 import { lazyCompensatedCounter } from "./all-or-nothing.js";
 import type { Decider } from "./decide.js";
 import { cacheKeyError, type CacheKeyError } from "./cache-key-error.js";
 import type { CounterBackend } from "./counter-backend.js";
 import { gcraDecide } from "./gcra.js";
+import { LeaseTable } from "./lease-table.js";
 import type { LimitRequest } from "./limit-request.js";
 import type { CounterReading, RateLimitCache } from "./rate-limit-cache.js";
 import { ReadOnlyCounterBackend } from "./read-only-backend.js";
@@ -79,6 +81,14 @@ export interface RateLimitPipelineOptions<B extends CounterBackend> {
    * guard's local limiters do not. @defaultValue true
    */
   readonly recordsCounts?: boolean;
+  /**
+   * The clock hot-key leases are sized by (`lease: true` rules, docs/configuration.md#leases):
+   * when set, the usual charge of a leased limit takes and spends leases ({@link LeaseTable});
+   * when undefined (the guard's local limiters, the canary, Explain), leased limits are counted
+   * in the store like any other. Limits without `lease` are never affected.
+   * @defaultValue undefined
+   */
+  readonly leaseClock?: Clock;
 }
 
 /**
@@ -101,6 +111,8 @@ export class RateLimitPipeline<
   private readonly expirations: boolean;
   private readonly compensated: Pick<Counter, "add"> | undefined;
   private readonly recordsCounts: boolean;
+  /** This pipeline's leases; undefined without {@link RateLimitPipelineOptions.leaseClock}. */
+  readonly leases: LeaseTable | undefined;
 
   constructor(options: RateLimitPipelineOptions<B>) {
     this.backend = options.backend;
@@ -109,6 +121,13 @@ export class RateLimitPipeline<
     this.expirations = options.backend.inProcess !== true;
     this.compensated = lazyCompensatedCounter(options.statsStore);
     this.recordsCounts = options.recordsCounts ?? true;
+    this.leases =
+      options.leaseClock === undefined
+        ? undefined
+        : new LeaseTable({
+            backend: options.backend,
+            clock: options.leaseClock,
+          });
   }
 
   /**
@@ -140,9 +159,40 @@ export class RateLimitPipeline<
     const sent = plan.sent;
     if (sent.length === 0) return Promise.resolve(this.statuses(plan));
     if (this.stopIncrement) return this.chargeStopping(plan);
+    if (this.leases !== undefined && sent.some(leased))
+      return this.chargeLeased(plan, this.leases);
     const written = this.backend.increment(sent, plan.nowSeconds);
     if (written === undefined) return Promise.resolve(this.statuses(plan));
     return written.then(() => this.statuses(plan));
+  }
+
+  /**
+   * The usual charge of a request with a leased limit (docs/configuration.md#leases): each
+   * leased entry is served by the lease table (from its lease, or with one increment taking a
+   * new one), the others are incremented together as usual; then every status is decided from
+   * the counters the table left (within the limit when admitted, over it when refused).
+   */
+  private async chargeLeased(
+    plan: RequestPlan,
+    leases: LeaseTable,
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    const now = plan.nowSeconds;
+    const direct: PlannedDescriptor[] = [];
+    const pending: Promise<void>[] = [];
+    for (const d of plan.sent) {
+      if (!leased(d)) {
+        direct.push(d);
+        continue;
+      }
+      const taken = leases.take(d, now);
+      if (taken !== undefined) pending.push(taken);
+    }
+    if (direct.length > 0) {
+      const written = this.backend.increment(direct, now);
+      if (written !== undefined) pending.push(written);
+    }
+    if (pending.length > 0) await Promise.all(pending);
+    return this.statuses(plan);
   }
 
   /**
@@ -250,7 +300,9 @@ export class RateLimitPipeline<
     return this.backend.flush();
   }
 
+  /** Closes the backend; leases still held are dropped and counted in `lease_unused`. */
   close(): Promise<void> {
+    this.leases?.clear();
     return this.backend.close();
   }
 
@@ -264,8 +316,11 @@ export class RateLimitPipeline<
   private async refundThenCharge(
     plan: RequestPlan,
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
-    const refunds = plan.refunds;
+    const leases = this.leases;
+    const refunds =
+      leases === undefined ? plan.refunds : refundLeases(plan.refunds, leases);
     const backend = this.backend;
+    if (refunds.length === 0) return this.charge(plan);
     if (!refunds.some(takesTokens)) {
       await backend.add(refunds, plan.nowSeconds);
     } else {
@@ -570,6 +625,35 @@ export class RateLimitPipeline<
     }
     return this.finish(statuses, plan, charged);
   }
+}
+
+/** Whether a plan entry's limit has `lease: true`. */
+function leased(d: PlannedDescriptor): boolean {
+  return d.limit.lease !== undefined;
+}
+
+/**
+ * Gives the refunds of leased limits back to the lease table first (docs/configuration.md#leases);
+ * returns the refunds still to send to the store (`refunds` itself when no leased one), each
+ * with its `increment` set to what the table did not take back.
+ */
+function refundLeases(
+  refunds: readonly PlannedDescriptor[],
+  leases: LeaseTable,
+): readonly PlannedDescriptor[] {
+  if (!refunds.some(leased)) return refunds;
+  const rest: PlannedDescriptor[] = [];
+  for (const d of refunds) {
+    if (!leased(d)) {
+      rest.push(d);
+      continue;
+    }
+    const back = leases.refund(d);
+    if (back === 0) continue;
+    d.increment = -back;
+    rest.push(d);
+  }
+  return rest;
 }
 
 /** Whether a plan entry's store operation is `takeTokens` (a token bucket). */

@@ -12,6 +12,12 @@ export const statNames = {
   withinLimit: "within_limit",
   shadowMode: "shadow_mode",
   overLimitWithLocalCache: "over_limit_with_local_cache",
+  /**
+   * Per rule with `lease: true` only (not reference names): hits the store granted to hot-key
+   * leases, and granted hits a lease still held when its window ended.
+   */
+  leaseTaken: "lease_taken",
+  leaseUnused: "lease_unused",
   domainNotFound: "domain_not_found",
   configLoadSuccess: "ratelimit.service.config_load_success",
   configLoadError: "ratelimit.service.config_load_error",

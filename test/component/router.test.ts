@@ -26,7 +26,9 @@ import { memoryLimiter } from "../helpers/limiters.js";
 
 // The whole decision path through the Connect router, in memory (no sockets), with a fake
 // clock on either side of a window boundary.
-function setup() {
+function setup(
+  text = "domain: rl\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 2 }\n",
+) {
   const clock = new FakeClock(1_000_000_020);
   const statsManager = createStatsManager();
   const health = new HealthChecker([{ name: "sigterm", healthy: true }]);
@@ -34,6 +36,7 @@ function setup() {
     cache: memoryLimiter({
       decider: createDecider({ clock }),
       clock,
+      leaseClock: clock,
     }),
     statsManager,
     clock,
@@ -41,15 +44,7 @@ function setup() {
   });
   service.applyConfigUpdate({
     ok: true,
-    config: loadConfig(
-      [
-        {
-          name: "rl.yaml",
-          text: "domain: rl\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 2 }\n",
-        },
-      ],
-      { statsManager },
-    ),
+    config: loadConfig([{ name: "rl.yaml", text }], { statsManager }),
   });
   const shouldRateLimit = createShouldRateLimitHandler({
     service,
@@ -106,5 +101,32 @@ describe("the Connect router (in memory)", () => {
     expect((await client.check({ service: "ratelimit" })).status).toBe(
       Serving.NOT_SERVING,
     );
+  });
+
+  it("serves a lease: true rule from leases: the same answers, lease statistics counted", async () => {
+    const { clock, transport, statsManager } = setup(
+      "domain: rl\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 3, lease: true }\n",
+    );
+    const client = createClient(RateLimitService, transport);
+    const answers: [RlCode, number | undefined][] = [];
+    for (let i = 0; i < 4; i++) {
+      const response = await client.shouldRateLimit(request);
+      answers.push([
+        response.overallCode,
+        response.statuses[0]?.limitRemaining,
+      ]);
+    }
+    expect(answers).toEqual([
+      [RlCode.OK, 2],
+      [RlCode.OK, 1],
+      [RlCode.OK, 0],
+      [RlCode.OVER_LIMIT, 0],
+    ]);
+    clock.seconds = 1_000_000_080; // the next minute window
+    expect((await client.shouldRateLimit(request)).overallCode).toBe(RlCode.OK);
+    const prefix = "ratelimit.service.rate_limit.rl.user.";
+    expect(statsManager.store.counter(prefix + "lease_taken").value()).toBe(4);
+    expect(statsManager.store.counter(prefix + "lease_unused").value()).toBe(0);
+    expect(statsManager.rateLimitStats("rl.user").overLimit.value()).toBe(1);
   });
 });

@@ -11,16 +11,20 @@ import {
 import type { Decider } from "../../src/limiter/decide.js";
 import { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 import type { StatsStore } from "../../src/stats/stats-store.js";
+import type { Clock } from "../../src/util/clock.js";
 
 /** The pipeline options a test gives beside the backend's own. */
 interface PipelineParts {
   readonly decider: Decider;
+  /** Hot-key leases for `lease: true` limits (`RateLimitPipelineOptions.leaseClock`). */
+  readonly leaseClock?: Clock;
   readonly stopCacheKeyIncrementWhenOverlimit?: boolean;
   readonly statsStore?: StatsStore;
 }
 
 function pipelineOptions(options: PipelineParts): {
   decider: Decider;
+  leaseClock?: Clock;
   stopCacheKeyIncrementWhenOverlimit?: boolean;
   statsStore?: StatsStore;
 } {
@@ -34,6 +38,9 @@ function pipelineOptions(options: PipelineParts): {
       : {}),
     ...(options.statsStore !== undefined
       ? { statsStore: options.statsStore }
+      : {}),
+    ...(options.leaseClock !== undefined
+      ? { leaseClock: options.leaseClock }
       : {}),
   };
 }

@@ -607,3 +607,19 @@ describe("Explain agrees with ShouldRateLimit on token buckets, calendar windows
     expect(over).toBeGreaterThan(0);
   }, 60_000);
 });
+
+describe("Explain of a leased window", () => {
+  it("says that the limit takes leases and that the counter includes unspent ones", async () => {
+    const { explain } = build(
+      "domain: d\ndescriptors:\n  - key: u\n    rate_limit: { unit: minute, requests_per_unit: 500, lease: true }\n",
+    );
+    const r = await explain.explain(
+      create(ExplainRequestSchema, {
+        request: request({ domain: "d" }, [["u", "a"]]),
+      }),
+    );
+    expect(r.descriptors[0]!.notes).toContain(
+      "lease: true: each worker takes up to 5 hits (lease_max) of this window with one increment and admits from them in process; the counter includes leased hits not admitted yet, at most 5 per worker",
+    );
+  });
+});
