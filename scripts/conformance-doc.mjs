@@ -221,6 +221,10 @@ function accuracyReason(run, section, reasonLines = []) {
   return undefined;
 }
 
+const accuracyNames = allSections
+  .map((s) => s.name)
+  .filter((n) => n.startsWith("accuracy"));
+
 /** The measurement lines of a run's text report (its Measurements and accuracy reasons). */
 function measurements(run) {
   const text = readFileSync(join(out, `${run}.txt`), "utf8");
@@ -233,8 +237,12 @@ function measurements(run) {
   );
   for (const m of text.matchAll(block))
     for (const line of m[2].split("\n")) {
-      const found = /^- (accuracy [a-z ]+): (.*)$/.exec(line);
-      if (found === null) continue;
+      // The longest section name the line starts with ("accuracy under bursts: token buckets").
+      const name = accuracyNames
+        .filter((n) => line.startsWith(`- ${n}: `))
+        .sort((a, b) => b.length - a.length)[0];
+      if (name === undefined) continue;
+      const found = [line, name, line.slice(name.length + 4)];
       for (const part of found[2].split(/; (?=exactness)/)) {
         const mc = mcWrapper.exec(part);
         const frozen = freezeWrapper.exec(part);
@@ -248,7 +256,19 @@ function measurements(run) {
         if (/admitted \d/.test(text)) lines.push(`${found[1]}: ${text}`);
       }
     }
-  return lines;
+  // In section order (the Not supported block comes before the Measurements in the text).
+  const rank = (l) =>
+    accuracyNames.findIndex(
+      (n) =>
+        l.startsWith(`${n}: `) &&
+        !accuracyNames.some(
+          (m) => m.length > n.length && l.startsWith(`${m}: `),
+        ),
+    );
+  return lines
+    .map((l, i) => ({ l, i }))
+    .sort((a, b) => rank(a.l) - rank(b.l) || a.i - b.i)
+    .map(({ l }) => l);
 }
 
 let unexplained = 0;
