@@ -202,13 +202,21 @@ const beyondNames = allSections
   .map((s) => s.name);
 /** Why an accuracy section is not supported on a run, or undefined (unexplained). */
 function accuracyReason(run, section, reasonLines = []) {
+  const parts = reasonLines.flatMap((l) => l.split(/; (?=exact)/));
+  const isFreeze = (p) => p.startsWith(freezeInexact);
+  const isSimultaneous = (p) => p.startsWith("exactness under");
   if (
-    reasonLines.length > 0 &&
-    reasonLines.every((l) => l.startsWith(freezeInexact))
+    parts.some(isFreeze) &&
+    parts.every((p) => isFreeze(p) || isSimultaneous(p))
   )
-    return run.startsWith("ours-")
-      ? notSupportedReasons["freeze ours"]
-      : notSupportedReasons["freeze theirs"];
+    return [
+      run.startsWith("ours-")
+        ? notSupportedReasons["freeze ours"]
+        : notSupportedReasons["freeze theirs"],
+      ...(parts.some(isSimultaneous)
+        ? [notSupportedReasons["accuracy under bursts mc"]]
+        : []),
+    ].join(" ");
   if (run.endsWith("-mc") && section.startsWith("accuracy"))
     return notSupportedReasons["accuracy under bursts mc"];
   if (
@@ -243,7 +251,7 @@ function measurements(run) {
         .sort((a, b) => b.length - a.length)[0];
       if (name === undefined) continue;
       const found = [line, name, line.slice(name.length + 4)];
-      for (const part of found[2].split(/; (?=exactness)/)) {
+      for (const part of found[2].split(/; (?=exact)/)) {
         const mc = mcWrapper.exec(part);
         const frozen = freezeWrapper.exec(part);
         const text =
