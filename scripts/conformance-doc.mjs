@@ -98,7 +98,7 @@ const reasons = [
     section: "accuracy across replicas and a freeze: token buckets",
     scenarios: ["replicas-120"],
     kind: "a limit of ours",
-    text: "As above, through 2 replicas: a call whose compare-and-swap attempts all lose, or whose node does not answer within `MC_TIMEOUT` while the loop retries, fails instead of being decided ([mc-backend.md#token-buckets](mc-backend.md#token-buckets)). Never more than the burst is admitted.",
+    text: "As above, through 2 replicas: a call whose compare-and-swap attempts all lose, or whose node does not answer within its 500 ms operation timeout while the loop retries, fails instead of being decided ([mc-backend.md#token-buckets](mc-backend.md#token-buckets)). Never more than the burst is admitted.",
   },
 ];
 
@@ -110,7 +110,7 @@ const notSupportedReasons = {
   "accuracy under bursts mc":
     "The spec lets the memcached-protocol backend exceed a quota under simultaneous requests (the reference's increments are asynchronous; ours decide from the increment's reply and are exact, [reference-parity.md#diff-mc-exact](reference-parity.md#diff-mc-exact)): the numbers are under Accuracy.",
   "freeze ours":
-    "A measurement, not a failure: while its store does not answer, a server that admits (fail-open) cannot count exactly. Ours on mc fails open as the reference does: a node that does not answer within `MC_TIMEOUT` reads as 0 and its increments are lost ([mc-backend.md#failures](mc-backend.md#failures)); the numbers are under Accuracy. On kv a decision waits for the store, so the freeze rows are exact.",
+    "A measurement, not a failure: while its store does not answer, a server that admits (fail-open) cannot count exactly. Ours on mc fails open as the reference does: a node that does not answer within its 500 ms operation timeout reads as 0 and its increments are lost ([mc-backend.md#failures](mc-backend.md#failures)); the numbers are under Accuracy. On kv a decision waits for the store, so the freeze rows are exact.",
   "freeze theirs":
     "A measurement, not a failure: the server admitted over the limit while its store did not answer (fail-open); the numbers are under Accuracy.",
   default:
@@ -200,6 +200,18 @@ const specNames = allSections
 const beyondNames = allSections
   .filter((s) => beyond.has(s.name))
   .map((s) => s.name);
+/**
+ * A section's not-supported reasons as a run's text report prints them (the `--json` report
+ * keeps the issue's shape, without them): the line `- <section>: <reasons>` of its Not
+ * supported block, or [] when there is none.
+ */
+function textReasons(run, section) {
+  const text = readFileSync(join(out, `${run}.txt`), "utf8");
+  const block = /\nNot supported\n\n([\s\S]*?)(?=\n\n|$)/.exec(text)?.[1] ?? "";
+  const line = block.split("\n").find((l) => l.startsWith(`- ${section}: `));
+  return line === undefined ? [] : [line.slice(section.length + 4)];
+}
+
 /** Why an accuracy section is not supported on a run, or undefined (unexplained). */
 function accuracyReason(run, section, reasonLines = []) {
   const parts = reasonLines.flatMap((l) => l.split(/; (?=exact)/));
@@ -302,7 +314,7 @@ for (const r of runs) {
     if (
       s.notSupported > 0 &&
       !beyond.has(s.name) &&
-      accuracyReason(r.id, s.name, s.notSupportedReasons) === undefined
+      accuracyReason(r.id, s.name, textReasons(r.id, s.name)) === undefined
     )
       unexplained++;
   }
@@ -320,10 +332,10 @@ for (const r of runs)
       notSupportedLines.push(
         `| ${r.title} | ${s.name} | ${s.notSupported} | ${
           beyond.has(s.name)
-            ? (accuracyReason(r.id, s.name, s.notSupportedReasons) ??
+            ? (accuracyReason(r.id, s.name, textReasons(r.id, s.name)) ??
               notSupportedReasons[s.name] ??
               notSupportedReasons.default)
-            : (accuracyReason(r.id, s.name, s.notSupportedReasons) ??
+            : (accuracyReason(r.id, s.name, textReasons(r.id, s.name)) ??
               "**unexplained**")
         } |`,
       );
