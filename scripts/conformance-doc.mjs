@@ -340,7 +340,7 @@ for (const r of runs)
         } |`,
       );
 
-const [specOurs, , specRef] = specTotals(specNames);
+const [specOurs, specOursKv, , specRef] = specTotals(specNames);
 const doc = `# Conformance
 
 \`ratelimit-conformance\` checks a rate-limit service (Envoy RLS v3) black-box: it sends
@@ -362,7 +362,7 @@ and JSON reports are in \`.conformance/\` (not committed).
 
 ${table(specNames)}
 
-Outside the extension sections, ours passes ${specOurs[0]} of ${specOurs[0] + specOurs[1] + specOurs[2]} scenarios on memory; the
+Outside the extension sections, ours passes ${specOurs[0]} of ${specOurs[0] + specOurs[1] + specOurs[2]} scenarios on memory (the others need a store) and ${specOursKv[0]} of ${specOursKv[0] + specOursKv[1] + specOursKv[2]} on kv; the
 reference passes ${specRef[0]} of ${specRef[0] + specRef[1] + specRef[2]}, and every scenario it fails has a reason below.
 
 ## Sections beyond the spec
