@@ -14,7 +14,7 @@ import {
   RateLimitResponse_RateLimit_Unit as Unit,
 } from "../src/proto.js";
 import { createStatsManager } from "../src/stats/stats-manager.js";
-import { LimitRequest } from "../src/limiter/limit-request.js";
+import { limitRequest } from "../test/helpers/limit-request.js";
 
 const keys = Number(process.argv[2] ?? "1000000");
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -83,12 +83,7 @@ for (let done = 0; done < keys; done += perCall) {
     }),
   );
   await cache.doLimit(
-    new LimitRequest(
-      "bench",
-      descriptors,
-      limits.slice(0, n),
-      hits.slice(0, n),
-    ),
+    limitRequest("bench", descriptors, limits.slice(0, n), hits.slice(0, n)),
   );
 }
 collect();

@@ -16,7 +16,7 @@
 
 import { compileAlgorithm } from "../src/config/algorithm.js";
 import { createDecisionChannel } from "../src/limiter/decision-channel.js";
-import { LimitRequest } from "../src/limiter/limit-request.js";
+import { limitRequest } from "../test/helpers/limit-request.js";
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
@@ -282,7 +282,7 @@ function bytesPerRule(k: number, full: boolean): number {
           }),
         ];
         tracker.observe({
-          request: new LimitRequest("bench", descriptors, [limits[r]], [1]),
+          request: limitRequest("bench", descriptors, [limits[r]], [1]),
           config,
           counted: undefined,
           statuses,

@@ -23,7 +23,7 @@ import {
 } from "../src/proto.js";
 import { createStatsManager } from "../src/stats/stats-manager.js";
 import { systemClock } from "../src/util/clock.js";
-import { LimitRequest } from "../src/limiter/limit-request.js";
+import { limitRequest } from "../test/helpers/limit-request.js";
 
 const decisions = Number(process.env["BENCH_WINDOW_CALLS"] ?? "40000");
 const concurrency = 64;
@@ -230,7 +230,7 @@ async function main(): Promise<void> {
       const worker = async (): Promise<void> => {
         while (next < count) {
           const d = descriptors[next++ % descriptors.length]!;
-          await cache.doLimit(new LimitRequest("bench", d, c.limits, hits));
+          await cache.doLimit(limitRequest("bench", d, c.limits, hits));
         }
       };
       await Promise.all(Array.from({ length: concurrency }, worker));

@@ -65,8 +65,9 @@ export function guardBackend(
     createLocalBackend: () => new MemoryCounterBackend({ clock }),
     createLocalLimiter: (counters) =>
       new RateLimitPipeline({
-        // Local limiters count copies of the request: its `counted` stays the store's.
-        recordsCounts: false,
+        // Local limiters count copies of the request (its `counted` stays the store's); the
+        // copy's plan says what a local answer charged (taken back when the store counted it).
+        recordsCounts: true,
         backend: counters,
         decider: createDecider({
           clock,

@@ -389,12 +389,19 @@ export function createCandidateEvaluator(
       clock.seconds = nowSeconds;
       clock.ms = nowMs;
       const replacedKeys = replaced(domain, descriptors, matched, limits);
+      const candidate = LimitRequest.of(
+        domain,
+        descriptors.map((descriptor, i) => ({
+          descriptor,
+          limit: limits[i],
+          hitsAddend: hitsAddends[i] ?? 0,
+          unlimited: unlimited?.[i] === true,
+        })),
+      );
       pendingLive = live;
       let counted: Promise<RateLimitResponse_DescriptorStatus[]>;
       try {
-        counted = pipeline.doLimit(
-          new LimitRequest(domain, descriptors, limits, hitsAddends, unlimited),
-        );
+        counted = pipeline.doLimit(candidate);
       } finally {
         pendingLive = noLiveCounters;
       }
@@ -402,7 +409,7 @@ export function createCandidateEvaluator(
       if (unlimited !== undefined) answerUnlimited(statuses, unlimited);
       const deciding = decidingDescriptor(
         statuses,
-        { limits, unlimited },
+        candidate,
         globalQuotaMode,
         new Array<boolean>(n),
       );
@@ -434,7 +441,13 @@ export function createCandidateEvaluator(
     if (dropped === undefined) return noKeys;
     // A read-only plan (no statistic, no binding) only to build the keys.
     const plan = decider.plan(
-      new LimitRequest(domain, descriptors, dropped),
+      LimitRequest.of(
+        domain,
+        descriptors.map((descriptor, i) => ({
+          descriptor,
+          limit: dropped[i],
+        })),
+      ),
       false,
       false,
     );

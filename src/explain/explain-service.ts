@@ -5,7 +5,7 @@ import {
   unlimitedRemaining,
 } from "../limiter/decision-rules.js";
 import { hitsAddendFor } from "../limiter/hits-addend.js";
-import { LimitRequest } from "../limiter/limit-request.js";
+import { type LimitEntry, LimitRequest } from "../limiter/limit-request.js";
 import { counterReading, type PlannedDescriptor } from "../limiter/pipeline.js";
 import { kinds } from "../limiter/algorithms.js";
 import type { RateLimitCache } from "../limiter/rate-limit-cache.js";
@@ -126,30 +126,26 @@ export function createExplainService(
     const hits = request.descriptors.map((d) =>
       hitsAddendFor(d, request.hitsAddend),
     );
-    const limited = new LimitRequest(
-      request.domain,
-      request.descriptors,
-      limits,
-      hits,
-      unlimited,
-    );
+    const entries = request.descriptors.map((descriptor, i): LimitEntry => ({
+      descriptor,
+      limit: limits[i],
+      hitsAddend: hits[i]!,
+      unlimited: unlimited[i] === true,
+    }));
+    const limited = LimitRequest.of(request.domain, entries);
     // What a charge would do, decided by the decision pipeline itself over a read-only view
     // of the store, statistics muted (RateLimitPipeline.dryRun): its charge mode, the
     // all-or-nothing check, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
     // (docs/reference-parity.md#stop-increment) and the order in which the store meets the
     // request's counters and buckets. Refunds are not run: Explain charges around them.
-    const dryLimits = limits.map((l, i) => (hits[i]! < 0 ? undefined : l));
-    const dry = dryLimits.every((l) => l === undefined)
+    const dryEntries = entries.map((entry): LimitEntry =>
+      (entry.hitsAddend ?? 0) < 0 ? { ...entry, limit: undefined } : entry,
+    );
+    const dry = dryEntries.every((entry) => entry.limit === undefined)
       ? undefined
       : await decideDry(
           cache,
-          new LimitRequest(
-            request.domain,
-            request.descriptors,
-            dryLimits,
-            hits,
-            unlimited,
-          ),
+          LimitRequest.of(request.domain, dryEntries),
           sameKeyAccumulates,
         );
     const plan = dry?.run.plan;

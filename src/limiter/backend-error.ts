@@ -10,8 +10,20 @@ export class BackendError extends Error {
    * `ratelimit.service.call.should_rate_limit.<backend>_error`.
    */
   readonly backend: string;
-  constructor(backend: string, message: string, options?: ErrorOptions) {
+  /**
+   * The store may still apply the failed call: its command was written and the client then
+   * gave up waiting for the reply (its own silence timeout) on a store that had not closed the
+   * connection, so a frozen store applies it when it thaws. False: the store did not get it,
+   * or closed the connection (unknown; treated as not applied).
+   */
+  readonly unanswered: boolean;
+  constructor(
+    backend: string,
+    message: string,
+    options?: ErrorOptions & { readonly unanswered?: boolean },
+  ) {
     super(message, options);
     this.backend = backend;
+    this.unanswered = options?.unanswered ?? false;
   }
 }

@@ -13,12 +13,16 @@ import { CircuitBreaker } from "./circuit-breaker.js";
 import type { CounterBackend } from "./counter-backend.js";
 import { limitResetSeconds } from "./counter-decision.js";
 import { limitStatus, okWithoutLimitStatus } from "./decide.js";
-import { DecisionDeadline } from "./decision-deadline.js";
+import {
+  DecisionDeadline,
+  DecisionDeadlineError,
+} from "./decision-deadline.js";
 import type { LimitRequest } from "./limit-request.js";
 import { LocalMode } from "./local-mode.js";
 import { OutageJournal, type ReplayWrite } from "./outage-journal.js";
 import type { DryRun, DryRunOptions } from "./pipeline.js";
 import type { RateLimitCache } from "./rate-limit-cache.js";
+import type { RequestPlan } from "./request-plan.js";
 
 /** Options of {@link BackendGuard}. */
 export interface BackendGuardOptions {
@@ -77,6 +81,19 @@ export interface BackendGuardOptions {
    * (the backend fails first). @defaultValue 0
    */
   readonly backendTimeoutMs?: number;
+  /**
+   * Most calls held in doubt at once (docs/failure-modes.md#calls-in-doubt): calls the
+   * decision deadline gave up on, answered by the `local` mode, whose replay waits for their
+   * own outcome. Beyond it a call is replayed as if the store had not counted it. Integer ≥ 0.
+   * @defaultValue 1000
+   */
+  readonly maxCallsInDoubt?: number;
+  /**
+   * Longest the replay of an outage waits, after the circuit closes, for the calls in doubt to
+   * settle, in milliseconds; then it replays (a call settling later is over-counted). > 0.
+   * @defaultValue 10000
+   */
+  readonly inDoubtReplayWaitMs?: number;
   /** Time source (probe schedule). */
   readonly clock: Clock;
   /** Logger of the guard; each transition is logged once. */
@@ -97,6 +114,13 @@ interface GuardStats {
   readonly degradedDecisions: Counter | undefined;
   readonly circuitOpened: Counter | undefined;
   readonly replayedHits: Counter | undefined;
+}
+
+/** The statistics of the calls in doubt, created when the first one is (docs/statistics.md). */
+interface InDoubtStats {
+  readonly callsInDoubt: Gauge | undefined;
+  readonly countedLate: Counter | undefined;
+  readonly overflow: Counter | undefined;
 }
 
 /**
@@ -139,6 +163,13 @@ export class BackendGuard implements RateLimitCache {
   private domainModes: ReadonlyMap<string, FailureMode> = new Map();
   private stats: GuardStats | undefined;
   private closed = false;
+  private readonly maxCallsInDoubt: number;
+  private readonly inDoubtReplayWaitMs: number;
+  /** Calls held in doubt now (their local charge's replay waits for their own outcome). */
+  private callsInDoubt = 0;
+  /** The replay waits for the calls in doubt: it runs when the last one settles, or then. */
+  private replayWait: ReturnType<typeof setTimeout> | undefined;
+  private inDoubtStatsCache: InDoubtStats | undefined;
 
   /** @throws {@link RangeError} when a number option is out of range (naming the option) */
   constructor(options: BackendGuardOptions) {
@@ -174,6 +205,16 @@ export class BackendGuard implements RateLimitCache {
         : {}),
     });
     this.replay = options.replay;
+    this.maxCallsInDoubt = options.maxCallsInDoubt ?? 1000;
+    if (!(Number.isInteger(this.maxCallsInDoubt) && this.maxCallsInDoubt >= 0))
+      throw new RangeError(
+        `invalid maxCallsInDoubt ${this.maxCallsInDoubt}: expected an integer ≥ 0`,
+      );
+    this.inDoubtReplayWaitMs = options.inDoubtReplayWaitMs ?? 10_000;
+    if (!(this.inDoubtReplayWaitMs > 0))
+      throw new RangeError(
+        `invalid inDoubtReplayWaitMs ${this.inDoubtReplayWaitMs}: expected > 0`,
+      );
     this.clock = options.clock;
     this.logger = options.logger;
     this.statsStore = options.statsStore;
@@ -241,6 +282,8 @@ export class BackendGuard implements RateLimitCache {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.replayWait !== undefined) clearTimeout(this.replayWait);
+    this.replayWait = undefined;
     await this.backend.close();
     await this.localMode.close();
   }
@@ -312,11 +355,12 @@ export class BackendGuard implements RateLimitCache {
     try {
       statuses = await this.backendDecision(request, deadlineAtMs);
     } catch (err) {
-      this.recordFailure(err, probe);
+      const failure = this.recordFailure(err, probe);
       this.countDegradedDecision();
       // The store did not count this request (or may not have): the local limiter answers,
-      // and its charge is replayed into the store when it answers again.
-      return this.localMode.answer(request, false);
+      // and its charge is replayed into the store when it answers again, unless the store
+      // turns out to have counted it.
+      return this.answerAfterFailure(failure, request);
     }
     if (probe) this.closeCircuit();
     else this.breaker.recordSuccess();
@@ -390,10 +434,21 @@ export class BackendGuard implements RateLimitCache {
   /**
    * Adds what the local mode counted during the outage to the store's counters (windows still
    * open), in the background; a failed replay is kept for the next time the circuit closes.
+   * While calls are in doubt it waits for them (at most `inDoubtReplayWaitMs`).
+   *
+   * @param waited - the wait for the calls in doubt is over
    */
-  private replayOutage(): void {
+  private replayOutage(waited = false): void {
     const replay = this.replay;
     if (replay === undefined || this.journal.size === 0) return;
+    if (!waited && this.callsInDoubt > 0) {
+      this.replayWait ??= setTimeout(() => {
+        this.replayWait = undefined;
+        this.replayOutage(true);
+      }, this.inDoubtReplayWaitMs);
+      this.replayWait.unref();
+      return;
+    }
     const replayed = this.journal.replay(replay, this.clock.nowSeconds());
     if (replayed === undefined) return;
     const stats = this.guardStats();
@@ -428,10 +483,111 @@ export class BackendGuard implements RateLimitCache {
     const mode = this.domainModes.get(request.domain) ?? this.mode;
     if (mode === "error") return Promise.reject(err);
     this.countDegradedDecision();
-    if (mode === "local") return this.localMode.answer(request, countStats);
+    if (mode === "local")
+      return countStats
+        ? this.localMode.answer(request, true)
+        : this.answerAfterFailure(err, request);
     return Promise.resolve(
       failureModeStatuses(mode, request.limits, this.clock.nowSeconds()),
     );
+  }
+
+  // --- calls in doubt ------------------------------------------------------------------------
+
+  /**
+   * The `local` answer to a request whose store call failed (docs/failure-modes.md#calls-in-doubt).
+   * Its charge is recorded for the replay, as the store did not count the request, unless:
+   * the decision deadline gave up on the call (a {@link DecisionDeadlineError}): the call is
+   * in doubt until it settles, and the replay waits; a reply means the store counted it after
+   * all, and the charge is taken back; or the call failed `unanswered` (written, then
+   * abandoned for silence on a connection the store kept open): the store applies it when it
+   * answers again, and the charge is taken back at once.
+   */
+  private answerAfterFailure(
+    err: BackendError,
+    request: LimitRequest,
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    const pending =
+      err instanceof DecisionDeadlineError ? err.pending : undefined;
+    if (pending === undefined && !err.unanswered)
+      return this.localMode.answer(request, false);
+    if (pending !== undefined && this.callsInDoubt >= this.maxCallsInDoubt) {
+      this.inDoubtStats().overflow?.add(1);
+      return this.localMode.answer(request, false);
+    }
+    return this.answerInDoubt(request, pending);
+  }
+
+  /**
+   * Answers locally and holds the charge until `pending` (the store's call) settles; without
+   * `pending`, takes it back at once (the store applies the call).
+   */
+  private async answerInDoubt(
+    request: LimitRequest,
+    pending: Promise<unknown> | undefined,
+  ): Promise<RateLimitResponse_DescriptorStatus[]> {
+    if (pending === undefined) {
+      const { statuses, plan } = await this.localMode.answerRecorded(
+        request,
+        false,
+      );
+      this.countedLate(plan);
+      return statuses;
+    }
+    // Counted before the answer is charged, so a replay starting meanwhile waits for it.
+    this.callsInDoubt++;
+    const stats = this.inDoubtStats();
+    stats.callsInDoubt?.set(this.callsInDoubt);
+    let answered: Awaited<ReturnType<LocalMode["answerRecorded"]>>;
+    try {
+      answered = await this.localMode.answerRecorded(request, false);
+    } catch (err) {
+      this.settleInDoubt(undefined, false);
+      throw err;
+    }
+    const plan = answered.plan;
+    pending.then(
+      () => {
+        this.settleInDoubt(plan, true);
+      },
+      (err: unknown) => {
+        this.settleInDoubt(plan, err instanceof BackendError && err.unanswered);
+      },
+    );
+    return answered.statuses;
+  }
+
+  /**
+   * A call in doubt settled: `counted` (a reply, or written and abandoned for silence) takes
+   * its local charge back; otherwise it stays for the replay. The last one to settle starts a
+   * replay that was waiting.
+   */
+  private settleInDoubt(plan: RequestPlan | undefined, counted: boolean): void {
+    this.callsInDoubt--;
+    this.inDoubtStats().callsInDoubt?.set(this.callsInDoubt);
+    if (counted) this.countedLate(plan);
+    if (this.callsInDoubt === 0 && this.replayWait !== undefined) {
+      clearTimeout(this.replayWait);
+      this.replayWait = undefined;
+      this.replayOutage(true);
+    }
+  }
+
+  /** The store counted a request the local mode also charged: takes the charge back. */
+  private countedLate(plan: RequestPlan | undefined): void {
+    this.inDoubtStats().countedLate?.add(1);
+    if (plan?.charged === true) this.journal.takeBack(plan.sent);
+  }
+
+  private inDoubtStats(): InDoubtStats {
+    if (this.inDoubtStatsCache !== undefined) return this.inDoubtStatsCache;
+    const store = this.statsStore;
+    this.inDoubtStatsCache = {
+      callsInDoubt: store?.gauge(statNames.backendCallsInDoubt),
+      countedLate: store?.counter(statNames.backendCountedLate),
+      overflow: store?.counter(statNames.backendInDoubtOverflow),
+    };
+    return this.inDoubtStatsCache;
   }
 
   private countDegradedDecision(): void {

@@ -10,6 +10,20 @@ export interface DeadlineTimer<Handle = unknown> {
   clear(handle: Handle): void;
 }
 
+/**
+ * The decision deadline passed before the backend answered: a {@link BackendError} that keeps
+ * the backend's call, still pending, so its own outcome can be learnt later (a reply: the
+ * store counted the request; a failure: it may not have).
+ */
+export class DecisionDeadlineError extends BackendError {
+  /** The backend's call the deadline gave up on; it settles as the backend's call does. */
+  readonly pending: Promise<unknown>;
+  constructor(backend: string, message: string, pending: Promise<unknown>) {
+    super(backend, message);
+    this.pending = pending;
+  }
+}
+
 /** Options of {@link DecisionDeadline}. */
 export interface DecisionDeadlineOptions {
   /** Stats word of the backend (`kv`, `mc`), used in the error text. */
@@ -75,8 +89,8 @@ export class DecisionDeadline {
 
   /**
    * Bounds `decision` (the backend's call) by the decision deadline. Past it, the result
-   * rejects with a {@link BackendError} naming the bound (`BACKEND_DECISION_TIMEOUT` or the
-   * caller's deadline); the backend call goes on and its late result is dropped.
+   * rejects with a {@link DecisionDeadlineError} naming the bound (`BACKEND_DECISION_TIMEOUT`
+   * or the caller's deadline) and holding the backend call, which goes on.
    *
    * @param deadlineAtMs - the caller's deadline on the {@link DecisionDeadlineOptions.nowMs}
    *   clock, in milliseconds; undefined: none
@@ -104,11 +118,12 @@ export class DecisionDeadline {
     return new Promise((resolve, reject) => {
       const timer = timers.set(() => {
         reject(
-          new BackendError(
+          new DecisionDeadlineError(
             name,
             `${name} backend did not answer within ${Math.round(waitMs)} ms (${
               byCaller ? "the caller's deadline" : "BACKEND_DECISION_TIMEOUT"
             })`,
+            decision,
           ),
         );
       }, waitMs);

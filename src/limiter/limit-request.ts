@@ -15,6 +15,27 @@ import { applyLimitRules } from "./decision-rules.js";
 import { hitsAddendFor } from "./hits-addend.js";
 import type { RequestPlan } from "./request-plan.js";
 
+/** This module's way to the private constructor (set by the class's static block). */
+let fromLists: (
+  domain: string,
+  descriptors: readonly RateLimitDescriptor[],
+  limits: readonly (RateLimit | undefined)[],
+  hitsAddends: readonly number[],
+  unlimited: readonly boolean[] | undefined,
+) => LimitRequest;
+
+/** One descriptor of a {@link LimitRequest}, as given to {@link LimitRequest.of}. */
+export interface LimitEntry {
+  /** The request descriptor. */
+  readonly descriptor: RateLimitDescriptor;
+  /** The limit to count, or `undefined` for "not counted" (see {@link LimitRequest.limits}). */
+  readonly limit: RateLimit | undefined;
+  /** The hits it adds (≥ 0) or gives back (< 0); 0 when absent. */
+  readonly hitsAddend?: number;
+  /** Whether its rule is `unlimited` (answered with `limit_remaining` 4294967295). */
+  readonly unlimited?: boolean;
+}
+
 /**
  * A request's domain, descriptors, limits and hits addends (see the file comment). The three
  * lists have one element per request descriptor, in request order; they are never written
@@ -47,24 +68,77 @@ export class LimitRequest {
    */
   counted: RequestPlan | undefined = undefined;
 
+  static {
+    fromLists = (domain, descriptors, limits, hitsAddends, unlimited) =>
+      new LimitRequest(domain, descriptors, limits, hitsAddends, unlimited);
+  }
+
   /**
-   * @param limits - one per descriptor (see {@link LimitRequest.limits})
-   * @param hitsAddends - one per descriptor; undefined: 0 each (a read-only request)
-   * @param unlimited - one per descriptor, or undefined when no rule is unlimited
+   * Only this module builds a request from lists (they are then one per descriptor, by
+   * construction); elsewhere a request is built from entries ({@link LimitRequest.of}).
    */
-  constructor(
+  private constructor(
     domain: string,
     descriptors: readonly RateLimitDescriptor[],
     limits: readonly (RateLimit | undefined)[],
-    hitsAddends?: readonly number[],
-    unlimited?: readonly boolean[],
+    hitsAddends: readonly number[],
+    unlimited: readonly boolean[] | undefined,
   ) {
     this.domain = domain;
     this.descriptors = descriptors;
     this.limits = limits;
-    this.hitsAddends =
-      hitsAddends ?? new Array<number>(descriptors.length).fill(0);
+    this.hitsAddends = hitsAddends;
     this.unlimited = unlimited;
+  }
+
+  /**
+   * A request from one entry per descriptor, in request order (Explain, the canary, tools).
+   * An entry without `hitsAddend` adds 0 hits (a read-only request); without `unlimited`, its
+   * rule is not unlimited.
+   *
+   * @param domain - the request domain
+   * @param entries - per descriptor: the descriptor, the limit to count (`undefined`: not
+   *   counted, answered `{code: OK}`), its hits and whether its rule is `unlimited`
+   */
+  static of(domain: string, entries: readonly LimitEntry[]): LimitRequest {
+    const n = entries.length;
+    const descriptors = new Array<RateLimitDescriptor>(n);
+    const limits = new Array<RateLimit | undefined>(n);
+    const hitsAddends = new Array<number>(n);
+    let unlimited: boolean[] | undefined;
+    for (let i = 0; i < n; i++) {
+      const entry = entries[i]!;
+      descriptors[i] = entry.descriptor;
+      limits[i] = entry.limit;
+      hitsAddends[i] = entry.hitsAddend ?? 0;
+      if (entry.unlimited === true)
+        (unlimited ??= new Array<boolean>(n).fill(false))[i] = true;
+    }
+    return new LimitRequest(
+      domain,
+      descriptors,
+      limits,
+      hitsAddends,
+      unlimited,
+    );
+  }
+
+  /**
+   * The entry of descriptor `index` (the inverse of {@link LimitRequest.of}).
+   *
+   * @throws RangeError when `index` is not a descriptor's index
+   */
+  entry(index: number): LimitEntry {
+    if (!Number.isInteger(index) || index < 0 || index >= this.size)
+      throw new RangeError(
+        `descriptor index ${String(index)} is outside 0..${String(this.size - 1)}`,
+      );
+    return {
+      descriptor: this.descriptors[index]!,
+      limit: this.limits[index],
+      hitsAddend: this.hitsAddends[index]!,
+      unlimited: this.unlimited?.[index] === true,
+    };
   }
 
   /** Number of descriptors in the request. */
@@ -134,5 +208,5 @@ export function resolveRequest(
     }
   }
   const unlimited = applyLimitRules(limits);
-  return new LimitRequest(domain, descriptors, limits, hitsAddends, unlimited);
+  return fromLists(domain, descriptors, limits, hitsAddends, unlimited);
 }

@@ -11,6 +11,7 @@ import { limitResetSeconds } from "./counter-decision.js";
 import type { LimitRequest } from "./limit-request.js";
 import { type OutageJournal, recordingBackend } from "./outage-journal.js";
 import type { RateLimitCache } from "./rate-limit-cache.js";
+import type { RequestPlan } from "./request-plan.js";
 
 /** Options of {@link LocalMode}. */
 export interface LocalModeOptions {
@@ -109,6 +110,27 @@ export class LocalMode {
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     if (this.shadowed) this.noteOutageWindows(request.limits);
     return this.localLimiter().doLimit(this.scaled(request, countStats));
+  }
+
+  /**
+   * Answers as {@link LocalMode.answer} does, and returns what the journal recorded for it:
+   * the local limiter's plan of the request (its `sent` slots with their increments), so the
+   * charge can be taken back when the store turns out to have counted the request after all.
+   *
+   * @returns the statuses, one per descriptor, and the plan (undefined when the local limiter
+   *   does not record plans)
+   */
+  async answerRecorded(
+    request: LimitRequest,
+    countStats: boolean,
+  ): Promise<{
+    readonly statuses: RateLimitResponse_DescriptorStatus[];
+    readonly plan: RequestPlan | undefined;
+  }> {
+    if (this.shadowed) this.noteOutageWindows(request.limits);
+    const copy = this.scaled(request, countStats);
+    const statuses = await this.localLimiter().doLimit(copy);
+    return { statuses, plan: copy.counted };
   }
 
   /**

@@ -63,6 +63,20 @@ export class OutageJournal {
   }
 
   /**
+   * Takes back a local charge the store counted after all (a call in doubt that it answered
+   * late): each slot's increment is subtracted from its counter's hits, never below 0. A
+   * counter already taken by a replay is not touched (that hit stays over-counted).
+   *
+   * @param slots - the charged slots, each with the increment the charge recorded
+   */
+  takeBack(slots: readonly CounterSlot[]): void {
+    for (const slot of slots) {
+      const hits = slot.increment;
+      if (hits > 0) this.add(slot, -hits, false);
+    }
+  }
+
+  /**
    * Empties the journal and returns the counters of windows still open at `nowSeconds`, each
    * slot's `increment` set to the hits to add.
    */

@@ -57,6 +57,18 @@ export const statNames = {
   backendCircuitOpened: "ratelimit.backend.circuit_opened",
   backendReplayedHits: "ratelimit.backend.replayed_hits",
   /**
+   * Gauge: backend calls the guard gave up on at the decision deadline whose own outcome is
+   * still unknown (answered by the `local` mode, their replay held until it is known).
+   */
+  backendCallsInDoubt: "ratelimit.backend.calls_in_doubt",
+  /**
+   * Counter: calls answered by the `local` mode whose write the store counted anyway (a late
+   * reply, or memcached written to and abandoned for silence): not replayed.
+   */
+  backendCountedLate: "ratelimit.backend.counted_late",
+  /** Counter: calls that were not held in doubt because the bound was reached (replayed). */
+  backendInDoubtOverflow: "ratelimit.backend.in_doubt_overflow",
+  /**
    * Scope of the gRPC listener's HTTP/2 event counters, `<scope>.<event>`, one per
    * `Http2Event` of src/http2/limits.ts (`internal_error`, `enhance_your_calm`,
    * `malformed_request`, `handshake_timeout`, `idle_timeout`, `connection_limit`). Not

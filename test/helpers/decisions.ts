@@ -4,7 +4,7 @@ import type { RateLimitConfig } from "../../src/config/rate-limit-config.js";
 import type { CacheKey } from "../../src/limiter/cache-key.js";
 import type { Decider } from "../../src/limiter/decide.js";
 import type { Decision } from "../../src/limiter/decision.js";
-import { LimitRequest } from "../../src/limiter/limit-request.js";
+import type { LimitRequest } from "../../src/limiter/limit-request.js";
 import { counterReading } from "../../src/limiter/pipeline.js";
 import type {
   CounterReading,
@@ -17,6 +17,7 @@ import {
 } from "../../src/proto.js";
 import { createStatsManager } from "../../src/stats/stats-manager.js";
 import type { FakeClock } from "./fake-clock.js";
+import { limitRequest } from "./limit-request.js";
 
 /**
  * A {@link Decision} with the given statuses and limits (one per descriptor), for the parts of
@@ -46,7 +47,7 @@ export function testDecision(
     }));
   const deciding = statuses.findIndex((s) => s.code === Code.OVER_LIMIT);
   return {
-    request: new LimitRequest(
+    request: limitRequest(
       options.domain ?? "d",
       descriptors,
       limits,
@@ -79,7 +80,7 @@ export function generateCacheKeys(
 ): (CacheKey | undefined)[] {
   clock.seconds = nowSeconds;
   const plan = decider.plan(
-    new LimitRequest(domain, descriptors, limits, hitsAddends),
+    limitRequest(domain, descriptors, limits, hitsAddends),
     true,
     false,
   );
@@ -108,7 +109,7 @@ export async function peekCounters(
   request: LimitRequest,
 ): Promise<(CounterReading | undefined)[]> {
   const run = await cache.dryRun!(
-    new LimitRequest(request.domain, request.descriptors, request.limits),
+    limitRequest(request.domain, request.descriptors, request.limits),
     { stats: createStatsManager().rateLimitStats("peek") },
   );
   const cached = run.plan.counted.filter((d) => d.localCacheHit);

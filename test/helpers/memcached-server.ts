@@ -28,6 +28,8 @@ export interface MemcachedServer {
    * get no reply (a hung node) until {@link kill}.
    */
   pause(): Promise<void>;
+  /** SIGCONTs a paused process: it goes on with what its connections received meanwhile. */
+  resume(): void;
   /** Starts it again on the same port (empty, as after a crash) and waits until it accepts. */
   restart(): Promise<void>;
   /** Kills it if it runs; idempotent. */
@@ -151,6 +153,9 @@ export async function startMemcached(
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
       throw new Error("memcached did not stop within 5 s of SIGSTOP");
+    },
+    resume: () => {
+      child?.kill("SIGCONT");
     },
     restart: launch,
     stop: kill,

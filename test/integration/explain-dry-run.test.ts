@@ -9,7 +9,7 @@ import type { RateLimit } from "../../src/config/rate-limit-config.js";
 import { resolveGcraParams } from "../../src/config/token-bucket.js";
 import type { CounterBackend } from "../../src/limiter/counter-backend.js";
 import { createDecider } from "../../src/limiter/decide.js";
-import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { limitRequest } from "../helpers/limit-request.js";
 import { RateLimitPipeline } from "../../src/limiter/pipeline.js";
 import {
   RateLimitDescriptorSchema,
@@ -106,7 +106,7 @@ describe("Explain's dry run on remote stores", () => {
         );
         const values = ["a", "a", "b"];
         const request = () =>
-          new LimitRequest(
+          limitRequest(
             domain,
             [...values, ...values, ...values].map((v) =>
               create(RateLimitDescriptorSchema, {

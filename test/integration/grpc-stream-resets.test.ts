@@ -23,6 +23,7 @@ import {
 import { http2ServerOptions } from "../../src/server/grpc/node-listener.js";
 import type { Listening } from "../../src/server/listen.js";
 import { envelope } from "../helpers/raw-grpc.js";
+import { request } from "../helpers/requests.js";
 
 // Envoy resets (RST_STREAM) every call that misses its rate-limit filter's timeout. Under a
 // burst of late answers that is hundreds of resets a second on one connection, for seconds;
@@ -32,15 +33,10 @@ import { envelope } from "../helpers/raw-grpc.js";
 
 const path = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
-function request(domain: string): Buffer {
+/** One framed gRPC message: a request of `domain` with the descriptor `k=v`. */
+function framedRequest(domain: string): Buffer {
   return envelope(
-    toBinary(
-      RateLimitRequestSchema,
-      create(RateLimitRequestSchema, {
-        domain,
-        descriptors: [{ entries: [{ key: "k", value: "v" }] }],
-      }),
-    ),
+    toBinary(RateLimitRequestSchema, request(domain, [["k", "v"]])),
   );
 }
 
@@ -91,7 +87,7 @@ function open(session: ClientHttp2Session, domain: string): ClientHttp2Stream {
     te: "trailers",
   });
   stream.on("error", () => undefined);
-  stream.end(request(domain));
+  stream.end(framedRequest(domain));
   return stream;
 }
 
@@ -141,7 +137,7 @@ function call(session: ClientHttp2Session): Promise<string> {
       resolve(status);
     });
     stream.resume();
-    stream.end(request("ok"));
+    stream.end(framedRequest("ok"));
   });
 }
 

@@ -22,7 +22,7 @@ import {
   type TestCertificates,
 } from "../helpers/redis-server.js";
 import { kvLimiter } from "../helpers/limiters.js";
-import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { limitRequest } from "../helpers/limit-request.js";
 
 const nowSeconds = 1_700_000_040;
 const windowStart = nowSeconds - (nowSeconds % 60);
@@ -98,7 +98,7 @@ async function decide(
   try {
     await cache.start();
     const [status] = await cache.doLimit(
-      new LimitRequest("d", [descriptor], [limit], [1]),
+      limitRequest("d", [descriptor], [limit], [1]),
     );
     return status!.limitRemaining;
   } finally {

@@ -23,7 +23,7 @@ import { waitFor } from "../helpers/wait-for.js";
 import { kvLimiter } from "../helpers/limiters.js";
 import type { KvCounterBackend } from "../../src/backends/kv/kv-counter-backend.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
-import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { limitRequest } from "../helpers/limit-request.js";
 import { descriptor } from "../helpers/requests.js";
 
 // Keys embed the window start, so a fixed clock gives exact key names; TTLs are real.
@@ -97,16 +97,14 @@ describe("KvCounterBackend on a single redis-server", () => {
     const remaining: number[] = [];
     for (let i = 0; i < 3; i++) {
       const [s1, s2] = await cache.doLimit(
-        new LimitRequest("d", [d1, d2], [limit, nested], [1, 2]),
+        limitRequest("d", [d1, d2], [limit, nested], [1, 2]),
       );
       expect(s1!.code).toBe(Code.OK);
       expect(s2!.code).toBe(Code.OK);
       remaining.push(s1!.limitRemaining);
     }
     expect(remaining).toEqual([2, 1, 0]);
-    const [over] = await cache.doLimit(
-      new LimitRequest("d", [d1], [limit], [1]),
-    );
+    const [over] = await cache.doLimit(limitRequest("d", [d1], [limit], [1]));
     expect(over!.code).toBe(Code.OVER_LIMIT);
     expect(over!.limitRemaining).toBe(0);
     expect(stats.rateLimitStats("d.key_value").overLimit.value()).toBe(1);
@@ -131,7 +129,7 @@ describe("KvCounterBackend on a single redis-server", () => {
     const { cache, stats } = setup({ jitter: 0, prefix: "pre:" });
     const limit = testRateLimit(stats, "d.k", 5, Unit.MINUTE);
     await cache.doLimit(
-      new LimitRequest("d", [descriptor(["k", "v"])], [limit], [1]),
+      limitRequest("d", [descriptor(["k", "v"])], [limit], [1]),
     );
     const key = `pre:d_k_v_${nowSeconds - (nowSeconds % 60)}`;
     expect(await admin.get(key)).toBe("1");
@@ -144,7 +142,7 @@ describe("KvCounterBackend on a single redis-server", () => {
     const incrBefore = await commandCalls(admin, "incrby");
     const expireBefore = await commandCalls(admin, "expire");
     const [status] = await cache.doLimit(
-      new LimitRequest("d", [descriptor(["k", "v"])], [limit], [0]),
+      limitRequest("d", [descriptor(["k", "v"])], [limit], [0]),
     );
     expect(status!.limitRemaining).toBe(5);
     expect(await commandCalls(admin, "incrby")).toBe(incrBefore + 1);
@@ -159,7 +157,7 @@ describe("KvCounterBackend on a single redis-server", () => {
     await cache.start();
     const before = await commandCalls(admin, "incrby");
     const [status] = await cache.doLimit(
-      new LimitRequest("d", [descriptor(["k", "v"])], [undefined], [1]),
+      limitRequest("d", [descriptor(["k", "v"])], [undefined], [1]),
     );
     expect(status!.code).toBe(Code.OK);
     expect(await commandCalls(admin, "incrby")).toBe(before);
@@ -173,7 +171,7 @@ describe("KvCounterBackend on a single redis-server", () => {
     const second = testRateLimit(stats, "d.s", 2, Unit.SECOND);
     const minute = testRateLimit(stats, "d.m", 2, Unit.MINUTE);
     await cache.doLimit(
-      new LimitRequest(
+      limitRequest(
         "d",
         [descriptor(["s", "1"]), descriptor(["m", "1"])],
         [second, minute],
@@ -198,13 +196,13 @@ describe("KvCounterBackend on a single redis-server", () => {
     const descriptors = [descriptor(["key2", "a"]), descriptor(["key3", "b"])];
     for (let i = 0; i < 10; i++) {
       const statuses = await cache.doLimit(
-        new LimitRequest("d", descriptors, [key2, key3], [1, 1]),
+        limitRequest("d", descriptors, [key2, key3], [1, 1]),
       );
       expect(statuses.map((s) => s.code)).toEqual([Code.OK, Code.OK]);
     }
     for (let i = 0; i < 3; i++) {
       const [s2, s3] = await cache.doLimit(
-        new LimitRequest("d", descriptors, [key2, key3], [1, 1]),
+        limitRequest("d", descriptors, [key2, key3], [1, 1]),
       );
       expect(s2!.code).toBe(Code.OK);
       expect(s2!.limitRemaining).toBe(10);
@@ -226,14 +224,10 @@ describe("KvCounterBackend on a single redis-server", () => {
     const small = testRateLimit(stats, "d.a", 1, Unit.MINUTE);
     const large = testRateLimit(stats, "d.b", 100, Unit.MINUTE);
     const descriptors = [descriptor(["a", "1"]), descriptor(["b", "1"])];
-    await cache.doLimit(
-      new LimitRequest("d", descriptors, [small, large], [1, 1]),
-    );
-    await cache.doLimit(
-      new LimitRequest("d", descriptors, [small, large], [1, 1]),
-    ); // a over → local cache
+    await cache.doLimit(limitRequest("d", descriptors, [small, large], [1, 1]));
+    await cache.doLimit(limitRequest("d", descriptors, [small, large], [1, 1])); // a over → local cache
     const [a, b] = await cache.doLimit(
-      new LimitRequest("d", descriptors, [small, large], [1, 1]),
+      limitRequest("d", descriptors, [small, large], [1, 1]),
     );
     expect(a!.code).toBe(Code.OVER_LIMIT);
     expect(stats.rateLimitStats("d.a").overLimitWithLocalCache.value()).toBe(1);
@@ -248,11 +242,9 @@ describe("KvCounterBackend on a single redis-server", () => {
     const limit = testRateLimit(stats, "d.k", 2, Unit.MINUTE);
     const d = [descriptor(["k", "v"])];
     for (let i = 0; i < 3; i++)
-      await cache.doLimit(new LimitRequest("d", d, [limit], [1]));
+      await cache.doLimit(limitRequest("d", d, [limit], [1]));
     const before = await commandCalls(admin, "incrby");
-    const [status] = await cache.doLimit(
-      new LimitRequest("d", d, [limit], [1]),
-    );
+    const [status] = await cache.doLimit(limitRequest("d", d, [limit], [1]));
     expect(status!.code).toBe(Code.OVER_LIMIT);
     expect(await commandCalls(admin, "incrby")).toBe(before);
     expect(await admin.get(`d_k_v_${nowSeconds - (nowSeconds % 60)}`)).toBe(
@@ -269,7 +261,7 @@ describe("KvCounterBackend on a single redis-server", () => {
     await cache.start();
     const limit = testRateLimit(stats, "d.k", 5);
     const [status] = await cache.doLimit(
-      new LimitRequest("d", [descriptor(["k", "u"])], [limit], [2]),
+      limitRequest("d", [descriptor(["k", "u"])], [limit], [2]),
     );
     expect(status!.limitRemaining).toBe(3);
     expect(await admin.get(`d_k_u_${nowSeconds - (nowSeconds % 60)}`)).toBe(
@@ -292,16 +284,14 @@ describe("KvCounterBackend on a single redis-server", () => {
     await cache.start();
     const limit = testRateLimit(stats, "d.k", 1000);
     const d = [descriptor(["k", "hang"])];
-    await cache.doLimit(new LimitRequest("d", d, [limit], [1]));
+    await cache.doLimit(limitRequest("d", d, [limit], [1]));
     hung.pause(true);
     try {
       const started = Date.now();
-      const err = await cache
-        .doLimit(new LimitRequest("d", d, [limit], [1]))
-        .then(
-          () => undefined,
-          (e: unknown) => e,
-        );
+      const err = await cache.doLimit(limitRequest("d", d, [limit], [1])).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(BackendError);
       expect(Date.now() - started).toBeLessThan(800);
     } finally {
@@ -310,7 +300,7 @@ describe("KvCounterBackend on a single redis-server", () => {
     const [status] = await waitFor(
       () =>
         cache
-          .doLimit(new LimitRequest("d", d, [limit], [1]))
+          .doLimit(limitRequest("d", d, [limit], [1]))
           .catch(() => undefined),
       "a decision after the store resumed",
       5000,
@@ -334,7 +324,7 @@ describe("KvCounterBackend on a single redis-server", () => {
       const d = [descriptor(["k", "w"])];
       const statuses = await Promise.all(
         Array.from({ length: 50 }, () =>
-          cache.doLimit(new LimitRequest("d", d, [limit], [1])),
+          cache.doLimit(limitRequest("d", d, [limit], [1])),
         ),
       );
       const remaining = statuses

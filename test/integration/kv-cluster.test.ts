@@ -17,7 +17,7 @@ import {
 import { kvLimiter } from "../helpers/limiters.js";
 import type { KvCounterBackend } from "../../src/backends/kv/kv-counter-backend.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
-import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { limitRequest } from "../helpers/limit-request.js";
 import { descriptor } from "../helpers/requests.js";
 
 const nowSeconds = 1_700_000_200;
@@ -111,8 +111,8 @@ describe("KvCounterBackend with KV_TYPE=cluster", () => {
         }),
       );
       await Promise.all([
-        cache.doLimit(new LimitRequest("d", descriptors, limits, hits)),
-        cache.doLimit(new LimitRequest("d", descriptors, limits, hits)),
+        cache.doLimit(limitRequest("d", descriptors, limits, hits)),
+        cache.doLimit(limitRequest("d", descriptors, limits, hits)),
       ]);
       for (let i = 0; i < values.length; i++) {
         expect(await admin.get(`d_k_${values[i]}_${windowStart}`)).toBe(
@@ -143,9 +143,9 @@ describe("KvCounterBackend with KV_TYPE=cluster", () => {
     }
     const d = [descriptor(["k", "migrating"]), descriptor(["k", companion])];
     const remaining = async () =>
-      (
-        await cache.doLimit(new LimitRequest("d", d, [limit, limit], [1, 1]))
-      ).map((s) => s.limitRemaining);
+      (await cache.doLimit(limitRequest("d", d, [limit, limit], [1, 1]))).map(
+        (s) => s.limitRemaining,
+      );
     expect(await remaining()).toEqual([999, 999]);
 
     const source = cluster.nodes.find((n) => n.port === sourcePort)!.client();

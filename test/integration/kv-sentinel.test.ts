@@ -15,7 +15,7 @@ import {
 } from "../helpers/redis-server.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { kvLimiter } from "../helpers/limiters.js";
-import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { limitRequest } from "../helpers/limit-request.js";
 
 // Master and replica require "kvpass" (KV_AUTH); the sentinels require "sentpass"
 // (KV_SENTINEL_AUTH) and share it with each other.
@@ -124,7 +124,7 @@ describe("KvCounterBackend with KV_TYPE=sentinel", () => {
     try {
       await cache.start();
       const [first] = await cache.doLimit(
-        new LimitRequest("d", [descriptor], [limit], [1]),
+        limitRequest("d", [descriptor], [limit], [1]),
       );
       expect(first!.limitRemaining).toBe(99);
       const masterAdmin = master.client();
@@ -136,7 +136,7 @@ describe("KvCounterBackend with KV_TYPE=sentinel", () => {
       const [afterFailover] = await waitFor(
         () =>
           cache
-            .doLimit(new LimitRequest("d", [descriptor], [limit], [1]))
+            .doLimit(limitRequest("d", [descriptor], [limit], [1]))
             .catch(() => undefined),
         "a decision after the failover",
         20_000,

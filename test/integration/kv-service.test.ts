@@ -32,7 +32,7 @@ import { windowAlignedClock } from "../helpers/aligned-clock.js";
 import { startTestApp, type TestApp } from "../helpers/rls-app.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { kvLimiter } from "../helpers/limiters.js";
-import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { limitRequest } from "../helpers/limit-request.js";
 import { jsonRequest, request } from "../helpers/requests.js";
 
 const config = `
@@ -219,7 +219,7 @@ describe("KvCounterBackend start-up and waiting", () => {
     });
     // Let the client notice the loss before the request arrives.
     await new Promise((r) => setTimeout(r, 100));
-    const pending = cache.doLimit(new LimitRequest("d", [d], [limit], [1]));
+    const pending = cache.doLimit(limitRequest("d", [d], [limit], [1]));
     await server.restart();
     const [status] = await pending;
     expect(status!.limitRemaining).toBe(4);

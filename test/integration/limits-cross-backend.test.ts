@@ -28,7 +28,7 @@ import {
   type RedisServer,
 } from "../helpers/redis-server.js";
 import { mulberry32 } from "../helpers/seeded-random.js";
-import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { limitRequest } from "../helpers/limit-request.js";
 
 // Issue 23's limits on every backend with the same seeded sequences: fixed, multi-unit and
 // sliding windows, token buckets (GCRA), calendar windows in a time zone and a `rate_limits:`
@@ -214,7 +214,7 @@ describe("issue 23 limits: identical answers on memory, kv single, kv cluster an
               subject.config.getLimit(domain, d),
             );
             const statuses = await subject.pipeline.doLimit(
-              new LimitRequest(domain, descriptors, limits, hits),
+              limitRequest(domain, descriptors, limits, hits),
             );
             await subject.pipeline.flush();
             answers.push(statuses.map(answer).join(" | "));

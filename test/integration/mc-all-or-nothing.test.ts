@@ -21,7 +21,7 @@ import { windowedRateLimit } from "../helpers/rate-limit.js";
 import { mcLimiter } from "../helpers/limiters.js";
 import type { McCounterBackend } from "../../src/backends/mc/mc-counter-backend.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
-import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { limitRequest } from "../helpers/limit-request.js";
 import { descriptor } from "../helpers/requests.js";
 
 // All-or-nothing charging on the memcached backend (check-then-increment with compensation),
@@ -144,7 +144,7 @@ describe("all-or-nothing charging on memcached", () => {
     const keyB = `race_b_${b}_${minuteStart}`;
     for (let i = 0; i < 2; i++) {
       const statuses = await cache.doLimit(
-        new LimitRequest("race", descriptors, limits, [1, 1]),
+        limitRequest("race", descriptors, limits, [1, 1]),
       );
       expect(statuses.map((s) => s.code)).toEqual([Code.OK, Code.OK]);
     }
@@ -153,8 +153,8 @@ describe("all-or-nothing charging on memcached", () => {
 
     // Both read a = 2 (one left: both pass the check); the increments answer 3, then 4.
     const [first, second] = await Promise.all([
-      cache.doLimit(new LimitRequest("race", descriptors, limits, [1, 1])),
-      cache.doLimit(new LimitRequest("race", descriptors, limits, [1, 1])),
+      cache.doLimit(limitRequest("race", descriptors, limits, [1, 1])),
+      cache.doLimit(limitRequest("race", descriptors, limits, [1, 1])),
     ]);
     expect(first.map((s) => s.code)).toEqual([Code.OK, Code.OK]);
     expect(first.map((s) => s.limitRemaining)).toEqual([0, 97]);
@@ -169,7 +169,7 @@ describe("all-or-nothing charging on memcached", () => {
 
     // The next request is refused by the check alone: nothing written, nothing compensated.
     const third = await cache.doLimit(
-      new LimitRequest("race", descriptors, limits, [1, 1]),
+      limitRequest("race", descriptors, limits, [1, 1]),
     );
     expect(third.map((s) => s.code)).toEqual([Code.OVER_LIMIT, Code.OK]);
     expect(statsStore.counter(compensatedStat).value()).toBe(1);
@@ -192,7 +192,7 @@ describe("all-or-nothing charging on memcached", () => {
     const descriptors = [descriptor(["a", "x"]), descriptor(["b", "x"])];
     const answers = await Promise.all(
       Array.from({ length: 50 }, () =>
-        cache.doLimit(new LimitRequest("burst", descriptors, limits, [1, 1])),
+        cache.doLimit(limitRequest("burst", descriptors, limits, [1, 1])),
       ),
     );
     const admitted = answers.filter((s) =>
@@ -217,10 +217,10 @@ describe("all-or-nothing charging on memcached", () => {
       allOrNothing: true,
     });
     await cache.doLimit(
-      new LimitRequest("store", [descriptor(["each", "x"])], [each], [2]),
+      limitRequest("store", [descriptor(["each", "x"])], [each], [2]),
     );
     await cache.doLimit(
-      new LimitRequest(
+      limitRequest(
         "store",
         [descriptor(["aon", "x"]), descriptor(["month", "x"])],
         [aon, month],

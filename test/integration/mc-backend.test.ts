@@ -25,7 +25,7 @@ import { waitFor } from "../helpers/wait-for.js";
 import { mcLimiter } from "../helpers/limiters.js";
 import type { McCounterBackend } from "../../src/backends/mc/mc-counter-backend.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
-import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { limitRequest } from "../helpers/limit-request.js";
 import { descriptor } from "../helpers/requests.js";
 
 const silent = silentLogger();
@@ -89,7 +89,7 @@ describe("McCounterBackend against memcached", () => {
     const cacheKey = `pfx:count_k_v_${minuteStart}`;
 
     const [first] = await cache.doLimit(
-      new LimitRequest("count", [d], [limit], [1]),
+      limitRequest("count", [d], [limit], [1]),
     );
     expect(first!.code).toBe(Code.OK);
     expect(first!.limitRemaining).toBe(2);
@@ -97,11 +97,11 @@ describe("McCounterBackend against memcached", () => {
     expect(await rawGet(rawA, cacheKey)).toBe("1");
 
     const [second] = await cache.doLimit(
-      new LimitRequest("count", [d], [limit], [2]),
+      limitRequest("count", [d], [limit], [2]),
     );
     expect(second!.limitRemaining).toBe(0);
     const [third] = await cache.doLimit(
-      new LimitRequest("count", [d], [limit], [1]),
+      limitRequest("count", [d], [limit], [1]),
     );
     expect(third!.code).toBe(Code.OVER_LIMIT);
     await cache.flush();
@@ -118,8 +118,8 @@ describe("McCounterBackend against memcached", () => {
     // The reference reads the same counter for both (9, 9); each increment here returns the
     // counter with the other's hit when it came first.
     const results = await Promise.all([
-      cache.doLimit(new LimitRequest("async", [d], [limit], [1])),
-      cache.doLimit(new LimitRequest("async", [d], [limit], [1])),
+      cache.doLimit(limitRequest("async", [d], [limit], [1])),
+      cache.doLimit(limitRequest("async", [d], [limit], [1])),
     ]);
     expect(results.map(([s]) => s!.limitRemaining).sort()).toEqual([8, 9]);
     expect(await rawGet(rawA, `async_k_same-time_${minuteStart}`)).toBe("2");
@@ -131,10 +131,10 @@ describe("McCounterBackend against memcached", () => {
     const cache = newCache();
     const limit = testRateLimit(createStatsManager(), "dup.k", 10);
     const d = descriptor(["k", "twice"]);
-    await cache.doLimit(new LimitRequest("dup", [d], [limit], [3]));
+    await cache.doLimit(limitRequest("dup", [d], [limit], [3]));
     // The reference reads 3 once and answers 3 + 2 and 3 + 4; the store then holds 9.
     const statuses = await cache.doLimit(
-      new LimitRequest("dup", [d, d], [limit, limit], [2, 4]),
+      limitRequest("dup", [d, d], [limit, limit], [2, 4]),
     );
     expect(statuses.map((s) => s.limitRemaining)).toEqual([5, 3]);
     expect(await rawGet(rawA, `dup_k_twice_${minuteStart}`)).toBe("9");
@@ -148,7 +148,7 @@ describe("McCounterBackend against memcached", () => {
     const monthKey = `long_m_x_${clock.seconds - (clock.seconds % 2_592_000)}`;
     const yearKey = `long_y_x_${clock.seconds - (clock.seconds % 31_536_000)}`;
     await cache.doLimit(
-      new LimitRequest(
+      limitRequest(
         "long",
         [descriptor(["m", "x"]), descriptor(["y", "x"])],
         [month, year],
@@ -165,7 +165,7 @@ describe("McCounterBackend against memcached", () => {
     const limit = testRateLimit(createStatsManager(), "junk.k", 5);
     await rawA.set(`junk_k_v_${minuteStart}`, "not-a-number", { expires: 60 });
     const [status] = await cache.doLimit(
-      new LimitRequest("junk", [descriptor(["k", "v"])], [limit], [1]),
+      limitRequest("junk", [descriptor(["k", "v"])], [limit], [1]),
     );
     expect(status!.limitRemaining).toBe(4);
     await cache.flush();
@@ -179,7 +179,7 @@ describe("McCounterBackend against memcached", () => {
       descriptor(["k", `v${i}`]),
     );
     await cache.doLimit(
-      new LimitRequest(
+      limitRequest(
         "spread",
         descriptors,
         descriptors.map(() => limit),
@@ -218,7 +218,7 @@ describe("McCounterBackend against memcached", () => {
     for (const [value, message] of cases) {
       const [rejected, other] = await Promise.allSettled([
         cache.doLimit(
-          new LimitRequest(
+          limitRequest(
             "bad",
             [good, descriptor(["k", value])],
             [limit, limit],
@@ -226,7 +226,7 @@ describe("McCounterBackend against memcached", () => {
           ),
         ),
         cache.doLimit(
-          new LimitRequest("bad", [descriptor(["k", "other"])], [limit], [1]),
+          limitRequest("bad", [descriptor(["k", "other"])], [limit], [1]),
         ),
       ]);
       expect(rejected.status).toBe("rejected");
@@ -247,7 +247,7 @@ describe("McCounterBackend against memcached", () => {
     const limit = testRateLimit(createStatsManager(), "local.k", 1);
     const d = descriptor(["k", "v"]);
     const [over] = await cache.doLimit(
-      new LimitRequest("local", [d], [limit], [2]),
+      limitRequest("local", [d], [limit], [2]),
     );
     expect(over!.code).toBe(Code.OVER_LIMIT);
     await cache.flush();
@@ -257,7 +257,7 @@ describe("McCounterBackend against memcached", () => {
       cache.backend.stats.keysRequested.value();
     const before = sent();
     const [cached] = await cache.doLimit(
-      new LimitRequest("local", [d], [limit], [1]),
+      limitRequest("local", [d], [limit], [1]),
     );
     expect(cached!.code).toBe(Code.OVER_LIMIT);
     expect(sent()).toBe(before);
@@ -275,16 +275,14 @@ describe("McCounterBackend against memcached", () => {
       const limit = testRateLimit(createStatsManager(), "drop.k", 5);
       const d = descriptor(["k", "v"]);
       const [before] = await cache.doLimit(
-        new LimitRequest("drop", [d], [limit], [1]),
+        limitRequest("drop", [d], [limit], [1]),
       );
       expect(before!.limitRemaining).toBe(4);
       await cache.flush();
       expect(cache.backend.stats.incrementSuccess.value()).toBe(1);
 
       await node.pause();
-      const pending = cache.doLimit(
-        new LimitRequest("drop", [d], [limit], [2]),
-      );
+      const pending = cache.doLimit(limitRequest("drop", [d], [limit], [2]));
       // Let the increment leave (writes are flushed on the next tick).
       await new Promise((resolve) => setImmediate(resolve));
       await node.kill();
@@ -317,7 +315,7 @@ describe("McCounterBackend against memcached", () => {
     const both = [onNode.get(0)!, onNode.get(1)!];
     const decide = async () => {
       const statuses = await cache.doLimit(
-        new LimitRequest("kill", both, [limit, limit], [1, 1]),
+        limitRequest("kill", both, [limit, limit], [1, 1]),
       );
       await cache.flush();
       return statuses.map((s) => s.code);

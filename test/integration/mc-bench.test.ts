@@ -8,7 +8,7 @@ import { systemClock } from "../../src/util/clock.js";
 import { startMemcached } from "../helpers/memcached-server.js";
 import { testRateLimit } from "../helpers/rate-limit.js";
 import { mcLimiter } from "../helpers/limiters.js";
-import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { limitRequest } from "../helpers/limit-request.js";
 
 /**
  * Backend-alone throughput: `doLimit` in a loop against a real memcached, 64 calls in flight,
@@ -57,7 +57,7 @@ describe.runIf(process.env["RLS_BENCH"] === "1")(
         const worker = async (): Promise<void> => {
           while (next < calls) {
             const d = descriptors[next++ % descriptors.length]!;
-            await cache.doLimit(new LimitRequest("bench", [d], [limit], [1]));
+            await cache.doLimit(limitRequest("bench", [d], [limit], [1]));
           }
         };
         const cpu = process.cpuUsage();

@@ -20,7 +20,7 @@ import { waitFor } from "../helpers/wait-for.js";
 import { mcLimiter } from "../helpers/limiters.js";
 import type { McCounterBackend } from "../../src/backends/mc/mc-counter-backend.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
-import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { limitRequest } from "../helpers/limit-request.js";
 
 const srvName = "_memcache._tcp.rls.test";
 
@@ -146,7 +146,7 @@ describe("McCounterBackend with SRV discovery", () => {
       }),
     );
     await cache.doLimit(
-      new LimitRequest(
+      limitRequest(
         "srv",
         descriptors,
         descriptors.map(() => limit),

@@ -20,7 +20,7 @@ import {
 } from "../helpers/memcached-server.js";
 import { testRateLimit } from "../helpers/rate-limit.js";
 import { mcLimiter } from "../helpers/limiters.js";
-import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { limitRequest } from "../helpers/limit-request.js";
 
 // Debian's memcached 1.6.18 is built with TLS (`memcached -h` lists -Z / ssl_* options).
 describe("McCounterBackend over TLS", () => {
@@ -66,7 +66,7 @@ describe("McCounterBackend over TLS", () => {
       const codes: Code[] = [];
       for (let i = 0; i < 2; i++) {
         const [status] = await cache.doLimit(
-          new LimitRequest("tls", [d], [limit], [1]),
+          limitRequest("tls", [d], [limit], [1]),
         );
         await cache.flush();
         codes.push(status!.code);

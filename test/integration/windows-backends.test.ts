@@ -32,7 +32,7 @@ import {
 import { kvLimiter, mcLimiter, memoryLimiter } from "../helpers/limiters.js";
 import type { KvCounterBackend } from "../../src/backends/kv/kv-counter-backend.js";
 import type { RateLimitPipeline } from "../../src/limiter/pipeline.js";
-import { LimitRequest } from "../../src/limiter/limit-request.js";
+import { limitRequest } from "../helpers/limit-request.js";
 
 // Sliding windows, unit_multiplier and all-or-nothing charging on real stores: the same
 // request sequences give the same answers on every backend as on the memory backend.
@@ -213,7 +213,7 @@ async function run(
   for (const step of sequence) {
     clock.seconds += step.wait;
     const statuses = await cache.doLimit(
-      new LimitRequest(
+      limitRequest(
         "d",
         step.picks.map((i) => descriptors[i]!),
         step.picks.map((i) => limits[i]),
@@ -274,13 +274,13 @@ describe("all-or-nothing with one counter twice in a request", () => {
         entries: [{ key: "k", value: "same" }],
       });
       const twice = await cache.doLimit(
-        new LimitRequest("d", [descriptor, descriptor], [limit, limit], [3, 3]),
+        limitRequest("d", [descriptor, descriptor], [limit, limit], [3, 3]),
       );
       await cache.flush();
       expect(twice.some((s) => s.code === Code.OVER_LIMIT)).toBe(true);
       // Nothing was charged: the whole budget is still there.
       const once = await cache.doLimit(
-        new LimitRequest("d", [descriptor], [limit], [5]),
+        limitRequest("d", [descriptor], [limit], [5]),
       );
       await cache.flush();
       expect(once[0]!.code).toBe(Code.OK);
@@ -313,7 +313,7 @@ describe("concurrency: many clients, one key", () => {
     const answers = await Promise.all(
       Array.from({ length: requests }, (_, r) =>
         caches[r % clients]!.doLimit(
-          new LimitRequest(
+          limitRequest(
             "d",
             descriptors,
             limits,
@@ -328,7 +328,7 @@ describe("concurrency: many clients, one key", () => {
     // What the counters hold now, read with 0 hits.
     const peek = (
       await caches[0]!.doLimit(
-        new LimitRequest(
+        limitRequest(
           "d",
           descriptors,
           limits.map((l) => ({ ...l, requestsPerUnit: 1_000_000 })),
@@ -424,18 +424,18 @@ describe("all-or-nothing script on a single instance", () => {
         }),
       ];
       expect(
-        (await cache.doLimit(new LimitRequest("d", d, limits, [1])))[0]!
+        (await cache.doLimit(limitRequest("d", d, limits, [1])))[0]!
           .limitRemaining,
       ).toBe(1);
       await admin.script("FLUSH");
       expect(await admin.script("EXISTS", sha)).toEqual([0]);
       expect(
-        (await cache.doLimit(new LimitRequest("d", d, limits, [1])))[0]!
+        (await cache.doLimit(limitRequest("d", d, limits, [1])))[0]!
           .limitRemaining,
       ).toBe(0);
       expect(await admin.script("EXISTS", sha)).toEqual([1]);
       expect(
-        (await cache.doLimit(new LimitRequest("d", d, limits, [1])))[0]!.code,
+        (await cache.doLimit(limitRequest("d", d, limits, [1])))[0]!.code,
       ).toBe(Code.OVER_LIMIT);
     } finally {
       admin.disconnect();

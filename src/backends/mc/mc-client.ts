@@ -5,6 +5,7 @@ import type { Counter, StatsStore } from "../../stats/stats-store.js";
 import {
   McConnection,
   McReplyError,
+  McSilenceError,
   type McCasValue,
   type McDecrement,
   type McIncrement,
@@ -266,6 +267,8 @@ export class McClient {
     return new Promise((resolve, reject) => {
       let remaining = batches.length;
       let nodeFailure: Error | undefined;
+      // Whether a node failed other than by silence (it may not have applied its increments).
+      let notApplied = false;
       for (const { node, connection, items } of batches) {
         connection.incrementMultiValues(
           items.map((index) => increments[index]!),
@@ -276,8 +279,10 @@ export class McClient {
               if (value === undefined) failed++;
               values[items[j]!] = value;
             }
-            if (err !== undefined && !(err instanceof McReplyError))
+            if (err !== undefined && !(err instanceof McReplyError)) {
               nodeFailure ??= err;
+              if (!(err instanceof McSilenceError)) notApplied = true;
+            }
             this.incrementsDone(node, items.length, failed, err);
             if (--remaining > 0) return;
             if (nodeFailure !== undefined && !failOpen) {
@@ -285,7 +290,10 @@ export class McClient {
                 new BackendError(
                   "mc",
                   `memcached increment failed: ${nodeFailure.message}`,
-                  { cause: nodeFailure },
+                  {
+                    cause: nodeFailure,
+                    unanswered: !notApplied,
+                  },
                 ),
               );
               return;

@@ -61,6 +61,15 @@ export interface McCasValue {
 export type McStoreOutcome = "stored" | "exists" | "not-found";
 
 /**
+ * The node did not answer a written batch within the reply timeout, and the connection was
+ * given up on for it (half-closed: the node had not closed it, and still gets what was
+ * written). A node that is only slow or frozen applies those batches when it thaws.
+ */
+export class McSilenceError extends Error {
+  override readonly name = "McSilenceError";
+}
+
+/**
  * The node answered, but not what the command needs (an error status, a reply to another
  * command, no CAS token): the connection stays up and the node counts as answering.
  */
@@ -98,6 +107,8 @@ const statusKeyExists = 0x02;
 /** Expiration of a decrement that must not create a missing counter. */
 const noCreate = 0xffff_ffff;
 const headerBytes = 24;
+/** How long a connection given up on for silence may linger half-closed (ms). */
+const lingerMs = 30_000;
 const incrementExtrasBytes = 20;
 /** SET and ADD extras: flags (uint32, 0 here), expiration (uint32). */
 const storeExtrasBytes = 8;
@@ -146,6 +157,8 @@ export class McConnection {
   private readonly connectTimeoutMs: number;
   private readonly tlsOptions: ConnectionOptions | undefined;
   private socket: Socket | undefined;
+  /** Connections given up on for silence, half-closed until the node closes its side. */
+  private readonly lingering = new Set<Socket>();
   private connected = false;
   /**
    * Pending batches in the order written. memcached answers the requests of a connection in
@@ -440,6 +453,7 @@ export class McConnection {
    */
   async shutdown(graceMs: number): Promise<void> {
     this.closed = true;
+    for (const lingering of this.lingering) lingering.destroy();
     if (this.pending.length > 0) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, graceMs);
@@ -530,11 +544,20 @@ export class McConnection {
     if (oldest === undefined || oldest.frame !== undefined) return;
     const left = oldest.deadline - performance.now();
     if (left <= 0) {
-      socket.destroy(
-        new Error(
+      // The connection is given up on, but only half-closed: what was written still reaches
+      // the node, and a node that is frozen rather than gone applies all of it when it thaws
+      // (a full close would answer its first reply with a reset, and it would drop the rest).
+      // The pending batches fail now; the socket lingers, reading and ignoring, until the
+      // node closes its side or `lingerMs` pass.
+      this.closedConnection(
+        socket,
+        new McSilenceError(
           `memcached node ${this.address} did not answer within ${this.timeoutMs} ms`,
         ),
       );
+      this.lingering.add(socket);
+      socket.end();
+      setTimeout(() => socket.destroy(), lingerMs).unref();
       return;
     }
     this.replyTimer = setTimeout(() => {
@@ -583,9 +606,12 @@ export class McConnection {
       lastError = err;
     });
     // After our end() (shutdown), do not wait for the peer to finish its side.
-    socket.on("finish", () => socket.destroy());
+    socket.on("finish", () => {
+      if (!this.lingering.has(socket)) socket.destroy();
+    });
     socket.on("close", () => {
       clearTimeout(connectTimer);
+      this.lingering.delete(socket);
       this.closedConnection(
         socket,
         lastError ??

@@ -7,7 +7,7 @@ import { MemoryCounterBackend } from "../../../src/backends/memory/memory-counte
 import { resolveGcraParams } from "../../../src/config/token-bucket.js";
 import type { RateLimit } from "../../../src/config/rate-limit-config.js";
 import { createDecider } from "../../../src/limiter/decide.js";
-import { LimitRequest } from "../../../src/limiter/limit-request.js";
+import { limitRequest } from "../../helpers/limit-request.js";
 import { createLocalCache } from "../../../src/limiter/local-cache.js";
 import { RateLimitPipeline } from "../../../src/limiter/pipeline.js";
 import {
@@ -91,7 +91,7 @@ describe("RateLimitPipeline.dryRun", () => {
       // Two descriptors on one counter and one bucket: the run sequences them as the store.
       const values = ["a", "a", "b"];
       const request = () =>
-        new LimitRequest(
+        limitRequest(
           "d",
           [...values, ...values, ...values].map(descriptor),
           [

@@ -22,7 +22,7 @@ import { createRateLimitService } from "../../../src/service/rate-limit-service.
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
-import { LimitRequest } from "../../../src/limiter/limit-request.js";
+import { limitRequest } from "../../helpers/limit-request.js";
 import { peekCounters } from "../../helpers/decisions.js";
 
 interface Setup {
@@ -243,7 +243,7 @@ describe(
             const limits = limitsOf(a, request);
             const peekBefore = await peekCounters(
               a.cache,
-              new LimitRequest("d", request.descriptors, limits),
+              limitRequest("d", request.descriptors, limits),
             );
             const countersBefore = a.statsManager.store
               .snapshot()
@@ -257,7 +257,7 @@ describe(
             expect(
               await peekCounters(
                 a.cache,
-                new LimitRequest("d", request.descriptors, limits),
+                limitRequest("d", request.descriptors, limits),
               ),
             ).toEqual(peekBefore);
             expect(
@@ -282,7 +282,7 @@ describe(
             // The predicted counters are what the charge left behind.
             const peekAfter = await peekCounters(
               a.cache,
-              new LimitRequest("d", request.descriptors, limits),
+              limitRequest("d", request.descriptors, limits),
             );
             predicted.descriptors.forEach((d, i) => {
               const after = peekAfter[i];
@@ -397,7 +397,7 @@ describe(
             const limits = limitsOf(a, request);
             const before = await peekCounters(
               a.cache,
-              new LimitRequest("d", request.descriptors, limits),
+              limitRequest("d", request.descriptors, limits),
             );
             const predicted = await a.explain.explain(
               create(ExplainRequestSchema, { request }),
@@ -405,7 +405,7 @@ describe(
             expect(
               await peekCounters(
                 a.cache,
-                new LimitRequest("d", request.descriptors, limits),
+                limitRequest("d", request.descriptors, limits),
               ),
             ).toEqual(before);
             const reference = await b.service.shouldRateLimit(request);
@@ -415,7 +415,7 @@ describe(
             ).toEqual(reference.statuses.map(comparable));
             const after = await peekCounters(
               b.cache,
-              new LimitRequest("d", request.descriptors, limits),
+              limitRequest("d", request.descriptors, limits),
             );
             predicted.descriptors.forEach((d, i) => {
               const c = d.counter;

@@ -9,7 +9,7 @@ import type { PlanStep } from "../../../src/limiter/algorithm-kind.js";
 import { kinds } from "../../../src/limiter/algorithms.js";
 import { createDecider } from "../../../src/limiter/decide.js";
 import { gcraDecide } from "../../../src/limiter/gcra.js";
-import { LimitRequest } from "../../../src/limiter/limit-request.js";
+import { limitRequest } from "../../helpers/limit-request.js";
 import { PlannedDescriptor } from "../../../src/limiter/request-plan.js";
 import {
   RateLimitDescriptorSchema,
@@ -190,7 +190,7 @@ describe("algorithm kinds", () => {
           { sliding },
         );
         const planned = createDecider({ clock }).plan(
-          new LimitRequest("d", [descriptor], [limit], [1]),
+          limitRequest("d", [descriptor], [limit], [1]),
           false,
           false,
         ).counted[0]!;
@@ -245,7 +245,7 @@ describe("algorithm kinds", () => {
     });
     if (limit.algorithm.kind !== "token_bucket") throw new Error("kind");
     const entry = createDecider({ clock }).plan(
-      new LimitRequest("d", [descriptor], [limit], [3]),
+      limitRequest("d", [descriptor], [limit], [3]),
       false,
       false,
     ).buckets[0]!;

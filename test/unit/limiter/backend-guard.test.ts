@@ -27,8 +27,9 @@ import { testRateLimit } from "../../helpers/rate-limit.js";
 import { memoryLimiter } from "../../helpers/limiters.js";
 import { MemoryCounterBackend } from "../../../src/backends/memory/memory-counter-backend.js";
 import { RateLimitPipeline } from "../../../src/limiter/pipeline.js";
-import { LimitRequest } from "../../../src/limiter/limit-request.js";
+import type { LimitRequest } from "../../../src/limiter/limit-request.js";
 import { peekCounters } from "../../helpers/decisions.js";
+import { limitRequest } from "../../helpers/limit-request.js";
 
 /** A clock in milliseconds the test moves by hand. */
 class MsClock implements Clock {
@@ -50,6 +51,14 @@ class FlakyBackend implements RateLimitCache {
   /** Calls never settle while set (a store that stopped answering). */
   hang = false;
   calls = 0;
+  /** Calls wait in {@link held} while set, until the test settles them (a frozen store). */
+  holdCalls = false;
+  readonly held: {
+    /** Counts the call in the store and answers it (the store thawed). */
+    answer(): Promise<void>;
+    /** Fails the call (the connection closed: `unanswered` says whether it was written). */
+    fail(unanswered: boolean): void;
+  }[] = [];
   failWith: () => Error = () => new BackendError("kv", "kv store error");
   readonly store: RateLimitPipeline<MemoryCounterBackend>;
   constructor(clock: Clock) {
@@ -63,6 +72,17 @@ class FlakyBackend implements RateLimitCache {
   ): Promise<RateLimitResponse_DescriptorStatus[]> {
     this.calls++;
     if (this.hang) return new Promise(() => undefined);
+    if (this.holdCalls)
+      return new Promise((resolve, reject) => {
+        this.held.push({
+          answer: async () => {
+            resolve(await this.store.doLimit(request));
+          },
+          fail: (unanswered) => {
+            reject(new BackendError("kv", "connection closed", { unanswered }));
+          },
+        });
+      });
     if (this.down) return Promise.reject(this.failWith());
     return this.store.doLimit(request);
   }
@@ -134,7 +154,7 @@ function fixture(
     logs,
     async call(domain = "d", l = limit) {
       const statuses = await guard.doLimit(
-        new LimitRequest(domain, [descriptor], [l], [1]),
+        limitRequest(domain, [descriptor], [l], [1]),
       );
       return statuses[0]!.code;
     },
@@ -223,7 +243,7 @@ describe("BackendGuard", () => {
     expect(counter(f.stats, statNames.backendDegradedDecisions)).toBe(30);
     expect(f.limit.stats.withinLimit.value()).toBe(0);
     const statuses = await f.guard.doLimit(
-      new LimitRequest(
+      limitRequest(
         "d",
         [create(RateLimitDescriptorSchema, { entries: [{ key: "k" }] })],
         [f.limit],
@@ -243,7 +263,7 @@ describe("BackendGuard", () => {
       windowSeconds: 300,
     });
     const statuses = await f.guard.doLimit(
-      new LimitRequest(
+      limitRequest(
         "d",
         [create(RateLimitDescriptorSchema, { entries: [{ key: "w" }] })],
         [fiveMinutes],
@@ -264,7 +284,7 @@ describe("BackendGuard", () => {
     expect(await f.call("d", shadow)).toBe(Code.OK);
     const d = create(RateLimitDescriptorSchema, { entries: [{ key: "x" }] });
     const statuses = await f.guard.doLimit(
-      new LimitRequest("d", [d, d], [undefined, f.limit], [1, 1]),
+      limitRequest("d", [d, d], [undefined, f.limit], [1, 1]),
     );
     expect(statuses.map((s) => s.code)).toEqual([Code.OK, Code.OVER_LIMIT]);
     expect(statuses[1]!.limitRemaining).toBe(0);
@@ -327,7 +347,7 @@ describe("BackendGuard", () => {
     const read = async (): Promise<number> => {
       const [reading] = await peekCounters(
         f.backend.store,
-        new LimitRequest(
+        limitRequest(
           "d",
           [
             create(RateLimitDescriptorSchema, {
@@ -434,6 +454,88 @@ describe("BackendGuard", () => {
     }
   });
 
+  it("local: a call in doubt is replayed only when its own outcome says the store did not count it", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const replayed: number[][] = [];
+      const f = fixture(
+        "local",
+        {
+          decisionTimeoutMs: 20,
+          failureThreshold: 4,
+          replay: (slots) => {
+            replayed.push(slots.map((slot) => slot.increment));
+          },
+        },
+        100,
+      );
+      f.backend.holdCalls = true;
+      for (let i = 0; i < 4; i++) {
+        const answer = f.call();
+        await vi.advanceTimersByTimeAsync(20);
+        expect(await answer).toBe(Code.OK);
+      }
+      expect(f.guard.degraded).toBe(true);
+      expect(f.stats.store.gauge(statNames.backendCallsInDoubt).value()).toBe(
+        4,
+      );
+      const [a, b, c, d] = f.backend.held;
+      await a!.answer(); // counted by the store, late
+      await b!.answer();
+      c!.fail(false); // the connection closed: not counted, replayed
+      d!.fail(true); // written, abandoned for silence: the store applies it
+      await vi.advanceTimersByTimeAsync(0);
+      expect(counter(f.stats, statNames.backendCountedLate)).toBe(3);
+      expect(f.stats.store.gauge(statNames.backendCallsInDoubt).value()).toBe(
+        0,
+      );
+      f.backend.holdCalls = false;
+      f.clock.ms += 600;
+      expect(await f.call()).toBe(Code.OK); // the probe closes the circuit
+      await vi.advanceTimersByTimeAsync(0);
+      expect(replayed).toEqual([[1]]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("local: the replay waits for the calls in doubt; beyond maxCallsInDoubt a call is replayed", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const replayed: number[][] = [];
+      const f = fixture(
+        "local",
+        {
+          decisionTimeoutMs: 20,
+          failureThreshold: 2,
+          maxCallsInDoubt: 1,
+          replay: (slots) => {
+            replayed.push(slots.map((slot) => slot.increment));
+          },
+        },
+        100,
+      );
+      f.backend.holdCalls = true;
+      for (let i = 0; i < 2; i++) {
+        const answer = f.call();
+        await vi.advanceTimersByTimeAsync(20);
+        expect(await answer).toBe(Code.OK);
+      }
+      expect(counter(f.stats, statNames.backendInDoubtOverflow)).toBe(1);
+      f.backend.holdCalls = false;
+      f.clock.ms += 600;
+      expect(await f.call()).toBe(Code.OK); // closes the circuit; the replay waits
+      await vi.advanceTimersByTimeAsync(0);
+      expect(replayed).toEqual([]);
+      await f.backend.held[0]!.answer(); // the call in doubt was counted
+      await vi.advanceTimersByTimeAsync(0);
+      // Only the call beyond the bound is replayed (the store may count it twice).
+      expect(replayed).toEqual([[1]]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("answers by the failure mode before the caller's deadline passes", async () => {
     const f = fixture("error");
     f.backend.hang = true;
@@ -445,7 +547,7 @@ describe("BackendGuard", () => {
     try {
       const answer = watch(
         f.guard.doLimit(
-          new LimitRequest("d", [descriptor], [f.limit], [1]),
+          limitRequest("d", [descriptor], [f.limit], [1]),
           performance.now() + 40,
         ),
       );

@@ -4,11 +4,11 @@ import {
   type DecisionFailure,
 } from "../../../src/limiter/decision-channel.js";
 import type { Decision } from "../../../src/limiter/decision.js";
-import { LimitRequest } from "../../../src/limiter/limit-request.js";
+import { limitRequest } from "../../helpers/limit-request.js";
 import { testDecision } from "../../helpers/decisions.js";
 
 const failure: DecisionFailure = {
-  request: new LimitRequest("d", [], [], []),
+  request: limitRequest("d", [], [], []),
   error: new Error("store down"),
   times: undefined,
 };

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { BackendError } from "../../../src/limiter/backend-error.js";
 import {
   DecisionDeadline,
+  DecisionDeadlineError,
   type DecisionDeadlineOptions,
   type DeadlineTimer,
 } from "../../../src/limiter/decision-deadline.js";
@@ -147,6 +148,23 @@ describe("DecisionDeadline", () => {
     timer.fireAll();
     answerLate("statuses");
     await expect(answer).rejects.toThrow(/did not answer within 20 ms/);
+  });
+
+  it("keeps the backend's call, still pending, in the deadline's error", async () => {
+    const { timer, deadline: d } = deadline({ decisionTimeoutMs: 20 });
+    let answerLate: (value: string) => void = () => undefined;
+    const late = new Promise<string>((resolve) => {
+      answerLate = resolve;
+    });
+    const answer = d.bound(late, undefined);
+    timer.fireAll();
+    const err: unknown = await answer.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DecisionDeadlineError);
+    expect(err).toBeInstanceOf(BackendError);
+    const pending = (err as DecisionDeadlineError).pending;
+    expect(pending).toBe(late);
+    answerLate("statuses");
+    expect(await pending).toBe("statuses");
   });
 
   it("checks its numbers", () => {

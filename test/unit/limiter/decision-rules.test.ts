@@ -8,10 +8,7 @@ import {
   unlimitedRemaining,
 } from "../../../src/limiter/decision-rules.js";
 import { decideRequest } from "../../../src/limiter/decision.js";
-import {
-  LimitRequest,
-  resolveRequest,
-} from "../../../src/limiter/limit-request.js";
+import { resolveRequest } from "../../../src/limiter/limit-request.js";
 import {
   RateLimitDescriptorSchema,
   RateLimitResponse_Code as Code,
@@ -20,6 +17,7 @@ import {
 import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { fakeConfig } from "../../helpers/fake-config.js";
 import { testRateLimit } from "../../helpers/rate-limit.js";
+import { limitRequest } from "../../helpers/limit-request.js";
 
 const stats = createStatsManager();
 const limit = (key: string, extra: Partial<RateLimit> = {}): RateLimit =>
@@ -128,7 +126,7 @@ function overallCode(
   unlimited: boolean[] | undefined,
   globalQuotaMode: boolean,
 ): Code {
-  const request = new LimitRequest(
+  const request = limitRequest(
     "d",
     limits.map(() => create(RateLimitDescriptorSchema, {})),
     limits,

@@ -25,7 +25,7 @@ import {
   tokenBucket,
   windowedRateLimit,
 } from "../../helpers/rate-limit.js";
-import { LimitRequest } from "../../../src/limiter/limit-request.js";
+import { limitRequest } from "../../helpers/limit-request.js";
 import { peekCounters } from "../../helpers/decisions.js";
 
 // The decision pipeline with the limits of issue 23 on the memory backend: token buckets
@@ -72,7 +72,7 @@ function setup(allOrNothing = false) {
     hits = 1,
   ): Promise<RateLimitResponse_DescriptorStatus> => {
     const [status] = await limiter.doLimit(
-      new LimitRequest(
+      limitRequest(
         "d",
         [descriptor],
         [allOrNothing ? { ...limit, allOrNothing: true } : limit],
@@ -294,7 +294,7 @@ describe("calendar windows in the pipeline", () => {
     expect(first.durationUntilReset?.seconds).toBe(BigInt(end - now));
     const [reading] = await peekCounters(
       limiter,
-      new LimitRequest("d", [descriptor], [limit]),
+      limitRequest("d", [descriptor], [limit]),
     );
     expect(reading?.key).toBe("d_k_v_2023-11@Europe/Berlin");
     expect(reading?.value).toBe(1);

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { MemoryCounterBackend } from "../../../src/backends/memory/memory-counter-backend.js";
 import type { RateLimit } from "../../../src/config/rate-limit-config.js";
 import { createDecider } from "../../../src/limiter/decide.js";
-import { LimitRequest } from "../../../src/limiter/limit-request.js";
+import type { LimitRequest } from "../../../src/limiter/limit-request.js";
 import { LocalMode } from "../../../src/limiter/local-mode.js";
 import { OutageJournal } from "../../../src/limiter/outage-journal.js";
 import { RateLimitPipeline } from "../../../src/limiter/pipeline.js";
@@ -20,6 +20,7 @@ import {
 } from "../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { slidingWindow, testRateLimit } from "../../helpers/rate-limit.js";
+import { limitRequest } from "../../helpers/limit-request.js";
 
 const open: LocalMode[] = [];
 
@@ -58,7 +59,7 @@ function fixture(localShare = 1, shadowed = true): Fixture {
     journal,
     local,
     request: (limit, value = "v") =>
-      new LimitRequest(
+      limitRequest(
         "d",
         [create(RateLimitDescriptorSchema, { entries: [{ key: "k", value }] })],
         [limit],

@@ -49,6 +49,16 @@ function writer(written: Written, fail = false) {
 }
 
 describe("OutageJournal", () => {
+  it("takes back a charge the store counted after all, never below 0", () => {
+    const journal = new OutageJournal();
+    journal.record([slot("a", 3), slot("b", 1)]);
+    journal.takeBack([slot("a", 1), slot("b", 2), slot("c", 1)]);
+    const taken = journal.take(60_000);
+    expect(
+      Object.fromEntries(taken.map((s) => [s.cacheKey, s.increment])),
+    ).toEqual({ a: 2 });
+  });
+
   it("records the local charges during an outage and replays them once after recovery", async () => {
     const clock = new FakeClock(60_000);
     const journal = new OutageJournal();

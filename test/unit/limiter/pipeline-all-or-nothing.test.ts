@@ -15,7 +15,7 @@ import { createStatsManager } from "../../../src/stats/stats-manager.js";
 import { StatsStore } from "../../../src/stats/stats-store.js";
 import { FakeClock } from "../../helpers/fake-clock.js";
 import { windowedRateLimit } from "../../helpers/rate-limit.js";
-import { LimitRequest } from "../../../src/limiter/limit-request.js";
+import { limitRequest } from "../../helpers/limit-request.js";
 
 // The pipeline's check-then-increment (all-or-nothing charging on stores without an atomic
 // operation: kv cluster or two instances, mc), against a scripted CounterBackend: what each
@@ -94,7 +94,7 @@ describe("RateLimitPipeline all-or-nothing check-then-increment", () => {
       backend: store.backend,
       decider: base,
       statsStore,
-    }).doLimit(new LimitRequest("d", descriptors, limits, [1, 1]));
+    }).doLimit(limitRequest("d", descriptors, limits, [1, 1]));
     expect(store.calls).toEqual(["read"]);
     expect(statuses.map((s) => s.code)).toEqual([Code.OVER_LIMIT, Code.OK]);
     // The untouched budget of the descriptor that fits.
@@ -109,7 +109,7 @@ describe("RateLimitPipeline all-or-nothing check-then-increment", () => {
       backend: store.backend,
       decider: base,
       statsStore,
-    }).doLimit(new LimitRequest("d", descriptors, limits, [1, 1]));
+    }).doLimit(limitRequest("d", descriptors, limits, [1, 1]));
     expect(store.calls).toEqual(["read", "increment"]);
     expect(statuses.map((s) => s.code)).toEqual([Code.OK, Code.OK]);
     // Reported from the values after the increment (another request took one meanwhile).
@@ -125,7 +125,7 @@ describe("RateLimitPipeline all-or-nothing check-then-increment", () => {
       backend: store.backend,
       decider: base,
       statsStore,
-    }).doLimit(new LimitRequest("d", descriptors, limits, [1, 1]));
+    }).doLimit(limitRequest("d", descriptors, limits, [1, 1]));
     expect(store.calls).toEqual(["read", "increment", "undo"]);
     expect(statuses.map((s) => s.code)).toEqual([Code.OVER_LIMIT, Code.OK]);
     // Answered from the counters without this request's hits: b keeps 100 − 11.
@@ -151,7 +151,7 @@ describe("RateLimitPipeline all-or-nothing check-then-increment", () => {
       backend: store.backend,
       decider: base,
       statsStore,
-    }).doLimit(new LimitRequest("d", descriptors, limits, [1, 1]));
+    }).doLimit(limitRequest("d", descriptors, limits, [1, 1]));
     expect(store.calls).toEqual(["read", "increment"]);
     expect(statuses.map((s) => s.code)).toEqual([Code.OK, Code.OK]);
     expect(compensated.value()).toBe(0);

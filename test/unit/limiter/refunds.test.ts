@@ -18,7 +18,7 @@ import {
   windowedRateLimit,
   type WindowOptions,
 } from "../../helpers/rate-limit.js";
-import { LimitRequest } from "../../../src/limiter/limit-request.js";
+import { limitRequest } from "../../helpers/limit-request.js";
 import { peekCounters } from "../../helpers/decisions.js";
 
 // Refunds (`is_negative_hits`, Envoy >= 1.38) through the decision pipeline on the memory
@@ -57,14 +57,14 @@ function setup(
   );
   const call = async (hits: number) => {
     const [status] = await limiter.doLimit(
-      new LimitRequest("d", [descriptor], [limit], [hits]),
+      limitRequest("d", [descriptor], [limit], [hits]),
     );
     return status!;
   };
   const counter = async (): Promise<number> => {
     const [reading] = await peekCounters(
       limiter,
-      new LimitRequest("d", [descriptor], [limit]),
+      limitRequest("d", [descriptor], [limit]),
     );
     return reading!.value;
   };
@@ -182,16 +182,16 @@ describe("refunds (is_negative_hits)", () => {
     const descriptors = ["a", "b"].map((value) =>
       create(RateLimitDescriptorSchema, { entries: [{ key: "k", value }] }),
     );
-    await limiter.doLimit(new LimitRequest("d", descriptors, [a, b], [1, 1]));
-    await limiter.doLimit(new LimitRequest("d", descriptors, [a, b], [0, 1]));
+    await limiter.doLimit(limitRequest("d", descriptors, [a, b], [1, 1]));
+    await limiter.doLimit(limitRequest("d", descriptors, [a, b], [0, 1]));
     // a is full: a charge of a refused; b's refund still applies.
     const statuses = await limiter.doLimit(
-      new LimitRequest("d", descriptors, [a, b], [1, -2]),
+      limitRequest("d", descriptors, [a, b], [1, -2]),
     );
     expect(statuses.map((s) => s.code)).toEqual([Code.OVER_LIMIT, Code.OK]);
     const readings = await peekCounters(
       limiter,
-      new LimitRequest("d", descriptors, [a, b]),
+      limitRequest("d", descriptors, [a, b]),
     );
     expect(readings.map((r) => r!.value)).toEqual([1, 0]);
   });

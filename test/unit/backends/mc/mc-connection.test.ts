@@ -3,10 +3,12 @@ import { afterEach, describe, expect, it } from "vitest";
 import {
   McConnection,
   McReplyError,
+  McSilenceError,
   type McCasValue,
   type McStoreOutcome,
 } from "../../../../src/backends/mc/mc-connection.js";
 import { mcReply } from "../../../helpers/mc-peer.js";
+import { waitFor } from "../../../helpers/wait-for.js";
 
 // The framing and failure handling of our binary-protocol connection, against a scripted peer
 // on a loopback port: the cases real memcached cannot be made to produce on demand (a clean
@@ -192,6 +194,43 @@ describe("McConnection", () => {
     ]);
     expect(first.err?.message).toMatch(/did not answer within 50 ms/);
     expect(second?.message).toMatch(/did not answer within 50 ms/);
+  });
+
+  it("half-closes a connection given up on for silence: the node still gets what was written", async () => {
+    // A frozen node that thaws reads what was written and answers; had we reset the
+    // connection, its answers would meet a reset and it would drop the rest. The peer reads
+    // the batch, sees our FIN, and answers twice: the lingering socket takes both.
+    let received = 0;
+    let peerDone = false;
+    let peerError: Error | undefined;
+    const connection = await connectTo((socket) => {
+      // Keep the peer's side open after our FIN, as a node still answering would.
+      socket.allowHalfOpen = true;
+      socket.on("data", (chunk: Buffer) => {
+        received += chunk.length;
+      });
+      socket.on("error", (err) => {
+        peerError = err;
+      });
+      socket.on("end", () => {
+        socket.write(Buffer.alloc(24, 0x81));
+        setTimeout(() => {
+          socket.end(Buffer.alloc(24, 0x81), () => {
+            peerDone = true;
+          });
+        }, 50);
+      });
+    }, 50);
+    const err = await new Promise<Error | undefined>((resolve) => {
+      connection.noop(resolve);
+    });
+    expect(err).toBeInstanceOf(McSilenceError);
+    await waitFor(
+      () => peerDone || peerError !== undefined,
+      "the peer's answers",
+    );
+    expect(peerError).toBeUndefined();
+    expect(received).toBe(24);
   });
 
   it("fails the batch on a reply that is not binary protocol or answers no request", async () => {

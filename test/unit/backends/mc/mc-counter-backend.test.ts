@@ -13,7 +13,7 @@ import {
   McCounterBackend,
 } from "../../../../src/backends/mc/mc-counter-backend.js";
 import { BackendError } from "../../../../src/limiter/backend-error.js";
-import { LimitRequest } from "../../../../src/limiter/limit-request.js";
+import { limitRequest } from "../../../helpers/limit-request.js";
 import { descriptor } from "../../../helpers/requests.js";
 
 // No test here reaches a socket: each returns or throws before any memcached operation, or
@@ -57,7 +57,7 @@ describe("McCounterBackend", () => {
     const cache = newCache();
     const err = await rejection(
       cache.doLimit(
-        new LimitRequest(
+        limitRequest(
           "d",
           [descriptor(["k", "ok"]), descriptor(["k", "ok"], ["bad key", "v"])],
           [limit, limit],
@@ -72,7 +72,7 @@ describe("McCounterBackend", () => {
     );
     const control = await rejection(
       cache.doLimit(
-        new LimitRequest("d", [descriptor(["k", "line\nbreak"])], [limit], [1]),
+        limitRequest("d", [descriptor(["k", "line\nbreak"])], [limit], [1]),
       ),
     );
     expect(control.message).toMatch(
@@ -85,7 +85,7 @@ describe("McCounterBackend", () => {
     const cache = newCache();
     const err = await rejection(
       cache.doLimit(
-        new LimitRequest("my domain", [descriptor(["k", "v"])], [limit], [1]),
+        limitRequest("my domain", [descriptor(["k", "v"])], [limit], [1]),
       ),
     );
     expect(err.message).toMatch(
@@ -98,7 +98,7 @@ describe("McCounterBackend", () => {
     const cache = newCache({ prefix: "p:" });
     const err = await rejection(
       cache.doLimit(
-        new LimitRequest(
+        limitRequest(
           "d",
           [descriptor(["k", "v"], ["k2", "x".repeat(240)])],
           [limit],
@@ -127,7 +127,7 @@ describe("McCounterBackend", () => {
       clock.seconds,
     );
     const statuses = await cache.doLimit(
-      new LimitRequest(
+      limitRequest(
         "d",
         [descriptor(["k", "v"]), descriptor(["other", "x"])],
         [one, undefined],
@@ -143,7 +143,7 @@ describe("McCounterBackend", () => {
   it("fails open with no node: counters read 0 and the errors are counted", async () => {
     const cache = newCache({ srv: true });
     const [status] = await cache.doLimit(
-      new LimitRequest("d", [descriptor(["k", "v"])], [limit], [2]),
+      limitRequest("d", [descriptor(["k", "v"])], [limit], [2]),
     );
     expect(status!.code).toBe(Code.OK);
     expect(status!.limitRemaining).toBe(3);
@@ -187,7 +187,7 @@ describe("McCounterBackend", () => {
       allOrNothing: true,
     });
     const [status] = await cache.doLimit(
-      new LimitRequest("d", [descriptor(["k", "v"])], [aon], [2]),
+      limitRequest("d", [descriptor(["k", "v"])], [aon], [2]),
     );
     expect(status!.code).toBe(Code.OK);
     expect(status!.limitRemaining).toBe(3);

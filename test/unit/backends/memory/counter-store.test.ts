@@ -11,7 +11,7 @@ import { createStatsManager } from "../../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 import { testRateLimit } from "../../../helpers/rate-limit.js";
 import { memoryLimiter } from "../../../helpers/limiters.js";
-import { LimitRequest } from "../../../../src/limiter/limit-request.js";
+import { limitRequest } from "../../../helpers/limit-request.js";
 
 describe("CounterStore", () => {
   it("reads 0 for absent keys, adds hits, creates a counter for 0 hits", () => {
@@ -145,7 +145,7 @@ describe("MemoryCounterBackend storage", () => {
           entries: [{ key: "k", value: String(call * perCall + i) }],
         }),
       );
-      await cache.doLimit(new LimitRequest("d", descriptors, limits, hits));
+      await cache.doLimit(limitRequest("d", descriptors, limits, hits));
     }
     expect(cache.backend.size).toBe(1_000_000);
     clock.seconds = 1_000_079; // the last second of the window: a sweep keeps every key
@@ -171,7 +171,7 @@ describe("MemoryCounterBackend storage", () => {
     const limit = testRateLimit(stats, "d.k", 10, Unit.MINUTE);
     for (let i = 0; i < 25; i++) {
       await cache.doLimit(
-        new LimitRequest(
+        limitRequest(
           "d",
           [
             create(RateLimitDescriptorSchema, {

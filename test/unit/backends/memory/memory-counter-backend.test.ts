@@ -8,7 +8,7 @@ import { createStatsManager } from "../../../../src/stats/stats-manager.js";
 import { FakeClock } from "../../../helpers/fake-clock.js";
 import { testRateLimit } from "../../../helpers/rate-limit.js";
 import { memoryLimiter } from "../../../helpers/limiters.js";
-import { LimitRequest } from "../../../../src/limiter/limit-request.js";
+import { limitRequest } from "../../../helpers/limit-request.js";
 import { descriptor } from "../../../helpers/requests.js";
 
 describe("MemoryCounterBackend", () => {
@@ -21,14 +21,14 @@ describe("MemoryCounterBackend", () => {
     const limit = testRateLimit(createStatsManager(), "d.k", 5);
     const d = descriptor(["k", "v"]);
     expect(
-      (await cache.doLimit(new LimitRequest("d", [d], [limit], [3])))[0]!
+      (await cache.doLimit(limitRequest("d", [d], [limit], [3])))[0]!
         .limitRemaining,
     ).toBe(2);
     expect(
-      (await cache.doLimit(new LimitRequest("d", [d], [limit], [0])))[0]!
+      (await cache.doLimit(limitRequest("d", [d], [limit], [0])))[0]!
         .limitRemaining,
     ).toBe(2);
-    const over = await cache.doLimit(new LimitRequest("d", [d], [limit], [3]));
+    const over = await cache.doLimit(limitRequest("d", [d], [limit], [3]));
     expect(over[0]!.code).toBe(Code.OVER_LIMIT);
     await cache.close();
   });
@@ -40,7 +40,7 @@ describe("MemoryCounterBackend", () => {
       clock,
     });
     const [status] = await cache.doLimit(
-      new LimitRequest("d", [descriptor(["k", "v"])], [undefined], [1]),
+      limitRequest("d", [descriptor(["k", "v"])], [undefined], [1]),
     );
     expect(status!.code).toBe(Code.OK);
     expect(status!.currentLimit).toBeUndefined();
@@ -59,11 +59,11 @@ describe("MemoryCounterBackend", () => {
     const perHour = testRateLimit(stats, "d.h", 5, Unit.HOUR);
     for (let i = 0; i < 1000; i++) {
       await cache.doLimit(
-        new LimitRequest("d", [descriptor(["k", `v${i}`])], [perMinute], [1]),
+        limitRequest("d", [descriptor(["k", `v${i}`])], [perMinute], [1]),
       );
     }
     await cache.doLimit(
-      new LimitRequest("d", [descriptor(["k", "h"])], [perHour], [1]),
+      limitRequest("d", [descriptor(["k", "h"])], [perHour], [1]),
     );
     expect(cache.backend.size).toBe(1001);
     cache.backend.sweep(119);

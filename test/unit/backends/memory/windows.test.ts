@@ -13,7 +13,7 @@ import { windowedRateLimit } from "../../../helpers/rate-limit.js";
 import { memoryLimiter } from "../../../helpers/limiters.js";
 import type { MemoryCounterBackend } from "../../../../src/backends/memory/memory-counter-backend.js";
 import type { RateLimitPipeline } from "../../../../src/limiter/pipeline.js";
-import { LimitRequest } from "../../../../src/limiter/limit-request.js";
+import { limitRequest } from "../../../helpers/limit-request.js";
 import { descriptor } from "../../../helpers/requests.js";
 
 function memoryCache(
@@ -34,7 +34,7 @@ async function admit(
   value = "v",
 ): Promise<boolean> {
   const [status] = await cache.doLimit(
-    new LimitRequest("d", [descriptor(["k", value])], [limit], [hits]),
+    limitRequest("d", [descriptor(["k", value])], [limit], [hits]),
   );
   return status!.code === Code.OK;
 }
@@ -55,7 +55,7 @@ describe("memory backend: unit_multiplier", () => {
     for (let i = 0; i < 3; i++) expect(await admit(cache, limit, 1)).toBe(true);
     clock.seconds += 299; // still the same 5-minute window
     const [over] = await cache.doLimit(
-      new LimitRequest("d", [descriptor(["k", "v"])], [limit], [1]),
+      limitRequest("d", [descriptor(["k", "v"])], [limit], [1]),
     );
     expect(over!.code).toBe(Code.OVER_LIMIT);
     expect(over!.durationUntilReset?.seconds).toBe(1n);
@@ -129,17 +129,17 @@ describe("memory backend: all-or-nothing charging", () => {
         // The first k descriptors' windows are full.
         for (let i = 0; i < k; i++) {
           await cache.doLimit(
-            new LimitRequest("d", [descriptors[i]!], [limits[i]!], [5]),
+            limitRequest("d", [descriptors[i]!], [limits[i]!], [5]),
           );
         }
         // The others have used 2.
         for (let i = k; i < n; i++) {
           await cache.doLimit(
-            new LimitRequest("d", [descriptors[i]!], [limits[i]!], [2]),
+            limitRequest("d", [descriptors[i]!], [limits[i]!], [2]),
           );
         }
         const statuses = await cache.doLimit(
-          new LimitRequest(
+          limitRequest(
             "d",
             descriptors,
             limits,
@@ -158,7 +158,7 @@ describe("memory backend: all-or-nothing charging", () => {
         }
         // Peek with 0 hits: counters as the request left them.
         const peek = await cache.doLimit(
-          new LimitRequest(
+          limitRequest(
             "d",
             descriptors,
             limits,
@@ -186,10 +186,10 @@ describe("memory backend: all-or-nothing charging", () => {
       allOrNothing: true,
     });
     await cache.doLimit(
-      new LimitRequest("d", [descriptor(["k", "s"])], [shadow], [1]),
+      limitRequest("d", [descriptor(["k", "s"])], [shadow], [1]),
     );
     const statuses = await cache.doLimit(
-      new LimitRequest(
+      limitRequest(
         "d",
         [descriptor(["k", "s"]), descriptor(["k", "p"])],
         [shadow, plain],
@@ -305,7 +305,7 @@ describe("docs/configuration.md worked examples", () => {
   ): Promise<string> =>
     (
       await cache.doLimit(
-        new LimitRequest(
+        limitRequest(
           "api",
           values.map((v) => descriptor(["k", v])),
           limits,
@@ -444,14 +444,14 @@ describe("memory backend: extensions with the local over-limit cache", () => {
       allOrNothing: true,
     });
     await cache.doLimit(
-      new LimitRequest("d", [descriptor(["k", "f"])], [full], [1]),
+      limitRequest("d", [descriptor(["k", "f"])], [full], [1]),
     ); // fills the window
     // Over, with a full window: enters the local cache (not charged).
     await cache.doLimit(
-      new LimitRequest("d", [descriptor(["k", "f"])], [full], [1]),
+      limitRequest("d", [descriptor(["k", "f"])], [full], [1]),
     );
     const statuses = await cache.doLimit(
-      new LimitRequest(
+      limitRequest(
         "d",
         [descriptor(["k", "f"]), descriptor(["k", "o"])],
         [full, other],
@@ -463,11 +463,11 @@ describe("memory backend: extensions with the local over-limit cache", () => {
     expect(full.stats.overLimitWithLocalCache.value()).toBe(1);
     // A request that would go over a window that is not full does not enter the cache.
     const big = await cache.doLimit(
-      new LimitRequest("d", [descriptor(["k", "o"])], [other], [11]),
+      limitRequest("d", [descriptor(["k", "o"])], [other], [11]),
     );
     expect(big[0]!.code).toBe(Code.OVER_LIMIT);
     const small = await cache.doLimit(
-      new LimitRequest("d", [descriptor(["k", "o"])], [other], [1]),
+      limitRequest("d", [descriptor(["k", "o"])], [other], [1]),
     );
     expect(small[0]!.code).toBe(Code.OK);
     await cache.close();
