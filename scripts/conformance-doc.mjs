@@ -110,7 +110,7 @@ const notSupportedReasons = {
   "accuracy under bursts mc":
     "The spec lets the memcached-protocol backend exceed a quota under simultaneous requests (the reference's increments are asynchronous; ours decide from the increment's reply and are exact, [reference-parity.md#diff-mc-exact](reference-parity.md#diff-mc-exact)): the numbers are under Accuracy.",
   "freeze ours":
-    "A measurement, not a failure: while its store does not answer, a server that admits (fail-open) cannot count exactly. Ours on mc fails open as the reference does: a node that does not answer within its 500 ms operation timeout reads as 0 and its increments are lost ([mc-backend.md#failures](mc-backend.md#failures)); the numbers are under Accuracy. On kv a decision waits for the store, so the freeze rows are exact.",
+    "A measurement, not a failure: while its store does not answer, a server that admits (fail-open) cannot count exactly. Ours on mc fails open as the reference does: a call whose node does not answer within its 500 ms operation timeout is decided as if its counters read 0 ([mc-backend.md#failures](mc-backend.md#failures)), so the frozen burst is admitted over the limit and the answers' remaining values repeat; the increments written before the timeout reach memcached when it thaws (the connection is half-closed, not reset: [failure-modes.md#calls-in-doubt](failure-modes.md#calls-in-doubt)), so the store then holds the truth. The numbers are under Accuracy. On kv a decision waits for the store, so the freeze rows are exact.",
   "freeze theirs":
     "A measurement, not a failure: the server admitted over the limit while its store did not answer (fail-open); the numbers are under Accuracy.",
   default:
