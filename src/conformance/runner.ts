@@ -407,7 +407,7 @@ export async function runSections(
       if (refused && group.every((s) => s.beyondSpec === true))
         return {
           status: "notSupported",
-          reason: "the server refused the config",
+          reason: `the server refused the config (${message.split("\n")[0] ?? ""})`,
         };
       return {
         status: "failed",
