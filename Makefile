@@ -95,7 +95,7 @@ test: deps system-deps envoy h2spec check-proto ## everything CI runs
 	$(MAKE) --no-print-directory build BUILD_TSC_FLAGS=--noCheck
 	vitest run
 
-conformance: deps system-deps build ## conformance suite against ours (memory, kv) and the Go reference (kv); writes docs/conformance.md
+conformance: deps system-deps build ## conformance suite against ours (memory, kv, mc) and the Go reference (kv); writes docs/conformance.md
 	node scripts/conformance-doc.mjs
 	prettier --write docs/conformance.md >/dev/null
 

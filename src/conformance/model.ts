@@ -205,7 +205,10 @@ export interface Section {
   readonly ownServer?: boolean;
   /** Launch mode with a shared store only: this many servers on one store and one config. */
   readonly replicas?: number;
-  /** Launch mode, kv or mc only: a store of its own, which its scenarios may freeze. */
+  /**
+   * Launch mode, kv or mc only: a store of its own, which its scenarios may freeze (they run
+   * one at a time, so that a freeze is seen only by the scenario that made it).
+   */
   readonly ownStore?: boolean;
   readonly scenarios: readonly Scenario[];
 }

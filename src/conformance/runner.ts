@@ -286,7 +286,10 @@ async function runSectionOn(
   );
   await runPool(
     order,
-    section.reloads === true ? 1 : options.concurrency,
+    // A reload, or a store freeze, is seen by every scenario running beside it: one at a time.
+    section.reloads === true || section.ownStore === true
+      ? 1
+      : options.concurrency,
     async ({ s, i }) => {
       results[i] = await runScenario(section, s, session, options);
     },
@@ -404,7 +407,7 @@ export async function runSections(
       if (refused && group.every((s) => s.beyondSpec === true))
         return {
           status: "notSupported",
-          reason: "the server refused the config",
+          reason: `the server refused the config (${message.split("\n")[0] ?? ""})`,
         };
       return {
         status: "failed",

@@ -152,6 +152,12 @@ class DirectoryFiles implements ConfigFiles {
   }
 }
 
+/** How many times a server is started on fresh ports when the ports it was given were taken. */
+const portAttempts = 3;
+
+/** The operating system's words for a port another process holds (any server's output). */
+const portTaken = /EADDRINUSE|address already in use/i;
+
 /** Launch mode: a fresh server per session, one store for the run. */
 export class LaunchProvider implements TargetProvider {
   readonly canApplySettings = true;
@@ -214,37 +220,56 @@ export class LaunchProvider implements TargetProvider {
     };
     try {
       for (let i = 0; i < replicas; i++) {
-        const [httpPort, grpcPort, debugPort] = [
-          await freePort(),
-          await freePort(),
-          await freePort(),
-        ];
-        const env = {
-          ...this.baseEnv,
-          ...launchEnv(
-            this.flavour,
-            this.backend,
-            {
-              httpPort,
-              grpcPort,
-              debugPort,
-              runtimeRoot: root,
-              subdirectory: "runtime",
-              appDirectory: "config",
-              ...(store !== undefined ? { store } : {}),
-            },
-            settings,
-          ),
-        };
-        const child = startChild(this.command, env);
-        children.push(child);
-        const client = openWireClient({
-          grpc: `127.0.0.1:${grpcPort}`,
-          http: `127.0.0.1:${httpPort}`,
-        });
-        clients.push(client);
-        await waitForListening(child, client);
-        if (expectLoaded) await waitForProbe(child, client, this.probe.token);
+        // A port freePort chose may be taken by another process before the server binds it
+        // (servers start side by side): a server that exits saying so is started again on
+        // other ports, at most `portAttempts` times.
+        for (let attempt = 1; ; attempt++) {
+          const [httpPort, grpcPort, debugPort] = [
+            await freePort(),
+            await freePort(),
+            await freePort(),
+          ];
+          const env = {
+            ...this.baseEnv,
+            ...launchEnv(
+              this.flavour,
+              this.backend,
+              {
+                httpPort,
+                grpcPort,
+                debugPort,
+                runtimeRoot: root,
+                subdirectory: "runtime",
+                appDirectory: "config",
+                ...(store !== undefined ? { store } : {}),
+              },
+              settings,
+            ),
+          };
+          const child = startChild(this.command, env);
+          const client = openWireClient({
+            grpc: `127.0.0.1:${grpcPort}`,
+            http: `127.0.0.1:${httpPort}`,
+          });
+          try {
+            await waitForListening(child, client);
+            if (expectLoaded)
+              await waitForProbe(child, client, this.probe.token);
+          } catch (error) {
+            client.close();
+            await child.stop();
+            if (
+              attempt < portAttempts &&
+              child.hasExited() &&
+              portTaken.test(child.output())
+            )
+              continue;
+            throw error;
+          }
+          children.push(child);
+          clients.push(client);
+          break;
+        }
       }
     } catch (error) {
       await close();

@@ -68,16 +68,27 @@ describe.concurrent("ratelimit-conformance against this service", () => {
       const { code, report, output } = await runSuite(backend);
       // The failures' requests, expected and actual answers are in the output.
       expect(report.failed, output).toBe(0);
-      expect(code).toBe(0);
+      expect(code, output).toBe(0);
       // Replicas and a store freeze need a store: on memory their sections are not supported.
+      // The output's Not supported block says why (a freeze row's numbers among them).
       expect(
         report.sections.filter((s) => s.notSupported > 0).map((s) => s.name),
+        output,
       ).toEqual(
         backend === "memory"
-          ? ["accuracy across replicas", "accuracy over a store freeze"]
+          ? [
+              "accuracy across replicas",
+              "accuracy over a store freeze",
+              ...[
+                "sliding windows",
+                "token buckets",
+                "calendar windows",
+                "several limits",
+              ].map((a) => `accuracy across replicas and a freeze: ${a}`),
+            ]
           : [],
       );
-      expect(report.passed).toBeGreaterThanOrEqual(150);
+      expect(report.passed, output).toBeGreaterThanOrEqual(150);
       expect(Object.keys(report).sort()).toEqual(
         ["failed", "notSupported", "passed", "sections"].sort(),
       );
@@ -86,6 +97,7 @@ describe.concurrent("ratelimit-conformance against this service", () => {
           ["failed", "failures", "name", "notSupported", "passed"].sort(),
         );
     },
-    60_000,
+    // A limit, not a measure: the kv run took 35 s beside the memory run on a shared 2-core machine.
+    180_000,
   );
 });

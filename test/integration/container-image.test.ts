@@ -220,6 +220,21 @@ describe.skipIf(!tools.ok)("container image", () => {
     expect(uid.trim()).toBe("10001");
   });
 
+  it("has ratelimit-conformance on PATH, on its bundle", async () => {
+    const container = await newContainer();
+    const listed = await run("buildah", [
+      "run",
+      "--isolation",
+      "chroot",
+      container,
+      "--",
+      "ratelimit-conformance",
+      "--list",
+    ]);
+    expect(listed).toContain("accuracy under bursts");
+    expect(listed).toContain("Matching rules");
+  });
+
   it("answers /healthcheck with 200 OK", async () => {
     const response = await fetch(`http://127.0.0.1:${httpPort}/healthcheck`);
     expect(response.status).toBe(200);

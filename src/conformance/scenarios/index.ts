@@ -1,6 +1,6 @@
 // Every section, in report order: the spec's, then those beyond it.
 import type { Section } from "../model.js";
-import { accuracySections } from "./accuracy.js";
+import { accuracyBeyondSections, accuracySections } from "./accuracy.js";
 import { beyondSections } from "./beyond.js";
 import { decisionSections } from "./decision.js";
 import { matchingSections } from "./matching.js";
@@ -15,4 +15,5 @@ export const allSections: readonly Section[] = [
   ...reloadSections,
   ...accuracySections,
   ...beyondSections,
+  ...accuracyBeyondSections,
 ];

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import type { Section } from "../../../src/conformance/model.js";
+import type { Scenario, Section } from "../../../src/conformance/model.js";
 import {
   planGroups,
+  runSections,
   scenarioFile,
   seededRandom,
   slug,
@@ -9,6 +10,11 @@ import {
   waitBeforeWindows,
 } from "../../../src/conformance/runner.js";
 import { allSections } from "../../../src/conformance/scenarios/index.js";
+import type {
+  Session,
+  TargetProvider,
+} from "../../../src/conformance/targets.js";
+import type { WireClient } from "../../../src/conformance/wire.js";
 import { fromJson, jsonBody } from "../../../src/conformance/wire.js";
 
 describe("the scenario tables", () => {
@@ -156,5 +162,66 @@ describe("config files and the /json body", () => {
     expect(() => fromJson({ statuses: [{ durationUntilReset: 5 }] })).toThrow(
       "not a proto3 JSON duration",
     );
+  });
+});
+
+describe("runSections", () => {
+  /** A launch-mode provider whose sessions answer nothing (the scenarios here call nothing). */
+  const provider: TargetProvider = {
+    description: "fake",
+    canApplySettings: true,
+    noReplicas: undefined,
+    open(): Promise<Session> {
+      const client = {} as unknown as WireClient;
+      return Promise.resolve({
+        client,
+        replicas: [client],
+        store: { freeze: () => undefined, thaw: () => undefined },
+        files: {
+          write: () => Promise.resolve(),
+          remove: () => Promise.resolve(),
+          settle: () => Promise.resolve(true),
+        },
+        close: () => Promise.resolve(),
+      } as unknown as Session);
+    },
+    close: () => Promise.resolve(),
+  };
+
+  /** Scenarios that record how many of them run at once. */
+  function counting(n: number): { scenarios: Scenario[]; most: () => number } {
+    let running = 0;
+    let most = 0;
+    const scenarios = Array.from({ length: n }, (_, i): Scenario => ({
+      id: `s${i}`,
+      title: `scenario ${i}`,
+      spec: "none",
+      async run() {
+        running++;
+        most = Math.max(most, running);
+        await new Promise((resolve) => setImmediate(resolve));
+        await new Promise((resolve) => setImmediate(resolve));
+        running--;
+      },
+    }));
+    return { scenarios, most: () => most };
+  }
+
+  it("runs the scenarios of a section with a store of its own one at a time (a freeze is theirs alone)", async () => {
+    const frozen = counting(4);
+    const plain = counting(4);
+    const results = await runSections(
+      [
+        { name: "frozen", ownStore: true, scenarios: frozen.scenarios },
+        { name: "plain", scenarios: plain.scenarios },
+      ],
+      provider,
+      { seed: 1, token: "t", concurrency: 4, parallelSessions: 1 },
+    );
+    expect(results.flatMap((r) => r.results.map((x) => x.status))).toEqual(
+      Array.from({ length: 8 }, () => "passed"),
+    );
+    expect(frozen.most()).toBe(1);
+    expect(plain.most()).toBe(4);
   });
 });
