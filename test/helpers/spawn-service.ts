@@ -1,62 +1,11 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
+import { freePort } from "../../src/conformance/processes.js";
+
+export { freePort };
 
 /** Root of the repository. */
 export const repoRoot = join(import.meta.dirname, "..", "..");
-
-/**
- * Returns a TCP port on `host` (loopback by default) that was free a moment ago, below the
- * kernel's ephemeral range: the one free-port helper of the test suite.
- */
-export async function freePort(host = "127.0.0.1"): Promise<number> {
-  // Below the ephemeral range (Linux: /proc/sys/net/ipv4/ip_local_port_range, 32768–60999 by
-  // default): a port the kernel hands out for `listen(0)` or an outgoing connect can be taken by
-  // any client (redis clients, Envoy, other tests) between our probe and the child's own listen,
-  // which shows as EADDRINUSE under parallel tests; and a store a test kills and restarts on the
-  // same port while a client keeps reconnecting could lose it to a TCP self-connect (source port
-  // = destination port when nothing listens).
-  const high = Math.min(32_000, ephemeralLow()) - 1;
-  const low = Math.max(1024, high - 12_000);
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const port = low + Math.floor(Math.random() * (high - low));
-    if (await canListen(port, host)) return port;
-  }
-  throw new Error(
-    `no free port on ${host} in ${low}-${high - 1} after 50 tries`,
-  );
-}
-
-function ephemeralLow(): number {
-  try {
-    const [first] = readFileSync(
-      "/proc/sys/net/ipv4/ip_local_port_range",
-      "utf8",
-    )
-      .trim()
-      .split(/\s+/);
-    const value = Number(first);
-    return Number.isInteger(value) && value > 2000 ? value : 32768;
-  } catch {
-    // Not Linux: the IANA dynamic range starts at 49152.
-    return 49152;
-  }
-}
-
-function canListen(port: number, host: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once("error", () => {
-      resolve(false);
-    });
-    server.listen(port, host, () => {
-      server.close(() => {
-        resolve(true);
-      });
-    });
-  });
-}
 
 /** A child process with its collected output. */
 export interface Spawned {
