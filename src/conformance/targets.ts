@@ -3,9 +3,16 @@
 // the files into the directory of a server already running and waits for its reload. Both
 // find out that the files are loaded the same way: a probe file is written last, and the
 // probe's rule answering means the reload that read it read every earlier file.
-import { mkdir, mkdtemp, rm, unlink, writeFile } from "node:fs/promises";
+import {
+  mkdir,
+  mkdtemp,
+  rename,
+  rm,
+  unlink,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { stringify } from "yaml";
 import { launchEnv, type Backend, type Flavour } from "./flavour.js";
 import type { ConfigFiles, ProfileSettings } from "./model.js";
@@ -130,8 +137,26 @@ class DirectoryFiles implements ConfigFiles {
     private readonly timeoutMs: number,
   ) {}
 
+  /**
+   * Writes `name.yaml` whole or not at all: the text goes to a staging file beside the config
+   * directory (outside it: a server may load every file it holds, dotfiles too), then is
+   * renamed in. A server reloading on the first event of a plain write could read the file
+   * empty or cut short, and load a reload the suite means to fail. Falls back to a plain write
+   * when the staging file cannot be made or moved (another file system, no write access).
+   */
   async write(name: string, yamlText: string): Promise<void> {
-    await writeFile(join(this.dir, `${name}.yaml`), yamlText);
+    const target = join(this.dir, `${name}.yaml`);
+    const staging = join(
+      dirname(this.dir),
+      `.${basename(this.dir)}.${String(process.pid)}.${name}.staging`,
+    );
+    try {
+      await writeFile(staging, yamlText);
+      await rename(staging, target);
+    } catch {
+      await unlink(staging).catch(() => undefined);
+      await writeFile(target, yamlText);
+    }
   }
 
   async remove(name: string): Promise<void> {
