@@ -43,8 +43,15 @@ interface Case {
 }
 
 const cases: readonly Case[] = [
-  // A malformed request adds 10 to the flood score: ~100 quickly end the connection.
-  { attack: "bad-header", closed: true, durationMs: 6000 },
+  // A malformed request adds 10 to the flood score: ~100 quickly end the connection. On the
+  // node engine each malformed stream still passes through node's compat layer before it is
+  // refused, and V8 collects the attack's connections late: +155 MiB measured in CI.
+  {
+    attack: "bad-header",
+    closed: true,
+    durationMs: 6000,
+    rssBoundMiB: { node: 250 },
+  },
   // At most 8 CONTINUATION frames per header block.
   { attack: "continuation-flood/empty", closed: true, durationMs: 6000 },
   { attack: "continuation-flood/small", closed: true, durationMs: 6000 },
