@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { freePort } from "../../src/conformance/processes.js";
+import { waitFor } from "./wait-for.js";
 
 export { freePort };
 
@@ -106,4 +107,56 @@ export function runToEnd(
       resolve({ code: code ?? signal ?? -1, stdout, stderr });
     });
   });
+}
+
+/** A service process started by {@link startReplica}. */
+export interface Replica {
+  /** `host:port` of its gRPC listener. */
+  readonly grpc: string;
+  /** `host:port` of its debug listener (`/stats`). */
+  readonly debug: string;
+  readonly spawned: Spawned;
+}
+
+/**
+ * Starts one service replica (dist/src/main.js, built-in engine) with the env of
+ * {@link memoryServiceEnv} plus `extra` (its backend settings, WORKERS...), and resolves once
+ * its `/healthcheck` answers 200.
+ *
+ * @throws Error (from waitFor) when it is not healthy within 20 s, with its output
+ */
+export async function startReplica(
+  root: string,
+  extra: Readonly<Record<string, string>>,
+): Promise<Replica> {
+  const { env, grpcPort } = await memoryServiceEnv("builtin", root, extra);
+  const http = env["PORT"]!;
+  const spawned = spawnNode("dist/src/main.js", [], env);
+  await waitFor(
+    async () => {
+      try {
+        const res = await fetch(`http://127.0.0.1:${http}/healthcheck`);
+        return res.status === 200 ? true : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+    `replica /healthcheck (output: ${spawned.output()})`,
+    20_000,
+  );
+  return {
+    grpc: `127.0.0.1:${grpcPort}`,
+    debug: `127.0.0.1:${env["DEBUG_PORT"]!}`,
+    spawned,
+  };
+}
+
+/** A counter of a replica's `/stats` (0 when absent). */
+export async function replicaStat(
+  replica: Replica,
+  name: string,
+): Promise<number> {
+  const text = await (await fetch(`http://${replica.debug}/stats`)).text();
+  const line = text.split("\n").find((l) => l.startsWith(`${name}: `));
+  return line === undefined ? 0 : Number(line.slice(name.length + 2));
 }

@@ -20,11 +20,10 @@ import {
 } from "../helpers/redis-server.js";
 import { request } from "../helpers/requests.js";
 import {
-  memoryServiceEnv,
-  spawnNode,
-  type Spawned,
+  replicaStat,
+  startReplica,
+  type Replica,
 } from "../helpers/spawn-service.js";
-import { waitFor } from "../helpers/wait-for.js";
 import { minuteWithRoom } from "../helpers/windows.js";
 
 const leaseMax = 5;
@@ -38,45 +37,6 @@ descriptors:
   - key: sliding
     rate_limit: { unit: minute, requests_per_unit: 50, algorithm: sliding_window, lease: true, lease_max: ${String(leaseMax)} }
 `;
-
-interface Replica {
-  readonly grpc: string;
-  readonly debug: string;
-  readonly spawned: Spawned;
-}
-
-async function startReplica(
-  root: string,
-  extra: Readonly<Record<string, string>>,
-): Promise<Replica> {
-  const { env, grpcPort } = await memoryServiceEnv("builtin", root, extra);
-  const http = env["PORT"]!;
-  const spawned = spawnNode("dist/src/main.js", [], env);
-  await waitFor(
-    async () => {
-      try {
-        const res = await fetch(`http://127.0.0.1:${http}/healthcheck`);
-        return res.status === 200 ? true : undefined;
-      } catch {
-        return undefined;
-      }
-    },
-    `replica /healthcheck (output: ${spawned.output()})`,
-    20_000,
-  );
-  return {
-    grpc: `127.0.0.1:${grpcPort}`,
-    debug: `127.0.0.1:${env["DEBUG_PORT"]!}`,
-    spawned,
-  };
-}
-
-/** A counter of a replica's `/stats` (0 when absent). */
-async function stat(replica: Replica, name: string): Promise<number> {
-  const text = await (await fetch(`http://${replica.debug}/stats`)).text();
-  const line = text.split("\n").find((l) => l.startsWith(`${name}: `));
-  return line === undefined ? 0 : Number(line.slice(name.length + 2));
-}
 
 describe.each([{ store: "kv" as const }, { store: "mc" as const }])(
   "leases through 3 replicas sharing one store ($store)",
@@ -164,7 +124,10 @@ describe.each([{ store: "kv" as const }, { store: "mc" as const }])(
         const taken = (
           await Promise.all(
             replicas.map((r) =>
-              stat(r, `ratelimit.service.rate_limit.lease.${key}.lease_taken`),
+              replicaStat(
+                r,
+                `ratelimit.service.rate_limit.lease.${key}.lease_taken`,
+              ),
             ),
           )
         ).reduce((a, b) => a + b, 0);

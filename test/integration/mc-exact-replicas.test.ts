@@ -18,11 +18,10 @@ import {
 } from "../helpers/memcached-server.js";
 import { request } from "../helpers/requests.js";
 import {
-  memoryServiceEnv,
-  spawnNode,
-  type Spawned,
+  replicaStat,
+  startReplica,
+  type Replica,
 } from "../helpers/spawn-service.js";
-import { waitFor } from "../helpers/wait-for.js";
 import { minuteWithRoom } from "../helpers/windows.js";
 
 const config = `
@@ -35,49 +34,6 @@ descriptors:
 `;
 
 /** One replica: its own process, gRPC port and statistics. */
-interface Replica {
-  readonly grpc: string;
-  readonly debug: string;
-  readonly spawned: Spawned;
-}
-
-async function startReplica(
-  root: string,
-  store: MemcachedServer,
-  extra: Readonly<Record<string, string>>,
-): Promise<Replica> {
-  const { env, grpcPort } = await memoryServiceEnv("builtin", root, {
-    BACKEND_TYPE: "mc",
-    MC_HOST_PORT: store.address,
-    ...extra,
-  });
-  const http = env["PORT"]!;
-  const spawned = spawnNode("dist/src/main.js", [], env);
-  await waitFor(
-    async () => {
-      try {
-        const res = await fetch(`http://127.0.0.1:${http}/healthcheck`);
-        return res.status === 200 ? true : undefined;
-      } catch {
-        return undefined;
-      }
-    },
-    `replica /healthcheck (output: ${spawned.output()})`,
-    20_000,
-  );
-  return {
-    grpc: `127.0.0.1:${grpcPort}`,
-    debug: `127.0.0.1:${env["DEBUG_PORT"]!}`,
-    spawned,
-  };
-}
-
-/** A counter of a replica's `/stats` (0 when absent). */
-async function stat(replica: Replica, name: string): Promise<number> {
-  const text = await (await fetch(`http://${replica.debug}/stats`)).text();
-  const line = text.split("\n").find((l) => l.startsWith(`${name}: `));
-  return line === undefined ? 0 : Number(line.slice(name.length + 2));
-}
 
 // Default settings (one worker per replica), then 2 workers per replica: 6 processes counting.
 describe.each([
@@ -106,7 +62,13 @@ describe.each([
       await mkdir(join(dir, "config"));
       await writeFile(join(dir, "config", "exact.yaml"), config);
       replicas = await Promise.all(
-        [1, 2, 3].map(() => startReplica(dir, node, extra)),
+        [1, 2, 3].map(() =>
+          startReplica(dir, {
+            BACKEND_TYPE: "mc",
+            MC_HOST_PORT: node.address,
+            ...extra,
+          }),
+        ),
       );
       // 4 HTTP/2 connections per replica (grpc-js keeps one per client).
       clients = replicas.flatMap((r) =>
@@ -161,10 +123,14 @@ describe.each([
       // open (a failed one would answer as a counter of 0).
       expect(await stored(`exact_fixed_${value}_${windowStart}`)).toBe("400");
       for (const r of replicas)
-        expect(await stat(r, "ratelimit.mc.increment.__code=error")).toBe(0);
+        expect(
+          await replicaStat(r, "ratelimit.mc.increment.__code=error"),
+        ).toBe(0);
       if (!wholeStats) return;
       const perReplica = await Promise.all(
-        replicas.map((r) => stat(r, "ratelimit.mc.increment.__code=success")),
+        replicas.map((r) =>
+          replicaStat(r, "ratelimit.mc.increment.__code=success"),
+        ),
       );
       // One increment per call (the warm-up key has no limit, so it costs none).
       expect(perReplica.reduce((a, b) => a + b, 0)).toBe(400);
