@@ -1,5 +1,7 @@
 // Hot-key leases (issue 33 item 2) end to end: 3 service replicas (separate processes, dist/,
-// default settings) share one redis-server or one memcached; a YAML rule with `lease: true`.
+// default settings) share one store: a redis-server, a sentinel-managed master
+// (KV_TYPE=sentinel), a 3-node cluster (KV_TYPE=cluster) or a memcached; a YAML rule with
+// `lease: true`.
 // A burst of 400 calls at once on one key admits at most the limit and at least the limit
 // less replicas × lease_max, with far fewer store increments than calls.
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -8,12 +10,10 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RateLimitResponse_Code as Code } from "../../src/proto.js";
 import { GrpcJsRateLimitClient } from "../helpers/grpc-js-client.js";
-import {
-  startMemcached,
-  type MemcachedServer,
-} from "../helpers/memcached-server.js";
+import { startMemcached } from "../helpers/memcached-server.js";
 import {
   commandCalls,
+  startRedisCluster,
   startRedisServer,
   track,
   type RedisServer,
@@ -24,6 +24,7 @@ import {
   startReplica,
   type Replica,
 } from "../helpers/spawn-service.js";
+import { waitFor } from "../helpers/wait-for.js";
 import { minuteWithRoom } from "../helpers/windows.js";
 
 const leaseMax = 5;
@@ -38,28 +39,102 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 50, algorithm: sliding_window, lease: true, lease_max: ${String(leaseMax)} }
 `;
 
-describe.each([{ store: "kv" as const }, { store: "mc" as const }])(
+/** A store the replicas share: their settings, its INCRBY count (kv), and how to stop it. */
+interface SharedStore {
+  readonly env: Record<string, string>;
+  /** INCRBY calls so far, summed over the store's redis-servers; undefined for mc. */
+  increments(): Promise<number | undefined>;
+  stop(): Promise<void>;
+}
+
+/** INCRBY calls on each server, summed. */
+async function incrbyCalls(servers: readonly RedisServer[]): Promise<number> {
+  let sum = 0;
+  for (const server of servers) {
+    const admin = server.client();
+    try {
+      sum += await commandCalls(admin, "incrby");
+    } finally {
+      admin.disconnect();
+    }
+  }
+  return sum;
+}
+
+const topologies: Record<string, () => Promise<SharedStore>> = {
+  async kv() {
+    const redis = track(await startRedisServer());
+    return {
+      env: { BACKEND_TYPE: "kv", KV_SOCKET_TYPE: "tcp", KV_URL: redis.address },
+      increments: () => incrbyCalls([redis]),
+      stop: () => redis.stop(),
+    };
+  },
+  async "kv sentinel"() {
+    const master = track(await startRedisServer());
+    const sentinel = track(
+      await startRedisServer({
+        sentinelConfig: [
+          `sentinel monitor mymaster 127.0.0.1 ${String(master.port)} 1`,
+          "sentinel down-after-milliseconds mymaster 1000",
+        ].join("\n"),
+      }),
+    );
+    const client = sentinel.client();
+    await waitFor(
+      async () =>
+        (
+          (await client.call(
+            "SENTINEL",
+            "GET-MASTER-ADDR-BY-NAME",
+            "mymaster",
+          )) as string[] | null
+        )?.[1] === String(master.port),
+      "sentinel to know the master",
+    );
+    client.disconnect();
+    return {
+      env: {
+        BACKEND_TYPE: "kv",
+        KV_TYPE: "sentinel",
+        KV_URL: `mymaster,${sentinel.address}`,
+      },
+      increments: () => incrbyCalls([master]),
+      async stop() {
+        await sentinel.stop();
+        await master.stop();
+      },
+    };
+  },
+  async "kv cluster"() {
+    const cluster = track(await startRedisCluster(3));
+    return {
+      env: { BACKEND_TYPE: "kv", KV_TYPE: "cluster", KV_URL: cluster.url },
+      increments: () => incrbyCalls(cluster.nodes),
+      stop: () => cluster.stop(),
+    };
+  },
+  async mc() {
+    const memcached = await startMemcached();
+    return {
+      env: { BACKEND_TYPE: "mc", MC_HOST_PORT: memcached.address },
+      increments: () => Promise.resolve(undefined),
+      stop: () => memcached.stop(),
+    };
+  },
+};
+
+describe.each(Object.keys(topologies).map((store) => ({ store })))(
   "leases through 3 replicas sharing one store ($store)",
   ({ store }) => {
-    let redis: RedisServer | undefined;
-    let memcached: MemcachedServer | undefined;
+    let shared: SharedStore | undefined;
     let root: string | undefined;
     let replicas: Replica[] = [];
     let clients: GrpcJsRateLimitClient[] = [];
 
     beforeAll(async () => {
-      let extra: Record<string, string>;
-      if (store === "kv") {
-        redis = track(await startRedisServer());
-        extra = {
-          BACKEND_TYPE: "kv",
-          KV_SOCKET_TYPE: "tcp",
-          KV_URL: redis.address,
-        };
-      } else {
-        memcached = await startMemcached();
-        extra = { BACKEND_TYPE: "mc", MC_HOST_PORT: memcached.address };
-      }
+      shared = await topologies[store]!();
+      const extra = shared.env;
       const dir = await mkdtemp(join(tmpdir(), "rls-lease-"));
       root = dir;
       await mkdir(join(dir, "config"));
@@ -85,19 +160,12 @@ describe.each([{ store: "kv" as const }, { store: "mc" as const }])(
           await r.spawned.exited;
         }),
       );
-      await redis?.stop();
-      await memcached?.stop();
+      await shared?.stop();
       if (root !== undefined) await rm(root, { recursive: true, force: true });
     });
 
-    async function increments(): Promise<number | undefined> {
-      if (redis === undefined) return undefined;
-      const admin = redis.client();
-      try {
-        return await commandCalls(admin, "incrby");
-      } finally {
-        admin.disconnect();
-      }
+    function increments(): Promise<number | undefined> {
+      return shared?.increments() ?? Promise.resolve(undefined);
     }
 
     async function burst(entry: [string, string]): Promise<Code[]> {
