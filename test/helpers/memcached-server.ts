@@ -70,14 +70,17 @@ async function waitUntilAccepting(
 }
 
 /**
- * Starts `memcached` on a free port of a loopback address (one worker thread, 16 MB),
+ * Starts `memcached` on a free port of a loopback address (one worker thread unless
+ * `options.threads`, 16 MB),
  * optionally with TLS requiring client certificates, and waits until it accepts connections.
  *
+ * @param options.threads - worker threads (`-t`); memcached's own default is 4, and only
+ *   with more than one do two connections' commands on one key race. @defaultValue 1
  * @param options.host - loopback address to bind, e.g. `127.0.0.2` to tell nodes apart by
  *   host (Linux routes all of 127.0.0.0/8 to the loopback interface). @defaultValue 127.0.0.1
  */
 export async function startMemcached(
-  options: { host?: string; tls?: MemcachedTlsFiles } = {},
+  options: { host?: string; tls?: MemcachedTlsFiles; threads?: number } = {},
 ): Promise<MemcachedServer> {
   const host = options.host ?? "127.0.0.1";
   const port = await freePort(host);
@@ -89,7 +92,7 @@ export async function startMemcached(
     "-U",
     "0",
     "-t",
-    "1",
+    String(options.threads ?? 1),
     "-m",
     "16",
   ];

@@ -104,6 +104,13 @@ const opDecrementQ = 0x16;
 const statusKeyNotFound = 0x01;
 /** Reply status "key exists" (ADD of an existing key, CAS of a changed item). */
 const statusKeyExists = 0x02;
+/**
+ * Reply status "item not stored": an increment with initial value whose create lost to
+ * another connection's create of the same key.
+ */
+const statusNotStored = 0x05;
+/** How many times an increment answered {@link statusNotStored} is sent again. */
+const notStoredRetries = 3;
 /** Expiration of a decrement that must not create a missing counter. */
 const noCreate = 0xffff_ffff;
 const headerBytes = 24;
@@ -219,14 +226,28 @@ export class McConnection {
 
   /**
    * Adds `hits` to each counter in one round trip; a missing counter is created with the
-   * value `hits` and its expiration, atomically on the server (the binary protocol's
-   * increment with initial value, so there is no add race). Each increment answers (the
-   * non-quiet increment), so `done` gets the counters' values after it, parallel to `increments`: undefined where
-   * the increment failed (and for every increment when the batch failed, or when the node
-   * answered a different number of increments than sent), with the first error.
+   * value `hits` and its expiration (the binary protocol's increment with initial value). Each
+   * increment answers (the non-quiet increment), so `done` gets the counters' values after
+   * it, parallel to `increments`: undefined where the increment failed (and for every
+   * increment when the batch failed, or when the node answered a different number of
+   * increments than sent), with the first error.
+   *
+   * The create is not race-free on the server: when two connections create the same missing
+   * counter at once, memcached (1.6) answers the loser `NOT_STORED` (status 0x05), having
+   * counted nothing for it. Those increments are sent again (the counter exists by then, so
+   * the retry is a plain increment), at most {@link notStoredRetries} times, before `done` is
+   * called: so every increment that answers a value counted exactly once.
    */
   incrementMultiValues(
     increments: readonly McIncrement[],
+    done: (err: Error | undefined, values: (number | undefined)[]) => void,
+  ): void {
+    this.incrementRound(increments, notStoredRetries, done);
+  }
+
+  private incrementRound(
+    increments: readonly McIncrement[],
+    retriesLeft: number,
     done: (err: Error | undefined, values: (number | undefined)[]) => void,
   ): void {
     const opaque = this.nextOpaque();
@@ -235,6 +256,7 @@ export class McConnection {
     // memcached answers a connection's requests in order (the reply carries no key).
     let replies = 0;
     let replyError: Error | undefined;
+    let lost: number[] | undefined;
     this.send(
       opaque,
       frame,
@@ -243,6 +265,8 @@ export class McConnection {
         if (reply.status === 0 && reply.value.length === 8) {
           values[at] =
             reply.value.readUInt32BE(0) * twoTo32 + reply.value.readUInt32BE(4);
+        } else if (reply.status === statusNotStored && retriesLeft > 0) {
+          (lost ??= []).push(at);
         } else {
           replyError ??= statusError("increment", reply);
         }
@@ -255,8 +279,19 @@ export class McConnection {
         }
         if (err !== undefined) {
           done(err, new Array<number | undefined>(increments.length));
-        } else {
+        } else if (lost === undefined) {
           done(replyError, values);
+        } else {
+          const again = lost;
+          this.incrementRound(
+            again.map((at) => increments[at]!),
+            retriesLeft - 1,
+            (retryError, retried) => {
+              for (let i = 0; i < again.length; i++)
+                values[again[i]!] = retried[i];
+              done(replyError ?? retryError, values);
+            },
+          );
         }
       },
     );

@@ -343,6 +343,59 @@ describe("McConnection", () => {
     ]);
   });
 
+  it("sends again an increment answered NOT_STORED (a create lost to another connection's), then answers its value", async () => {
+    const received: CounterRequest[] = [];
+    // "race" loses its create twice (status 0x05), then counts; "never" always loses.
+    const losses = new Map([
+      ["race", 2],
+      ["never", 99],
+    ]);
+    const connection = await connectTo((socket) => {
+      onRequests(socket, (opcode, opaque, request) => {
+        if (opcode === 0x0a) {
+          socket.write(reply(0x0a, opaque));
+          return;
+        }
+        const counter = counterRequest(request);
+        received.push(counter);
+        const left = losses.get(counter.key) ?? 0;
+        if (left > 0) {
+          losses.set(counter.key, left - 1);
+          socket.write(reply(opcode, opaque, "", "Not stored.", 0x05));
+        } else {
+          socket.write(reply(opcode, opaque, "", counterValue(41n)));
+        }
+      });
+    });
+    const [err, values] = await new Promise<
+      [Error | undefined, (number | undefined)[]]
+    >((resolve) => {
+      connection.incrementMultiValues(
+        [
+          { key: "a", hits: 1, expiration: 60 },
+          { key: "race", hits: 2, expiration: 60 },
+          { key: "never", hits: 3, expiration: 60 },
+        ],
+        (e, v) => {
+          resolve([e, v]);
+        },
+      );
+    });
+    expect(values).toEqual([41, 41, undefined]);
+    expect(err?.message).toMatch(/increment failed with status 0x5/);
+    // One first round of three, then only the lost ones: "never" four times in all.
+    expect(received.map((r) => r.key)).toEqual([
+      "a",
+      "race",
+      "never",
+      "race",
+      "never",
+      "race",
+      "never",
+      "never",
+    ]);
+  });
+
   it("reports no value when the node answers fewer increments than sent", async () => {
     const connection = await connectTo((socket) => {
       let answered = false;
