@@ -33,7 +33,7 @@ docs: build ## regenerate docs/settings.md and docs/migration.md's name table fr
 	node dist/src/main.js --help-markdown > docs/settings.md
 	node scripts/update-migration-doc.mjs
 
-.PHONY: conformance bench bench-memory bench-offenders bench-overrides bench-canary bench-hot-key docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration h2spec bench clean image
+.PHONY: conformance bench bench-memory bench-offenders bench-overrides bench-canary bench-hot-key bench-accuracy docs format-check help deps system-deps envoy generate build run test check-proto typecheck lint unit integration h2spec bench clean image
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -111,8 +111,12 @@ bench-overrides: deps build ## run-time overrides: resolveRequest and ShouldRate
 bench-canary: deps build ## config canary: CPU per decision with and without a canary (in-process, memory backend)
 	node dist/bench/canary.js
 
-bench-hot-key: deps system-deps build ## hot-key leases: decisions/s and store increments per decision on one key through 3 replicas, kv and mc, with and without lease
+bench-hot-key: deps system-deps build ## hot-key leases: decisions/s and store increments per decision on one key through 3 replicas (in process, then 3 service processes under ghz), kv and mc, with and without lease
+	scripts/ensure-go-tools.sh >/dev/null
 	node dist/bench/hot-key.js
+
+bench-accuracy: deps system-deps build ## accuracy: admitted vs ground truth for bursts on one key, every algorithm × kv/mc × replicas × WORKERS, leases, the Go reference
+	node dist/bench/accuracy.js
 
 bench: deps system-deps envoy build ## reference vs ours under ghz, and through Envoy (vegeta); the day-2 costs in process; see bench/README.md
 	scripts/ensure-system-deps.sh h2load
@@ -122,6 +126,8 @@ bench: deps system-deps envoy build ## reference vs ours under ghz, and through 
 	node --expose-gc dist/bench/overrides.js
 	node --expose-gc dist/bench/offenders.js
 	node dist/bench/canary.js
+	node dist/bench/accuracy.js
+	node dist/bench/hot-key.js --grpc
 
 clean: ## remove build output
 	rm -rf dist coverage
