@@ -6,8 +6,9 @@
 // (memcached). Each under ghz: closed loop at BENCH_IN_FLIGHT calls in flight with one key and
 // with every value distinct, and a fixed rate (BENCH_RPS) with distinct values. Then a real
 // Envoy running examples/envoy/envoy.yaml in front of a trivial upstream, asking the reference
-// and ours (kv), under vegeta at fixed rates. Everything listens on 127.0.0.1 only and every
-// load is bounded in time.
+// and ours (kv), under vegeta: a rate sweep that stops after the first rate letting a request
+// through unchecked (the Envoy capacity rows). Last, the goals of issue 34 beside what the run
+// measured. Everything listens on 127.0.0.1 only and every load is bounded in time.
 import {
   existsSync,
   mkdirSync,
@@ -69,10 +70,37 @@ const connections = setting("BENCH_CONNECTIONS", 4);
 const fixedRate = setting("BENCH_RPS", 2000);
 const h2loadCalls = setting("BENCH_CALLS", quick ? 10_000 : 100_000);
 const envoySeconds = setting("BENCH_ENVOY_DURATION", quick ? 2 : 10);
-const envoyRates = (env["BENCH_ENVOY_RATES"] ?? "1000,2000")
-  .split(",")
-  .map(Number)
-  .filter((n) => n > 0);
+/** Reads a comma-separated list of positive rates per second. */
+function rates(name: string, fallback: string): readonly number[] {
+  const list = (env[name] ?? fallback)
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "")
+    .map(Number);
+  if (list.length === 0 || list.some((n) => !Number.isFinite(n) || n <= 0))
+    throw new Error(
+      `${name} must be a comma-separated list of positive rates, got "${env[name] ?? ""}"`,
+    );
+  return list;
+}
+/**
+ * The Envoy capacity sweep's rates, in order: one vegeta run per rate until the first that
+ * lets a request through unchecked or fails (see {@link envoyVerdict}).
+ */
+const envoyRates = rates(
+  "BENCH_ENVOY_RATES",
+  quick ? "1000,2000" : "1000,2000,3000,4000,5000,6000,7000,8000",
+);
+/** The RLQS rows' rates (every rate is run: the service answers reports, not requests). */
+const rlqsRates = rates("BENCH_RLQS_RATES", quick ? "1000" : "1000,2000");
+/** The container image's size in MiB, when given (only then is the image goal printed). */
+const imageSizeMiB =
+  env["BENCH_IMAGE_SIZE_MIB"] !== undefined &&
+  env["BENCH_IMAGE_SIZE_MIB"] !== ""
+    ? setting("BENCH_IMAGE_SIZE_MIB", 1)
+    : undefined;
+/** When the run began (`performance.now()` ms), for the footer's total time. */
+const runStarted = performance.now();
 /** Which targets to run (comma-separated ids); all by default. */
 const only = new Set(
   (env["BENCH_TARGETS"] ?? "")
@@ -294,11 +322,21 @@ interface EnvoyRow {
   readonly goaways: number;
   /** The service's CPU µs per request (process tree). */
   readonly cpuUs: number;
+  /** Why this rate was not clean ({@link envoyVerdict}); `undefined`: nothing unchecked. */
+  readonly failure: string | undefined;
+}
+
+/** An Envoy rate whose load run itself failed (vegeta did not finish): ends the sweep. */
+interface EnvoyFailure {
+  readonly target: string;
+  readonly rate: number;
+  readonly reason: string;
 }
 
 const rows: Row[] = [];
 const memoryRows: MemoryRow[] = [];
 const envoyRows: EnvoyRow[] = [];
+const envoyFailures: EnvoyFailure[] = [];
 
 interface RlqsRow {
   readonly target: string;
@@ -763,7 +801,36 @@ async function withEnvoy(
   }
 }
 
-/** The Envoy rows: Envoy (examples/envoy/envoy.yaml) asking `target` under vegeta. */
+/**
+ * Whether one Envoy rate was clean, and if not why: a request let through unchecked
+ * (`failure_mode_allowed`), an RLS error, a request Envoy's filter did not count, an answer
+ * other than 2xx/429, a vegeta error, or vegeta not offering the rate (below 95 % of it: then
+ * the client, not the service, bounds the row). `undefined` when clean.
+ */
+function envoyVerdict(row: Omit<EnvoyRow, "failure">): string | undefined {
+  const r = row.result;
+  const reasons: string[] = [];
+  if (row.unchecked > 0) reasons.push(`${row.unchecked} let through unchecked`);
+  if (row.error > 0) reasons.push(`${row.error} RLS errors`);
+  // Every request Envoy saw is counted once: ok, over_limit, or error (the RLS call failed).
+  const counted = row.ok + row.overLimit + row.error;
+  if (counted < r.count)
+    reasons.push(
+      `${r.count - counted} of ${r.count} not counted by Envoy's filter`,
+    );
+  if (r.nonOk > 0) reasons.push(`${r.nonOk} answers not 2xx/429`);
+  if ((r.errors ?? []).length > 0) reasons.push("vegeta errors (notes)");
+  if (r.perSecond < 0.95 * row.rate)
+    reasons.push(`vegeta offered only ${r.perSecond}/s`);
+  return reasons.length > 0 ? reasons.join(", ") : undefined;
+}
+
+/**
+ * The Envoy rows: Envoy (examples/envoy/envoy.yaml: 20 ms filter timeout, fail-open) asking
+ * `target` under vegeta, one run per rate of {@link envoyRates}, stopping after the first rate
+ * that is not clean ({@link envoyVerdict}). Unchecked requests are read from Envoy's own
+ * counters (`cluster.backend.ratelimit.*`, admin port) before and after each rate.
+ */
 async function throughEnvoy(name: string, target: Target): Promise<void> {
   const vegeta = tool(benchBin, "vegeta");
   await withEnvoy(target, undefined, async (envoy, dir) => {
@@ -785,20 +852,31 @@ async function throughEnvoy(name: string, target: Target): Promise<void> {
       progress(`${name} through Envoy: ${rate}/s, ${envoySeconds}s`);
       const before = await count();
       const cpu0 = treeCpuSeconds(target.process.pid);
-      const result = await runVegeta(
-        vegeta,
-        url,
-        rate,
-        envoySeconds,
-        join(dir, `${rate}.bin`),
-      );
+      let result: LoadResult;
+      try {
+        result = await runVegeta(
+          vegeta,
+          url,
+          rate,
+          envoySeconds,
+          join(dir, `${rate}.bin`),
+        );
+      } catch (err) {
+        const reason = err instanceof Error ? err.message : String(err);
+        envoyFailures.push({
+          target: name,
+          rate,
+          reason: reason.split("\n")[0] ?? "",
+        });
+        return;
+      }
       const cpu1 = treeCpuSeconds(target.process.pid);
       const after = await count();
       const delta = (counter: string, p = prefix): number =>
         (after[p + counter] ?? 0) - (before[p + counter] ?? 0);
       for (const error of result.errors ?? [])
         notes.push(`${name} through Envoy at ${rate}/s: vegeta: ${error}`);
-      envoyRows.push({
+      const measured = {
         target: name,
         rate,
         result,
@@ -809,7 +887,10 @@ async function throughEnvoy(name: string, target: Target): Promise<void> {
         connections: delta("upstream_cx_total", "cluster.ratelimit."),
         goaways: delta("upstream_cx_close_notify", "cluster.ratelimit."),
         cpuUs: ((cpu1 - cpu0) * 1e6) / Math.max(1, result.count),
-      });
+      };
+      const failure = envoyVerdict(measured);
+      envoyRows.push({ ...measured, failure });
+      if (failure !== undefined) return;
     }
   });
 }
@@ -831,7 +912,7 @@ async function throughEnvoyRlqs(name: string, target: Target): Promise<void> {
         { length: rlqsTenants },
         (_, i) => `GET ${url}\nx-tenant: t${String(i)}\n`,
       ).join("\n");
-      const warmRate = Math.min(...envoyRates);
+      const warmRate = Math.min(...rlqsRates);
       progress(
         `${name} through Envoy (RLQS): warm-up ${warmRate}/s, ${warmupSeconds + 6}s`,
       );
@@ -844,7 +925,7 @@ async function throughEnvoyRlqs(name: string, target: Target): Promise<void> {
         join(dir, "warm.bin"),
         targets,
       );
-      for (const rate of envoyRates) {
+      for (const rate of rlqsRates) {
         progress(`${name} through Envoy (RLQS): ${rate}/s, ${envoySeconds}s`);
         const cpu0 = treeCpuSeconds(target.process.pid);
         const result = await runVegeta(
@@ -875,6 +956,232 @@ async function throughEnvoyRlqs(name: string, target: Target): Promise<void> {
 
 const fmt = (n: number, digits = 2): string =>
   Number.isFinite(n) ? n.toFixed(digits) : "";
+
+/** One target's Envoy capacity: the highest rate of the sweep at which nothing went unchecked. */
+interface EnvoyCapacity {
+  readonly target: string;
+  /** Requests per second; 0 when the first rate was already not clean. */
+  readonly rate: number;
+  /** The first rate that was not clean and why; `undefined`: every rate of the sweep was clean. */
+  readonly firstFailing:
+    { readonly rate: number; readonly reason: string } | undefined;
+}
+
+/** `target`'s capacity from its Envoy rows, or `undefined` when it was not swept. */
+function envoyCapacity(target: string): EnvoyCapacity | undefined {
+  const swept = envoyRows.filter((r) => r.target === target);
+  const failed = envoyFailures.find((f) => f.target === target);
+  if (swept.length === 0 && failed === undefined) return undefined;
+  let rate = 0;
+  for (const row of swept) {
+    if (row.failure !== undefined)
+      return {
+        target,
+        rate,
+        firstFailing: { rate: row.rate, reason: row.failure },
+      };
+    rate = Math.max(rate, row.rate);
+  }
+  return {
+    target,
+    rate,
+    firstFailing:
+      failed !== undefined
+        ? { rate: failed.rate, reason: `vegeta failed: ${failed.reason}` }
+        : undefined,
+  };
+}
+
+/** One line of the goals table (issue 34): what was measured against what it should be. */
+interface Goal {
+  readonly goal: string;
+  readonly measured: string;
+  readonly bound: string;
+  /** `undefined`: not measured in this run, or not decidable from it. */
+  readonly met: boolean | undefined;
+}
+
+/** The target names the goals compare (as {@link main} names them). */
+const names = {
+  reference: "reference, kv",
+  kv: "ours, kv",
+  memory: "ours, memory",
+  day2Without: "ours, kv, no subscriber (TOP_OFFENDERS_K=0)",
+  day2With: "ours, kv, top offenders and a canary",
+} as const;
+
+/**
+ * The goals of issue 34 ("Goals": ratios to the Go reference in one run), each computed from
+ * this run's rows; a goal whose rows are missing says which targets it needs.
+ */
+function goals(): Goal[] {
+  const find = (target: string, loadId: string): Row | undefined =>
+    rows.find((r) => r.target === target && r.loadId === loadId);
+  const out: Goal[] = [];
+  /** `a ÷ b` of one column, against `≤ limit`. */
+  const ratio = (
+    goal: string,
+    a: [target: string, loadId: string],
+    b: [target: string, loadId: string],
+    column: (r: Row) => number,
+    unit: string,
+    limit: number,
+  ): void => {
+    const x = find(...a);
+    const y = find(...b);
+    const bound = `≤ ${fmt(limit)}×`;
+    if (x === undefined || y === undefined) {
+      const missing = [x === undefined ? a[0] : "", y === undefined ? b[0] : ""]
+        .filter((t) => t !== "")
+        .join(" and ");
+      out.push({
+        goal,
+        measured: `not measured (needs ${missing})`,
+        bound,
+        met: undefined,
+      });
+      return;
+    }
+    const value = column(x) / column(y);
+    out.push({
+      goal,
+      measured: `${fmt(value)}× (${fmt(column(x), unit === "µs" ? 1 : 2)} ÷ ${fmt(column(y), unit === "µs" ? 1 : 2)} ${unit})`,
+      bound,
+      met: Number.isFinite(value) ? value <= limit : undefined,
+    });
+  };
+  const cpu = (r: Row): number => r.cpuUs;
+  const p99 = (r: Row): number => r.result.p99Ms;
+  const p999 = (r: Row): number => r.result.p999Ms;
+  ratio(
+    "CPU per decision, kv, distinct values (ours ÷ reference)",
+    [names.kv, "distinct"],
+    [names.reference, "distinct"],
+    cpu,
+    "µs",
+    0.2,
+  );
+  ratio(
+    "CPU per decision, kv, fixed rate (ours ÷ reference)",
+    [names.kv, "fixed"],
+    [names.reference, "fixed"],
+    cpu,
+    "µs",
+    0.3,
+  );
+  ratio(
+    "p99, kv, fixed rate (ours ÷ reference)",
+    [names.kv, "fixed"],
+    [names.reference, "fixed"],
+    p99,
+    "ms",
+    0.5,
+  );
+  ratio(
+    "p99.9, kv, fixed rate (ours ÷ reference)",
+    [names.kv, "fixed"],
+    [names.reference, "fixed"],
+    p999,
+    "ms",
+    0.5,
+  );
+  ratio(
+    "CPU per decision, memory, fixed rate (ours on memory ÷ reference on kv)",
+    [names.memory, "fixed"],
+    [names.reference, "fixed"],
+    cpu,
+    "µs",
+    0.29,
+  );
+  ratio(
+    "p99, memory, fixed rate (ours on memory ÷ reference on kv)",
+    [names.memory, "fixed"],
+    [names.reference, "fixed"],
+    p99,
+    "ms",
+    0.57,
+  );
+  for (const target of [names.memory, names.kv]) {
+    const m = memoryRows.find((r) => r.target === target);
+    for (const [what, limit, value] of [
+      ["peak RSS under saturation", 72, m?.peakMiB],
+      ["idle RSS after start", 56, m?.idleMiB],
+    ] as const)
+      out.push({
+        goal: `${what} (${target}, process tree)`,
+        measured:
+          value !== undefined
+            ? `${value} MiB`
+            : `not measured (needs ${target})`,
+        bound: `≤ ${limit} MiB`,
+        met: value !== undefined ? value <= limit : undefined,
+      });
+  }
+  for (const loadId of ["distinct", "fixed"])
+    ratio(
+      `CPU per decision, kv, ${loadId === "fixed" ? "fixed rate" : "distinct values"}, top offenders and a canary ÷ no subscriber`,
+      [names.day2With, loadId],
+      [names.day2Without, loadId],
+      cpu,
+      "µs",
+      1.1,
+    );
+  out.push(envoyGoal());
+  if (imageSizeMiB !== undefined)
+    out.push({
+      goal: "container image size",
+      measured: `${fmt(imageSizeMiB, 0)} MiB (BENCH_IMAGE_SIZE_MIB)`,
+      bound: "≤ 160 MiB",
+      met: imageSizeMiB <= 160,
+    });
+  return out;
+}
+
+/** The Envoy capacity goal: ours (kv) ≥ 1.5× the reference's, from the two sweeps. */
+function envoyGoal(): Goal {
+  const goal =
+    "Envoy capacity, highest rate with nothing unchecked (ours, kv ÷ reference)";
+  const bound = "≥ 1.50×";
+  const ours = envoyCapacity(names.kv);
+  const ref = envoyCapacity(names.reference);
+  if (ours === undefined || ref === undefined)
+    return {
+      goal,
+      measured: "not measured (needs target envoy and the reference)",
+      bound,
+      met: undefined,
+    };
+  const top = Math.max(...envoyRates);
+  const pair = `${ours.rate} ÷ ${ref.rate} /s`;
+  if (ref.rate === 0)
+    return {
+      goal,
+      measured: `${pair}: the reference was not clean at the sweep's first rate; lower BENCH_ENVOY_RATES`,
+      bound,
+      met: undefined,
+    };
+  const value = ours.rate / ref.rate;
+  if (ref.firstFailing === undefined)
+    return {
+      goal,
+      measured: `${fmt(value)}× (${pair}): the reference was clean up to the sweep's top rate (${top}/s); add higher BENCH_ENVOY_RATES`,
+      bound,
+      met: undefined,
+    };
+  if (ours.firstFailing === undefined)
+    return {
+      goal,
+      measured: `≥ ${fmt(value)}× (${pair}; ours clean up to the sweep's top rate)`,
+      bound,
+      met: value >= 1.5 ? true : undefined,
+    };
+  return {
+    goal,
+    measured: `${fmt(value)}× (${pair})`,
+    bound,
+    met: value >= 1.5,
+  };
+}
 
 function printTables(): string {
   const out: string[] = [];
@@ -924,17 +1231,33 @@ function printTables(): string {
       "",
       `Through Envoy (examples/envoy/envoy.yaml: timeout 0.02s, failure_mode_deny false), vegeta GET at a fixed rate for ${envoySeconds}s:`,
       "",
-      "| service | rate/s | requests | e2e p50 ms | e2e p90 ms | e2e p99 ms | e2e max ms | checked OK | over limit | RLS errors | let through unchecked | non-2xx/429 | connections opened to the service (GOAWAYs from it) | service CPU µs/request |",
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+      "| service | rate/s | requests | e2e p50 ms | e2e p90 ms | e2e p99 ms | e2e max ms | checked OK | over limit | RLS errors | let through unchecked | non-2xx/429 | connections opened to the service (GOAWAYs from it) | service CPU µs/request | clean |",
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     );
     for (const e of envoyRows) {
       const r = e.result;
       const share =
         r.count > 0 ? ` (${fmt((100 * e.unchecked) / r.count)} %)` : "";
       out.push(
-        `| ${e.target} | ${e.rate} | ${r.count} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.p999Ms)} | ${e.ok} | ${e.overLimit} | ${e.error} | ${e.unchecked} of ${r.count}${share} | ${r.nonOk} | ${e.connections} (${e.goaways}) | ${fmt(e.cpuUs, 1)} |`,
+        `| ${e.target} | ${e.rate} | ${r.count} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.p999Ms)} | ${e.ok} | ${e.overLimit} | ${e.error} | ${e.unchecked} of ${r.count}${share} | ${r.nonOk} | ${e.connections} (${e.goaways}) | ${fmt(e.cpuUs, 1)} | ${e.failure === undefined ? "yes" : `no: ${e.failure}`} |`,
       );
     }
+  }
+  const capacities = [names.reference, names.kv]
+    .map(envoyCapacity)
+    .filter((c) => c !== undefined);
+  if (capacities.length > 0) {
+    out.push(
+      "",
+      `Envoy capacity: the highest rate of the sweep (${envoyRates.join(", ")}/s, ${envoySeconds}s each, stopping after the first rate that is not clean) at which Envoy let nothing through unchecked:`,
+      "",
+      "| service | capacity /s | first rate not clean | why |",
+      "|---|---|---|---|",
+    );
+    for (const c of capacities)
+      out.push(
+        `| ${c.target} | ${c.firstFailing === undefined ? `≥ ${c.rate}` : c.rate} | ${c.firstFailing?.rate ?? "none (every rate clean)"} | ${c.firstFailing?.reason ?? ""} |`,
+      );
   }
   if (rlqsRows.length > 0) {
     out.push(
@@ -951,10 +1274,23 @@ function printTables(): string {
       );
     }
   }
+  const goalRows = goals();
+  out.push(
+    "",
+    `Goals (issue 34), from this run's rows (fixed rate: ${fixedRate}/s; distinct values: ${inFlight} in flight):`,
+    "",
+    "| goal | measured | goal | met |",
+    "|---|---|---|---|",
+    ...goalRows.map(
+      (g) =>
+        `| ${g.goal} | ${g.measured} | ${g.bound} | ${g.met === undefined ? "–" : g.met ? "met" : "**not met**"} |`,
+    ),
+  );
   out.push(
     "",
     `ghz: ${inFlight} calls in flight over ${connections} HTTP/2 connections, ${seconds}s per load after a ${warmupSeconds}s warm-up per target; fixed rate: ghz --rps ${fixedRate}; statistics: ${statsMode === "off" ? "DISABLE_STATS=true on both" : "each service's default sink with none configured (the reference: a log line per call; ours: a summary line per timer per flush)"}. ` +
-      `One machine (${availableParallelism()} CPUs), shared with other work: compare rows of this run only.`,
+      `One machine (${availableParallelism()} CPUs), shared with other work: compare rows of this run only. ` +
+      `This run took ${fmt((performance.now() - runStarted) / 1000, 0)} s.`,
   );
   for (const note of notes) out.push(`note: ${note}`);
   return out.join("\n");
@@ -1145,7 +1481,7 @@ async function main(): Promise<void> {
   writeFileSync(join(root, ".bench", "last-run.md"), `${tables}\n`);
   writeFileSync(
     join(root, ".bench", "last-run.json"),
-    `${JSON.stringify({ rows, memoryRows, envoyRows, rlqsRows, notes }, null, 2)}\n`,
+    `${JSON.stringify({ rows, memoryRows, envoyRows, envoyFailures, rlqsRows, goals: goals(), notes }, null, 2)}\n`,
   );
 }
 
