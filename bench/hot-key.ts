@@ -11,13 +11,17 @@
 // - accuracy: 30,000 calls on a fresh key with a limit of 20,000 per hour and lease_max 200:
 //   admitted, against the bound limit − 3 × lease_max.
 //
-// `--grpc` (issue 33 "Done when"): 3 spawned service processes (dist/src/main.js, WORKERS=1,
-// test/helpers/spawn-service.ts startReplica) on one store, each loaded by its own ghz
-// (.bench/bin, scripts/ensure-go-tools.sh) at once: 32 calls in flight over 4 connections per
-// replica, closed loop, as fast as the box allows.
+// `--grpc` (issue 33 "Done when"): 3 spawned service processes (bin/ratelimit, WORKERS=1, the
+// conformance suite's launch environment) on one store, each loaded by its own load generator
+// at once: 32 calls in flight over 4 connections per replica, closed loop, as fast as the box
+// allows. `BENCH_HOT_LOAD` (default `ghz,h2load`) names the generators, one after the other:
+// ghz (.bench/bin, scripts/ensure-go-tools.sh; decodes every answer) and h2load (nghttp2; one
+// fixed body, answers not decoded, several times cheaper per call, so more of the cores is
+// left to the services).
 // - throughput: `BENCH_HOT_GRPC_SECONDS` (default 5) s per row, rows interleaved plain, lease,
 //   plain, lease after a 2 s warm-up of each replica; decisions/s is the sum of the three ghz
-//   rates; service CPU µs per decision from /proc (the three processes' user + system time);
+//   rates; CPU µs per decision from /proc: the three services' user + system time, the load
+//   generators' (the children this process reaped) and the store's;
 // - accuracy: the same load for the same time on a limit of 20,000 per day with lease_max 200:
 //   admitted = total_hits − over_limit from the replicas' own /stats, against the bound
 //   min(demand, limit) − 3 × lease_max … limit.
@@ -31,7 +35,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { create } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { KvCounterBackend } from "../src/backends/kv/kv-counter-backend.js";
 import { McCounterBackend } from "../src/backends/mc/mc-counter-backend.js";
@@ -54,12 +58,13 @@ import { RateLimitPipeline } from "../src/limiter/pipeline.js";
 import {
   RateLimitResponse_Code as Code,
   RateLimitDescriptorSchema,
+  RateLimitRequestSchema,
   type RateLimitDescriptor,
 } from "../src/proto.js";
 import { createStatsManager } from "../src/stats/stats-manager.js";
 import { systemClock } from "../src/util/clock.js";
 import { runGhz, tool } from "./load-tools.js";
-import { processTree, treeCpuSeconds } from "./procs.js";
+import { processTree, runTool, treeCpuSeconds } from "./procs.js";
 import { storeOperations } from "./store-stats.js";
 
 const replicas = 3;
@@ -272,6 +277,8 @@ descriptors:
 
 /** One row of the gRPC mode. */
 interface GrpcRow {
+  /** The load generator. */
+  readonly tool: LoadTool["kind"];
   readonly store: string;
   readonly phase: "throughput" | "accuracy";
   readonly lease: boolean;
@@ -288,6 +295,8 @@ interface GrpcRow {
   readonly storeCpuUs: number;
   readonly nonOk: number;
   readonly admitted?: number;
+  /** Hits asked for in the accuracy row (`total_hits` over the replicas). */
+  readonly demand?: number;
   readonly bound?: string;
   readonly withinBound?: boolean;
 }
@@ -416,31 +425,99 @@ function storeCpuSeconds(): number {
   return total;
 }
 
-/** One ghz per replica at once on `<key>=<value>`; the rates summed. */
+/**
+ * The load generator of a gRPC row: ghz (a Go gRPC client: decodes every answer) or h2load
+ * (nghttp2's C HTTP/2 load tool: one fixed request body, answers not decoded), several times
+ * cheaper per call, so more of the two cores is left to the services.
+ */
+type LoadTool =
+  | { readonly kind: "ghz"; readonly path: string }
+  | { readonly kind: "h2load"; readonly workDir: string };
+
+/** One h2load run against one replica for `seconds`: answers and answers per second. */
+async function runH2load(
+  address: string,
+  body: string,
+  seconds: number,
+): Promise<{ count: number; perSecond: number; nonOk: number }> {
+  const args = [
+    "-D",
+    String(seconds),
+    "-c",
+    String(grpcConnections),
+    "-m",
+    String(grpcInFlight / grpcConnections),
+    "-H",
+    "content-type: application/grpc",
+    "-H",
+    "te: trailers",
+    "-d",
+    body,
+    `http://${address}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`,
+  ];
+  const run = await runTool("h2load", args, (seconds + 60) * 1000);
+  const done =
+    /requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded/.exec(
+      run.stdout,
+    );
+  const rate = /finished in [\d.]+\w+, ([\d.]+) req\/s/.exec(run.stdout);
+  if (run.code !== 0 || done === null || rate === null)
+    throw new Error(
+      `h2load failed (exit ${String(run.code)}): ${run.stdout.slice(-500)}${run.stderr.slice(-500)}`,
+    );
+  const count = Number(done[1]);
+  return {
+    count,
+    perSecond: Math.round(Number(rate[1])),
+    nonOk: count - Number(done[2]),
+  };
+}
+
+/** One load generator per replica at once on `<key>=<value>`; the rates summed. */
 async function loadAll(
-  ghz: string,
+  load: LoadTool,
   replicas: readonly Replica[],
   key: string,
   value: string,
   seconds: number,
 ): Promise<{ decisions: number; perSecond: number; nonOk: number }> {
-  const request = JSON.stringify({
-    domain: "hot",
-    descriptors: [{ entries: [{ key, value }] }],
-  });
-  const results = await Promise.all(
-    replicas.map((r) =>
-      runGhz({
-        ghz,
-        root: repoRoot,
-        address: r.grpc,
-        inFlight: grpcInFlight,
-        connections: grpcConnections,
-        seconds,
-        request,
+  let results: { count: number; perSecond: number; nonOk: number }[];
+  if (load.kind === "ghz") {
+    const request = JSON.stringify({
+      domain: "hot",
+      descriptors: [{ entries: [{ key, value }] }],
+    });
+    results = await Promise.all(
+      replicas.map((r) =>
+        runGhz({
+          ghz: load.path,
+          root: repoRoot,
+          address: r.grpc,
+          inFlight: grpcInFlight,
+          connections: grpcConnections,
+          seconds,
+          request,
+        }),
+      ),
+    );
+  } else {
+    const message = toBinary(
+      RateLimitRequestSchema,
+      create(RateLimitRequestSchema, {
+        domain: "hot",
+        descriptors: [{ entries: [{ key, value }] }],
       }),
-    ),
-  );
+    );
+    // The gRPC message frame: uncompressed flag, 4-byte big-endian length, the message.
+    const frame = Buffer.alloc(5 + message.length);
+    frame.writeUInt32BE(message.length, 1);
+    frame.set(message, 5);
+    const body = join(load.workDir, `${key}-${value}.bin`);
+    await writeFile(body, frame);
+    results = await Promise.all(
+      replicas.map((r) => runH2load(r.grpc, body, seconds)),
+    );
+  }
   return {
     decisions: results.reduce((a, r) => a + r.count, 0),
     perSecond: results.reduce((a, r) => a + r.perSecond, 0),
@@ -449,7 +526,7 @@ async function loadAll(
 }
 
 async function grpcRow(
-  ghz: string,
+  load: LoadTool,
   store: Store,
   replicas: readonly Replica[],
   phase: GrpcRow["phase"],
@@ -471,7 +548,7 @@ async function grpcRow(
   const storeBefore = storeCpuSeconds();
   const hitsBefore = await statSum(replicas, rule, "total_hits");
   const overBefore = await statSum(replicas, rule, "over_limit");
-  const load = await loadAll(ghz, replicas, rule, value, grpcSeconds);
+  const result = await loadAll(load, replicas, rule, value, grpcSeconds);
   const cpu = cpuSeconds(replicas) - cpuBefore;
   const loadCpu = reapedChildrenCpuSeconds() - loadBefore;
   const storeCpu = storeCpuSeconds() - storeBefore;
@@ -479,25 +556,26 @@ async function grpcRow(
   await new Promise((resolve) => setTimeout(resolve, 300));
   const ops = (await storeIncrements(store)) - opsBefore;
   const row = {
+    tool: load.kind,
     store: store.kind,
     phase,
     lease,
     round,
-    decisions: load.decisions,
-    perSecond: load.perSecond,
+    decisions: result.decisions,
+    perSecond: result.perSecond,
     ops,
-    opsPerDecision: ops / load.decisions,
-    serviceCpuUs: (cpu * 1e6) / load.decisions,
-    loadCpuUs: (loadCpu * 1e6) / load.decisions,
-    storeCpuUs: (storeCpu * 1e6) / load.decisions,
-    nonOk: load.nonOk,
+    opsPerDecision: ops / result.decisions,
+    serviceCpuUs: (cpu * 1e6) / result.decisions,
+    loadCpuUs: (loadCpu * 1e6) / result.decisions,
+    storeCpuUs: (storeCpu * 1e6) / result.decisions,
+    nonOk: result.nonOk,
   };
   if (phase === "throughput") return row;
   // Statistics flush on their own: wait until total_hits has counted every answer.
   let demand = 0;
   for (let i = 0; i < 50; i++) {
     demand = (await statSum(replicas, rule, "total_hits")) - hitsBefore;
-    if (demand >= load.decisions) break;
+    if (demand >= result.decisions) break;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   const refused = (await statSum(replicas, rule, "over_limit")) - overBefore;
@@ -509,16 +587,28 @@ async function grpcRow(
   return {
     ...row,
     admitted,
+    demand,
     bound: low === high ? String(high) : `${String(low)}..${String(high)}`,
     withinBound: admitted >= low && admitted <= high,
   };
 }
 
 async function grpcRows(): Promise<GrpcRow[]> {
-  const ghz = tool(join(repoRoot, ".bench", "bin"), "ghz");
   const dir = await mkdtemp(join(tmpdir(), "rls-hot-key-"));
   await mkdir(join(dir, "config"));
   await writeFile(join(dir, "config", "hot.yaml"), grpcConfig);
+  const tools: LoadTool[] = [];
+  for (const name of (process.env["BENCH_HOT_LOAD"] ?? "ghz,h2load").split(","))
+    if (name === "ghz")
+      tools.push({
+        kind: "ghz",
+        path: tool(join(repoRoot, ".bench", "bin"), "ghz"),
+      });
+    else if (name === "h2load") tools.push({ kind: "h2load", workDir: dir });
+    else
+      throw new Error(
+        `BENCH_HOT_LOAD: unknown load tool ${name} (ghz, h2load)`,
+      );
   const rows: GrpcRow[] = [];
   try {
     for (const kind of ["kv", "mc"] as const) {
@@ -527,25 +617,34 @@ async function grpcRows(): Promise<GrpcRow[]> {
       try {
         for (let i = 0; i < grpcReplicas; i++)
           replicas.push(await startService(dir, kind, store.address));
-        await loadAll(ghz, replicas, "plain", "warm", 2);
-        await loadAll(ghz, replicas, "leased", "warm", 2);
-        for (let round = 1; round <= grpcRounds; round++)
+        for (const load of tools) {
+          await loadAll(load, replicas, "plain", "warm", 2);
+          await loadAll(load, replicas, "leased", "warm", 2);
+          for (let round = 1; round <= grpcRounds; round++)
+            for (const lease of [false, true]) {
+              const row = await grpcRow(
+                load,
+                store,
+                replicas,
+                "throughput",
+                lease,
+                round,
+              );
+              rows.push(row);
+              console.error(JSON.stringify(row));
+            }
           for (const lease of [false, true]) {
             const row = await grpcRow(
-              ghz,
+              load,
               store,
               replicas,
-              "throughput",
+              "accuracy",
               lease,
-              round,
+              1,
             );
             rows.push(row);
             console.error(JSON.stringify(row));
           }
-        for (const lease of [false, true]) {
-          const row = await grpcRow(ghz, store, replicas, "accuracy", lease, 1);
-          rows.push(row);
-          console.error(JSON.stringify(row));
         }
       } finally {
         await Promise.all(replicas.map((r) => r.child.stop()));
@@ -560,12 +659,12 @@ async function grpcRows(): Promise<GrpcRow[]> {
 
 function grpcTable(rows: readonly GrpcRow[]): string {
   const lines = [
-    "| store | phase | lease | round | decisions | decisions/s (3 replicas) | store increments / decision | CPU µs / decision: services | ghz | store | admitted | bound |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| load | store | phase | lease | round | decisions | decisions/s (3 replicas) | store increments / decision | CPU µs / decision: services | load tool | store | admitted | bound |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ];
   for (const r of rows)
     lines.push(
-      `| ${r.store} | ${r.phase} | ${r.lease ? "yes" : "no"} | ${String(r.round)} | ${String(r.decisions)}${r.nonOk > 0 ? ` (${String(r.nonOk)} not OK)` : ""} | ${String(r.perSecond)} | ${r.opsPerDecision.toPrecision(2)} | ${r.serviceCpuUs.toFixed(1)} | ${r.loadCpuUs.toFixed(1)} | ${r.storeCpuUs.toFixed(1)} | ${r.admitted === undefined ? "" : String(r.admitted)} | ${r.bound === undefined ? "" : `${r.bound}${r.withinBound === true ? " (within)" : " (**outside**)"}`} |`,
+      `| ${r.tool} | ${r.store} | ${r.phase} | ${r.lease ? "yes" : "no"} | ${String(r.round)} | ${String(r.decisions)}${r.nonOk > 0 ? ` (${String(r.nonOk)} not OK)` : ""} | ${String(r.perSecond)} | ${r.opsPerDecision.toPrecision(2)} | ${r.serviceCpuUs.toFixed(1)} | ${r.loadCpuUs.toFixed(1)} | ${r.storeCpuUs.toFixed(1)} | ${r.admitted === undefined ? "" : `${String(r.admitted)} of ${String(r.demand ?? 0)}`} | ${r.bound === undefined ? "" : `${r.bound}${r.withinBound === true ? " (within)" : " (**outside**)"}`} |`,
     );
   return lines.join("\n");
 }
@@ -587,7 +686,7 @@ async function main(): Promise<void> {
     const rows = await grpcRows();
     json["grpc"] = rows;
     sections.push(
-      `Through 3 service processes over gRPC (WORKERS=1 each, one ghz per replica at once: ${String(grpcInFlight)} in flight over ${String(grpcConnections)} connections, ${String(grpcSeconds)} s per row; load generators and services share the machine's cores):\n\n${grpcTable(rows)}`,
+      `Through 3 service processes over gRPC (WORKERS=1 each, one load generator (ghz, then h2load) per replica at once: ${String(grpcInFlight)} in flight over ${String(grpcConnections)} connections, ${String(grpcSeconds)} s per row; load generators and services share the machine's cores):\n\n${grpcTable(rows)}`,
     );
   }
   const markdown = `${sections.join("\n\n")}\n`;
