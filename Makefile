@@ -111,7 +111,8 @@ bench-overrides: deps build ## run-time overrides: resolveRequest and ShouldRate
 bench-canary: deps build ## config canary: CPU per decision with and without a canary (in-process, memory backend)
 	node dist/bench/canary.js
 
-bench-hot-key: deps system-deps build ## hot-key leases: decisions/s and store increments per decision on one key through 3 replicas (in process, then 3 service processes under ghz), kv and mc, with and without lease
+bench-hot-key: deps system-deps build ## hot-key leases: decisions/s and store increments per decision on one key through 3 replicas (in process, then 3 service processes under ghz, then h2load), kv and mc, with and without lease
+	scripts/ensure-system-deps.sh h2load
 	scripts/ensure-go-tools.sh >/dev/null
 	node dist/bench/hot-key.js
 
