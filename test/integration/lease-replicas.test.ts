@@ -1,7 +1,7 @@
 // Hot-key leases (issue 33 item 2) end to end: 3 service replicas (separate processes, dist/,
 // default settings) share one store: a redis-server, a sentinel-managed master
 // (KV_TYPE=sentinel), a 3-node cluster (KV_TYPE=cluster) or a memcached; a YAML rule with
-// `lease: true`.
+// `lease: true` on a fixed, multi-unit, calendar (month in Europe/Berlin) and sliding window.
 // A burst of 400 calls at once on one key admits at most the limit and at least the limit
 // less replicas × lease_max, with far fewer store increments than calls.
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -37,6 +37,10 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 100, lease: true, lease_max: ${String(leaseMax)} }
   - key: sliding
     rate_limit: { unit: minute, requests_per_unit: 50, algorithm: sliding_window, lease: true, lease_max: ${String(leaseMax)} }
+  - key: multi
+    rate_limit: { unit: minute, unit_multiplier: 2, requests_per_unit: 80, lease: true, lease_max: ${String(leaseMax)} }
+  - key: calendar
+    rate_limit: { unit: month, time_zone: Europe/Berlin, requests_per_unit: 60, lease: true, lease_max: ${String(leaseMax)} }
 `;
 
 /** A store the replicas share: their settings, its INCRBY count (kv), and how to stop it. */
@@ -178,6 +182,8 @@ describe.each(Object.keys(topologies).map((store) => ({ store })))(
     it.each([
       { key: "fixed", limit: 100 },
       { key: "sliding", limit: 50 },
+      { key: "multi", limit: 80 },
+      { key: "calendar", limit: 60 },
     ])(
       "$key window, limit $limit: 400 calls at once admit within the bound",
       async ({ key, limit }) => {
