@@ -5,6 +5,7 @@ import {
   McReplyError,
   McSilenceError,
   type McCasValue,
+  type McIncrement,
   type McStoreOutcome,
 } from "../../../../src/backends/mc/mc-connection.js";
 import { mcReply } from "../../../helpers/mc-peer.js";
@@ -130,6 +131,18 @@ async function connectTo(
   );
   connections.push(connection);
   return connection;
+}
+
+/** `incrementMultiValues` as a promise of its error and values. */
+function incrementValues(
+  connection: McConnection,
+  increments: readonly McIncrement[],
+): Promise<[Error | undefined, (number | undefined)[]]> {
+  return new Promise((resolve) => {
+    connection.incrementMultiValues(increments, (err, values) => {
+      resolve([err, values]);
+    });
+  });
 }
 
 function getMulti(
@@ -263,19 +276,10 @@ describe("McConnection", () => {
         socket.write(reply(opcode, opaque, "", "non-numeric", 0x06));
       });
     });
-    const result = await new Promise<
-      [Error | undefined, (number | undefined)[]]
-    >((resolve) => {
-      connection.incrementMultiValues(
-        [
-          { key: "a", hits: 1, expiration: 60 },
-          { key: "b", hits: 2, expiration: 60 },
-        ],
-        (err, values) => {
-          resolve([err, values]);
-        },
-      );
-    });
+    const result = await incrementValues(connection, [
+      { key: "a", hits: 1, expiration: 60 },
+      { key: "b", hits: 2, expiration: 60 },
+    ]);
     expect(result[1]).toEqual([undefined, undefined]);
     expect(result[0]?.message).toMatch(/status 0x6: non-numeric/);
     // The increment (0x05), initial value = the hits.
@@ -313,20 +317,11 @@ describe("McConnection", () => {
         socket.write(bytes.subarray(30));
       });
     });
-    const [err, values] = await new Promise<
-      [Error | undefined, (number | undefined)[]]
-    >((resolve) => {
-      connection.incrementMultiValues(
-        [
-          { key: "a", hits: 3, expiration: 60 },
-          { key: "b", hits: 1, expiration: 60 },
-          { key: "big", hits: 2 ** 32 + 1, expiration: 1_800_000_000 },
-        ],
-        (e, v) => {
-          resolve([e, v]);
-        },
-      );
-    });
+    const [err, values] = await incrementValues(connection, [
+      { key: "a", hits: 3, expiration: 60 },
+      { key: "b", hits: 1, expiration: 60 },
+      { key: "big", hits: 2 ** 32 + 1, expiration: 1_800_000_000 },
+    ]);
     expect(values).toEqual([3, undefined, 2 ** 32 + 7]);
     expect(err?.message).toMatch(/increment failed with status 0x6/);
     // The non-quiet increment (0x05) with the initial value = the hits and the expiration.
@@ -367,20 +362,11 @@ describe("McConnection", () => {
         }
       });
     });
-    const [err, values] = await new Promise<
-      [Error | undefined, (number | undefined)[]]
-    >((resolve) => {
-      connection.incrementMultiValues(
-        [
-          { key: "a", hits: 1, expiration: 60 },
-          { key: "race", hits: 2, expiration: 60 },
-          { key: "never", hits: 3, expiration: 60 },
-        ],
-        (e, v) => {
-          resolve([e, v]);
-        },
-      );
-    });
+    const [err, values] = await incrementValues(connection, [
+      { key: "a", hits: 1, expiration: 60 },
+      { key: "race", hits: 2, expiration: 60 },
+      { key: "never", hits: 3, expiration: 60 },
+    ]);
     expect(values).toEqual([41, 41, undefined]);
     expect(err?.message).toMatch(/increment failed with status 0x5/);
     // One first round of three, then only the lost ones: "never" four times in all.
@@ -407,19 +393,10 @@ describe("McConnection", () => {
         }
       });
     });
-    const [err, values] = await new Promise<
-      [Error | undefined, (number | undefined)[]]
-    >((resolve) => {
-      connection.incrementMultiValues(
-        [
-          { key: "a", hits: 1, expiration: 60 },
-          { key: "b", hits: 1, expiration: 60 },
-        ],
-        (e, v) => {
-          resolve([e, v]);
-        },
-      );
-    });
+    const [err, values] = await incrementValues(connection, [
+      { key: "a", hits: 1, expiration: 60 },
+      { key: "b", hits: 1, expiration: 60 },
+    ]);
     expect(values).toEqual([undefined, undefined]);
     expect(err?.message).toMatch(/answered 1 of 2 increments/);
   });
