@@ -56,6 +56,12 @@ const allowedFailures: Record<GrpcHttp2Engine, readonly Allowance[]> = {
     { id: "http2/8.1.2.1/3", paths: [shouldRateLimitPath] },
     // The same race: a second HEADERS without END_STREAM after the GET (PROTOCOL_ERROR).
     { id: "http2/8.1/1", paths: [shouldRateLimitPath] },
+    // The same race again (§8.1.2.6): a content-length that the DATA frames that follow do not
+    // match. The Connect router refuses the request from its headers alone, so the mismatch
+    // can only be seen when the DATA arrives before the answer; otherwise it lands on a stream
+    // we have already reset. Failed 5 of 30 runs on a quiet machine, 3 of 3 in a busy CI.
+    { id: "http2/8.1.2.6/1", paths: [shouldRateLimitPath] },
+    { id: "http2/8.1.2.6/2", paths: [shouldRateLimitPath] },
   ],
   // node:http2 (nghttp2 inside Node): none of these is in this repository's code, and no
   // node:http2 option changes them.
@@ -96,6 +102,11 @@ const allowedFailures: Record<GrpcHttp2Engine, readonly Allowance[]> = {
     // ends the whole connection with GOAWAY FLOW_CONTROL_ERROR, which §5.4.1 allows ("an
     // endpoint MAY choose to treat a stream error as a connection error").
     { id: "http2/6.9.1/3", paths: bothPaths },
+    // §8.1.2.6, the race described for the builtin engine: nghttp2 checks content-length
+    // only for DATA that arrives while the stream is open, and the refusal of h2spec's request
+    // can close it first (seen on a busy machine; passes when h2spec's DATA wins).
+    { id: "http2/8.1.2.6/1", paths: [shouldRateLimitPath] },
+    { id: "http2/8.1.2.6/2", paths: [shouldRateLimitPath] },
     // §5.1.2, as on the builtin engine: with SETTINGS_MAX_CONCURRENT_STREAMS announced (1000),
     // node:http2 answers each bodiless request with a single HEADERS frame with END_STREAM
     // (no window needed), so each stream closes before the next arrives; the limit is never
