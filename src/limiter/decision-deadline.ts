@@ -113,6 +113,10 @@ export class DecisionDeadline {
       (this.backendTimeoutMs > 0 && waitMs >= this.backendTimeoutMs)
     )
       return decision;
+    // Whole milliseconds, rounded down (never later than the bound): Node keeps one timer
+    // list per distinct delay, and the caller's time left differs on every call, so an exact
+    // delay would create and drop a list on every call (docs/performance.md#round-4-timer-lists).
+    waitMs = Math.floor(waitMs);
     const name = this.backendName;
     const timers = this.timer;
     return new Promise((resolve, reject) => {

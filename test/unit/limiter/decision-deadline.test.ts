@@ -86,6 +86,21 @@ describe("DecisionDeadline", () => {
     expect(timer.delays()).toEqual([6]);
   });
 
+  it("arms whole milliseconds, never later than the bound, when the time left is fractional", async () => {
+    const { clock, timer, deadline: d } = deadline();
+    // A Go client's grpc-timeout is to the microsecond: 40.987 ms left, less the 5 ms reserve.
+    const answer = d.bound(hanging(), clock.nowMs() + 40.987);
+    expect(timer.delays()).toEqual([35]);
+    timer.fireAll();
+    await expect(answer).rejects.toThrow(
+      "kv backend did not answer within 35 ms (the caller's deadline)",
+    );
+    // One delay for every call with the same whole milliseconds left: Node reuses one timer list.
+    void d.bound(hanging(), clock.nowMs() + 40.2).catch(() => undefined);
+    void d.bound(hanging(), clock.nowMs() + 40.9).catch(() => undefined);
+    expect(timer.delays()).toEqual([35, 35]);
+  });
+
   it("keeps BACKEND_DECISION_TIMEOUT when the caller's deadline is further", async () => {
     const { clock, timer, deadline: d } = deadline({ decisionTimeoutMs: 20 });
     const answer = d.bound(hanging(), clock.nowMs() + 1000);
