@@ -91,18 +91,36 @@ export function parseGrpcTimeoutMs(
   value: string | string[] | undefined,
 ): number | undefined {
   if (value === undefined) return undefined;
-  const text = Array.isArray(value) ? value[0] : value;
-  const match = /^(\d{1,8})([HMSmun])$/.exec(text ?? "");
-  if (match === null) return Number.NaN;
-  const amount = Number(match[1]);
-  return amount * (msPerTimeoutUnit[match[2] ?? ""] ?? Number.NaN);
+  const text = Array.isArray(value) ? (value[0] ?? "") : value;
+  // By hand rather than a regular expression: it runs on every call (2 µs per call at
+  // 2,000/s in the kv profile for the expression, docs/performance.md#round-4-timer-lists).
+  const digits = text.length - 1;
+  if (digits < 1 || digits > 8) return Number.NaN;
+  let amount = 0;
+  for (let i = 0; i < digits; i++) {
+    const d = text.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) return Number.NaN;
+    amount = amount * 10 + d;
+  }
+  return amount * msPerTimeoutUnit(text.charCodeAt(digits));
 }
 
-const msPerTimeoutUnit: Readonly<Record<string, number>> = {
-  H: 3_600_000,
-  M: 60_000,
-  S: 1000,
-  m: 1,
-  u: 0.001,
-  n: 0.000001,
-};
+/** Milliseconds per unit of a `grpc-timeout` value, by the unit's character code; NaN: none. */
+function msPerTimeoutUnit(unit: number): number {
+  switch (unit) {
+    case 72: // H
+      return 3_600_000;
+    case 77: // M
+      return 60_000;
+    case 83: // S
+      return 1000;
+    case 109: // m
+      return 1;
+    case 117: // u
+      return 0.001;
+    case 110: // n
+      return 0.000001;
+    default:
+      return Number.NaN;
+  }
+}

@@ -94,5 +94,18 @@ describe("parseGrpcTimeoutMs", () => {
     expect(parseGrpcTimeoutMs("123456789m")).toBeNaN();
     expect(parseGrpcTimeoutMs("1x")).toBeNaN();
     expect(parseGrpcTimeoutMs("-1m")).toBeNaN();
+    expect(parseGrpcTimeoutMs("m")).toBeNaN();
+    expect(parseGrpcTimeoutMs("1")).toBeNaN();
+    expect(parseGrpcTimeoutMs("1.5m")).toBeNaN();
+    expect(parseGrpcTimeoutMs("1 m")).toBeNaN();
+    expect(parseGrpcTimeoutMs("1mm")).toBeNaN();
+    expect(parseGrpcTimeoutMs("1h")).toBeNaN();
+    expect(parseGrpcTimeoutMs([])).toBeNaN();
+  });
+
+  it("takes up to 8 digits, leading zeros included", () => {
+    expect(parseGrpcTimeoutMs("99999999S")).toBe(99_999_999_000);
+    expect(parseGrpcTimeoutMs("00000020m")).toBe(20);
+    expect(parseGrpcTimeoutMs("9999982u")).toBeCloseTo(9999.982, 6);
   });
 });
