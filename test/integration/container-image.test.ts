@@ -5,7 +5,7 @@
 // still load without node_modules starts in it: one on the kv backend (redis-server) with the
 // examples config mounted at the default runtime path, tracing on (spans to an OTLP/HTTP
 // receiver in this test) and pull statistics; one on the mc backend (memcached) with its config
-// from xDS (a management server in this test). The first build on a machine also builds the
+// from xDS (a management server in this test) and tracing over OTLP/gRPC. The first build on a machine also builds the
 // base image (about a minute) and runs npm ci (a few); later builds reuse both from the
 // machine's container storage.
 import {
@@ -34,6 +34,7 @@ import {
   type MemcachedServer,
 } from "../helpers/memcached-server.js";
 import {
+  startOtlpGrpcReceiver,
   startOtlpHttpReceiver,
   type OtlpReceiver,
 } from "../helpers/otlp-receivers.js";
@@ -148,6 +149,7 @@ describe.skipIf(!tools.ok)("container image", () => {
   let redis: RedisServer;
   let memcached: MemcachedServer;
   let receiver: OtlpReceiver;
+  let grpcReceiver: OtlpReceiver;
   let ads: AdsServer;
   const containers: string[] = [];
   const services: ContainerService[] = [];
@@ -276,6 +278,8 @@ describe.skipIf(!tools.ok)("container image", () => {
     stores.push(() => memcached.stop());
     receiver = await startOtlpHttpReceiver();
     stores.push(() => receiver.close());
+    grpcReceiver = await startOtlpGrpcReceiver();
+    stores.push(() => grpcReceiver.close());
     ads = await startAdsServer();
     stores.push(() => ads.stop());
     ads.push("v1", [
@@ -313,6 +317,11 @@ describe.skipIf(!tools.ok)("container image", () => {
       CONFIG_TYPE: "GRPC_XDS_SOTW",
       CONFIG_GRPC_XDS_SERVER_URL: ads.address,
       CONFIG_GRPC_XDS_NODE_ID: "image-test",
+      TRACING_ENABLED: "true",
+      TRACING_EXPORTER_PROTOCOL: "grpc",
+      TRACING_SERVICE_NAME: "rls-image-grpc",
+      OTEL_EXPORTER_OTLP_ENDPOINT: grpcReceiver.endpoint,
+      OTEL_BSP_SCHEDULE_DELAY: "100",
     });
   }, buildTimeoutMs + 180_000);
 
@@ -485,7 +494,7 @@ describe.skipIf(!tools.ok)("container image", () => {
     );
   });
 
-  it("decides from its xDS config, counting in the mc backend", async () => {
+  it("decides from its xDS config, counting in the mc backend, and exports its spans over OTLP/gRPC", async () => {
     const windowStart = await minuteWithRoom(20);
     const client = new GrpcJsRateLimitClient(`127.0.0.1:${mc.grpcPort}`);
     const codes: RateLimitResponse_Code[] = [];
@@ -509,5 +518,22 @@ describe.skipIf(!tools.ok)("container image", () => {
       `image-xds_k_v_${windowStart}`,
     );
     expect(Number(counted)).toBeGreaterThanOrEqual(2);
+    const spans = await waitFor(
+      () => {
+        const found = grpcReceiver.spans.filter(
+          (s) =>
+            s.name ===
+            "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+        );
+        return found.length >= 3 && found;
+      },
+      "3 ShouldRateLimit spans at the OTLP/gRPC receiver",
+      20_000,
+    ).catch((err: unknown) => {
+      throw new Error(`${String(err)}\nservice output:\n${mc.output()}`, {
+        cause: err,
+      });
+    });
+    expect(spans[0]?.resource["service.name"]).toBe("rls-image-grpc");
   });
 });
