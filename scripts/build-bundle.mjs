@@ -15,10 +15,20 @@
 // optimised code for it; one bundle saves 4–9 MiB of idle RSS (docs/performance.md "Idle
 // RSS"). Not minified: stack traces keep their names.
 //
-// Left outside the bundle and loaded from node_modules at run time: OpenTelemetry (its SDK
-// patches modules as they are required, which needs them to be real modules; it loads only
-// with TRACING_ENABLED).
-import { mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
+// Nothing is left outside: OpenTelemetry's SDK and exporters (with @grpc/grpc-js for OTLP/gRPC)
+// go into the chunk of src/telemetry/tracing.js, which main.js imports only with
+// TRACING_ENABLED, and @opentelemetry/api into the shared chunks. The SDK runs with no
+// auto-instrumentation, so it never needs to patch real modules as they load. So the bundle
+// needs no node_modules at run time, which keeps the container image to the Node binary and
+// dist/ (Containerfile).
+import { builtinModules } from "node:module";
+import {
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { stdout } from "node:process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -32,6 +42,45 @@ mkdirSync(out, { recursive: true });
 const banner = {
   js: 'import { createRequire as __rlsCreateRequire } from "node:module";\nconst require = __rlsCreateRequire(import.meta.url);',
 };
+// Some dependencies ship ES modules built by rolldown, which load a package lazily through
+// `__require("pkg")`, a createRequire() that esbuild cannot follow (the OTLP/gRPC exporter
+// loads @grpc/grpc-js so). Left as is, that call loads a second copy from node_modules at run
+// time (or fails where there is none, as in the container image), whose classes the bundled
+// copy rejects ("Channel credentials must be a ChannelCredentials object"). This plugin turns
+// each such call on a package (not a Node built-in) into a static import, so the bundled copy
+// serves it; the chunk that holds the caller is lazy anyway.
+const builtins = new Set(builtinModules);
+const staticRequires = {
+  name: "static-lazy-requires",
+  setup(b) {
+    b.onLoad({ filter: /[\\/]node_modules[\\/].*\.mjs$/ }, (args) => {
+      const source = readFileSync(args.path, "utf8");
+      if (!source.includes('__require("')) return undefined;
+      const imports = new Map();
+      const contents = source.replace(
+        /\b__require\("([^"]+)"\)/g,
+        (call, specifier) => {
+          if (specifier.startsWith("node:") || builtins.has(specifier))
+            return call;
+          let name = imports.get(specifier);
+          if (name === undefined) {
+            name = `__rlsStatic${imports.size}`;
+            imports.set(specifier, name);
+          }
+          return name;
+        },
+      );
+      if (imports.size === 0) return undefined;
+      const header = [...imports]
+        .map(
+          ([specifier, name]) =>
+            `import * as ${name} from ${JSON.stringify(specifier)};\n`,
+        )
+        .join("");
+      return { contents: header + contents, loader: "js" };
+    });
+  },
+};
 await build({
   entryPoints: { main: join(root, "dist", "src", "main.js") },
   outdir: out,
@@ -40,8 +89,8 @@ await build({
   format: "esm",
   platform: "node",
   target: "node22",
-  external: ["@opentelemetry/*"],
   banner,
+  plugins: [staticRequires],
   legalComments: "none",
   logLevel: "warning",
 });
