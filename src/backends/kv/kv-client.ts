@@ -281,11 +281,11 @@ export class KvClient {
    * @param slots - counters of this instance; an increment of 0 is sent as `INCRBY key 0`
    * @throws {@link BackendError} when any command fails or no connection is up in time
    */
-  async increment(
+  increment(
     slots: readonly CounterSlot[],
     readPrevious: boolean,
   ): Promise<void> {
-    await this.run({ kind: "incr", slots, readPrevious, failure: undefined });
+    return this.run({ kind: "incr", slots, readPrevious, failure: undefined });
   }
 
   /**
@@ -300,8 +300,8 @@ export class KvClient {
    * @throws {@link BackendError} when any call fails, a reply is not the script's, or no
    *   connection is up in time
    */
-  async takeTokens(slots: readonly BucketSlot[], nowUs: number): Promise<void> {
-    await this.run({ kind: "gcra", slots, nowUs, failure: undefined });
+  takeTokens(slots: readonly BucketSlot[], nowUs: number): Promise<void> {
+    return this.run({ kind: "gcra", slots, nowUs, failure: undefined });
   }
 
   /**
@@ -421,7 +421,13 @@ export class KvClient {
 
   // --- requests ------------------------------------------------------------------------------
 
-  private run(job: KvJob): Promise<KvJob> {
+  /**
+   * Sends a job's commands and settles when their replies are in (recorded in the job);
+   * no async frame of its own on the usual path (each layer is a promise per decision).
+   *
+   * @throws {@link BackendError} (rejects) when a command failed or no connection is up in time
+   */
+  private run(job: KvJob): Promise<void> {
     // The common case (single or sentinel, connected, no window) without async frames: the
     // commands are written at the end of this loop turn, with those of every other request.
     if (
@@ -434,13 +440,12 @@ export class KvClient {
       this.corkUntilTickEnd(redis);
       return this.issue(redis, job).then(() => {
         if (job.failure !== undefined) throw this.toBackendError(job.failure);
-        return job;
       });
     }
     return this.runQueued(job);
   }
 
-  private async runQueued(job: KvJob): Promise<KvJob> {
+  private async runQueued(job: KvJob): Promise<void> {
     if (this.closed) {
       throw new BackendError("kv", `kv client (${this.role}) is closed`);
     }
@@ -448,7 +453,6 @@ export class KvClient {
     if (this.instance.pipelineWindowMs > 0) await this.enqueue(job);
     else await this.execute([job]);
     if (job.failure !== undefined) throw this.toBackendError(job.failure);
-    return job;
   }
 
   private enqueue(job: KvJob): Promise<void> {

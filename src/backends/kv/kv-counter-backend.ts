@@ -142,16 +142,26 @@ export class KvCounterBackend implements CounterBackend {
    * too): main instance first, then the per-second one, as upstream. (The service traces the
    * whole round trip as one span.)
    */
-  private async writeAll(
+  private writeAll(
     slots: readonly CounterSlot[],
     withPrevious: boolean,
   ): Promise<void> {
+    // No async frame on the usual path (one instance): each layer is a promise per decision.
     if (this.perSecond === undefined)
       return this.write(this.main, slots, withPrevious);
+    return this.writeSplit(this.perSecond, slots, withPrevious);
+  }
+
+  /** {@link writeAll} with a per-second instance: main first, then per-second. */
+  private async writeSplit(
+    perSecondClient: KvClient,
+    slots: readonly CounterSlot[],
+    withPrevious: boolean,
+  ): Promise<void> {
     const [main, perSecond] = this.split(slots);
     await this.write(this.main, main, withPrevious);
     if (perSecond !== undefined)
-      await this.write(this.perSecond, perSecond, withPrevious);
+      await this.write(perSecondClient, perSecond, withPrevious);
   }
 
   /**
@@ -241,16 +251,13 @@ export class KvCounterBackend implements CounterBackend {
    * Sends INCRBY + EXPIRE for every slot on one instance (with `withPrevious`, also GET of
    * sliding windows' previous keys); the replies land in the slots.
    */
-  private async write(
+  private write(
     client: KvClient,
     slots: readonly CounterSlot[],
     withPrevious: boolean,
   ): Promise<void> {
-    if (slots.length === 0) return;
-    await client.increment(
-      slots,
-      withPrevious && slots.some((slot) => slot.previousCacheKey !== undefined),
-    );
+    if (slots.length === 0) return Promise.resolve();
+    return client.increment(slots, withPrevious && slots.some(hasPreviousKey));
   }
 
   /** GETs every slot's counter (and previous window's) on one instance. */
@@ -318,4 +325,9 @@ export class KvCounterBackend implements CounterBackend {
     if (up) health.ok("backend");
     else health.fail("backend");
   }
+}
+
+/** Whether a slot is a sliding window's (its previous window's key is read too). */
+function hasPreviousKey(slot: CounterSlot): boolean {
+  return slot.previousCacheKey !== undefined;
 }
