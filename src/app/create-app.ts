@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import type { AppContext } from "./app-context.js";
 import { guardBackend, type BackendFailureOptions } from "./backend-guard.js";
-import { createConfigCanary } from "./config-canary.js";
+import { createLazyConfigCanary } from "./lazy-canary.js";
 import { startStatsSinks, type StatsSinks } from "./stats-sinks.js";
 import { MemoryCounterBackend } from "../backends/memory/memory-counter-backend.js";
 import { RateLimitPipeline } from "../limiter/pipeline.js";
@@ -311,11 +311,11 @@ export async function createApp(
   if (cache instanceof RateLimitPipeline) storePipeline = cache;
   // The config canary (docs/operations.md#config-canary): told every decided request, it
   // evaluates a candidate config beside the live one (CANARY_CONFIG_DIR or StartCanary), with
-  // the same run-time overrides.
+  // the same run-time overrides. Its modules load only when it is used (lazy-canary.ts).
   const configCanary =
     storePipeline === undefined
       ? undefined
-      : await createConfigCanary(
+      : await createLazyConfigCanary(
           settings,
           context,
           storePipeline,
@@ -667,7 +667,7 @@ export async function createApp(
         rlqs.close();
         await Promise.all(open.map((l) => l.close(graceMs)));
         await provider.close();
-        await configCanary?.canary.close();
+        await configCanary?.close();
         await cache.close();
         await rlqsLedger?.close();
         await overrideStore.close();
