@@ -105,6 +105,7 @@ interface ImageConfig {
   readonly StopSignal: string;
   readonly ExposedPorts: Record<string, unknown> | null;
   readonly Healthcheck: { readonly Test: readonly string[] } | null;
+  readonly Env: readonly string[] | null;
 }
 
 /** The size bound of issue 34: the image's own layers, as `podman image inspect` counts them. */
@@ -356,6 +357,15 @@ describe.skipIf(!tools.ok)("container image", () => {
     ]);
     expect(config.Healthcheck?.Test.join(" ")).toContain("/healthcheck");
     expect(config.Entrypoint).toEqual(["node", "/app/dist/bundle/main.js"]);
+  });
+
+  it("starts node with the memory settings of bin/ratelimit", () => {
+    expect(config.Env).toEqual(
+      expect.arrayContaining([
+        "NODE_OPTIONS=--max-semi-space-size=8",
+        "MALLOC_ARENA_MAX=2",
+      ]),
+    );
   });
 
   it("runs as the unprivileged user, named in /etc/passwd", async () => {
