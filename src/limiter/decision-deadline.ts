@@ -1,3 +1,4 @@
+import { maxTimerDelayMs } from "../util/timer-range.js";
 import { BackendError } from "./backend-error.js";
 
 /**
@@ -64,7 +65,8 @@ const defaultTimer: DeadlineTimer<ReturnType<typeof setTimeout>> = {
  * (`grpc-timeout`) less a reserve for answering: the smaller of 5 ms and a quarter of the time
  * left.
  *
- * No timer is armed when nothing bounds the wait, or when the backend's own timeout
+ * No timer is armed when nothing bounds the wait, when the bound is further away than a Node
+ * timer holds (`maxTimerDelayMs`, about 24.8 days), or when the backend's own timeout
  * (`backendTimeoutMs`) comes first: the usual call costs one comparison.
  */
 export class DecisionDeadline {
@@ -109,7 +111,7 @@ export class DecisionDeadline {
       }
     }
     if (
-      waitMs === Infinity ||
+      waitMs > maxTimerDelayMs ||
       (this.backendTimeoutMs > 0 && waitMs >= this.backendTimeoutMs)
     )
       return decision;

@@ -23,6 +23,7 @@ import {
 import type { Logger } from "pino";
 import { peerIdentityKey } from "../service/peer-identity.js";
 import { peerIdentityOf } from "./peer-identity-cache.js";
+import { dropDeadlinesBeyondTimerRange } from "./grpc/envelope.js";
 
 /** Options of {@link createConnectHandler}. */
 export interface ConnectHandlerOptions {
@@ -109,6 +110,7 @@ export function createConnectHandler(
       res.end();
       return;
     }
+    dropDeadlinesBeyondTimerRange(req.headers);
     const universalRequest = universalRequestFromNodeRequest(
       req,
       res,

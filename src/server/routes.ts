@@ -144,6 +144,10 @@ export function createRoutes(
         const timeoutMs = context.timeoutMs();
         if (timeoutMs === undefined)
           return shouldRateLimit(request, context.requestHeader);
+        // Past the deadline already (reading the body took it): nothing is decided or counted
+        // for a caller that has given up.
+        if (context.signal.aborted)
+          return Promise.reject(ConnectError.from(context.signal.reason));
         return settleByDeadline(
           shouldRateLimit(
             request,
@@ -231,7 +235,11 @@ function settleByDeadline<T>(
   decision: Promise<T>,
   signal: AbortSignal,
 ): Promise<T> {
-  if (signal.aborted) return Promise.reject(ConnectError.from(signal.reason));
+  if (signal.aborted) {
+    // The decision runs on with nobody to answer: its failure must not go unhandled.
+    decision.catch(() => undefined);
+    return Promise.reject(ConnectError.from(signal.reason));
+  }
   return new Promise<T>((resolve, reject) => {
     const onAbort = (): void => {
       reject(ConnectError.from(signal.reason));

@@ -143,6 +143,17 @@ const cases: [string, Buffer, Record<string, string>?][] = [
     envelope(message("rl", [["k", "t2"]])),
     { "grpc-timeout": "5S" },
   ],
+  // Beyond what a Node timer holds (Node would fire it after 1 ms): no deadline.
+  [
+    "the largest grpc-timeout",
+    envelope(message("rl", [["k", "t3"]])),
+    { "grpc-timeout": "99999999H" },
+  ],
+  [
+    "the largest grpc-timeout on an invalid request",
+    envelope(message("", [["k", "t4"]])),
+    { "grpc-timeout": "99999999H" },
+  ],
 ];
 
 // The built-in engine's inline ShouldRateLimit (grpc-unary.ts) against the Connect router, on

@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { maxTimerDelayMs } from "../../util/timer-range.js";
 import type { RateLimitRequest } from "../../proto.js";
 import { decodeRateLimitRequest } from "./rate-limit-request-decoder.js";
 
@@ -103,6 +104,43 @@ export function parseGrpcTimeoutMs(
     amount = amount * 10 + d;
   }
   return amount * msPerTimeoutUnit(text.charCodeAt(digits));
+}
+
+/**
+ * Whether a deadline header (`grpc-timeout`, or the Connect protocol's `connect-timeout-ms`)
+ * asks for more time than a Node timer holds ({@link maxTimerDelayMs}, about 24.8 days). The
+ * Connect router arms its deadline with `setTimeout`, which Node turns into 1 ms past that, so
+ * the engines drop such a header before the router sees it: no deadline, as the inline path
+ * treats it. A malformed value is not beyond the range (the router refuses it as malformed).
+ *
+ * @param name - the header's name, lower case
+ */
+export function isDeadlineBeyondTimerRange(
+  name: string,
+  value: string,
+): boolean {
+  if (name === "grpc-timeout") {
+    const ms = parseGrpcTimeoutMs(value);
+    return ms !== undefined && ms > maxTimerDelayMs;
+  }
+  if (name === "connect-timeout-ms")
+    return /^\d{1,10}$/.test(value) && Number(value) > maxTimerDelayMs;
+  return false;
+}
+
+/**
+ * Drops from node's header object the deadline headers beyond the timer range
+ * ({@link isDeadlineBeyondTimerRange}).
+ */
+export function dropDeadlinesBeyondTimerRange(
+  headers: Record<string, string | string[] | undefined>,
+): void {
+  for (const name of ["grpc-timeout", "connect-timeout-ms"]) {
+    const value = headers[name];
+    if (typeof value === "string" && isDeadlineBeyondTimerRange(name, value))
+      // eslint-disable-next-line @typescript-eslint/no-dynamic-delete -- one of two known names
+      delete headers[name];
+  }
 }
 
 /** Milliseconds per unit of a `grpc-timeout` value, by the unit's character code; NaN: none. */

@@ -6,6 +6,7 @@ import type {
 } from "../should-rate-limit-handler.js";
 import { decodeUnaryEnvelope, parseGrpcTimeoutMs } from "./envelope.js";
 import { encodeRateLimitResponseFrame } from "./rate-limit-response-encoder.js";
+import { maxTimerDelayMs } from "../../util/timer-range.js";
 
 // The state machine of one unary gRPC ShouldRateLimit call served inline, without the Connect
 // router: `grpc-timeout` deadline, body collection within `readMaxBytes`, envelope decoding,
@@ -105,7 +106,10 @@ export abstract class UnaryCall<O extends UnaryCallOptions = UnaryCallOptions> {
     // its time left to the microsecond (`9999982u`), so an exact delay would create and drop
     // a list (and a libuv timer) on every call: 4 µs per call at 2,000/s, against 0.1 µs for
     // a delay that repeats (docs/performance.md#round-4-timer-lists). Up to 1 ms late.
-    this.deadline = setTimeout(onDeadline, Math.ceil(timeoutMs), this);
+    // A deadline beyond what a Node timer holds (`99999999H` is 11,000 years) arms none: Node
+    // would fire it after 1 ms.
+    if (timeoutMs <= maxTimerDelayMs)
+      this.deadline = setTimeout(onDeadline, Math.ceil(timeoutMs), this);
     this.deadlineAtMs = performance.now() + timeoutMs;
     return true;
   }

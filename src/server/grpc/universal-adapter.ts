@@ -11,6 +11,7 @@ import { ErrorCode } from "../../http2/frames.js";
 import { encodeHeaderBlock } from "../../http2/hpack.js";
 // Response header fields HTTP/2 forbids are dropped if a handler sets them.
 import { connectionSpecific } from "../../http2/request-headers.js";
+import { isDeadlineBeyondTimerRange } from "./envelope.js";
 
 // Everything the gRPC fast path does not serve (health, Explain, gRPC-web, Connect, compressed
 // calls, unknown paths) goes to the Connect router through its universal-handler API, as
@@ -46,8 +47,12 @@ export function serveWithConnect(
     const fields = stream.headerFields;
     for (let i = 0; i < fields.length; i += 2) {
       const name = fields[i] ?? ":";
-      if (name.charCodeAt(0) !== 0x3a /* : */)
-        header.append(name, fields[i + 1] ?? "");
+      const value = fields[i + 1] ?? "";
+      if (
+        name.charCodeAt(0) !== 0x3a /* : */ &&
+        !isDeadlineBeyondTimerRange(name, value)
+      )
+        header.append(name, value);
     }
     const scheme = stream.encrypted ? "https" : "http";
     const authority = stream.authority === "" ? "localhost" : stream.authority;

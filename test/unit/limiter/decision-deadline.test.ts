@@ -101,6 +101,16 @@ describe("DecisionDeadline", () => {
     expect(timer.delays()).toEqual([35, 35]);
   });
 
+  it("arms no timer for a caller's deadline beyond what a Node timer holds", () => {
+    const { clock, timer, deadline: d } = deadline();
+    const decision = hanging();
+    // grpc-timeout 99999999H: Node would turn the delay into 1 ms.
+    expect(d.bound(decision, clock.nowMs() + 99_999_999 * 3_600_000)).toBe(
+      decision,
+    );
+    expect(timer.delays()).toEqual([]);
+  });
+
   it("keeps BACKEND_DECISION_TIMEOUT when the caller's deadline is further", async () => {
     const { clock, timer, deadline: d } = deadline({ decisionTimeoutMs: 20 });
     const answer = d.bound(hanging(), clock.nowMs() + 1000);

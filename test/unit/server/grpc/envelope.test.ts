@@ -5,6 +5,8 @@ import { RateLimitRequestSchema } from "../../../../src/proto.js";
 import {
   decodeUnaryEnvelope,
   envelopePrefixBytes,
+  dropDeadlinesBeyondTimerRange,
+  isDeadlineBeyondTimerRange,
   parseGrpcTimeoutMs,
   writeEnvelopePrefix,
 } from "../../../../src/server/grpc/envelope.js";
@@ -107,5 +109,36 @@ describe("parseGrpcTimeoutMs", () => {
     expect(parseGrpcTimeoutMs("99999999S")).toBe(99_999_999_000);
     expect(parseGrpcTimeoutMs("00000020m")).toBe(20);
     expect(parseGrpcTimeoutMs("9999982u")).toBeCloseTo(9999.982, 6);
+  });
+});
+
+describe("deadline headers beyond the timer range", () => {
+  it("are the ones longer than 2^31 - 1 ms, in either header", () => {
+    expect(isDeadlineBeyondTimerRange("grpc-timeout", "99999999H")).toBe(true);
+    expect(isDeadlineBeyondTimerRange("grpc-timeout", "596H")).toBe(false);
+    expect(isDeadlineBeyondTimerRange("grpc-timeout", "597H")).toBe(true);
+    expect(isDeadlineBeyondTimerRange("grpc-timeout", "20m")).toBe(false);
+    expect(isDeadlineBeyondTimerRange("grpc-timeout", "soon")).toBe(false);
+    expect(isDeadlineBeyondTimerRange("connect-timeout-ms", "2147483647")).toBe(
+      false,
+    );
+    expect(isDeadlineBeyondTimerRange("connect-timeout-ms", "2147483648")).toBe(
+      true,
+    );
+    expect(isDeadlineBeyondTimerRange("connect-timeout-ms", "-1")).toBe(false);
+    expect(isDeadlineBeyondTimerRange("x-timeout", "99999999H")).toBe(false);
+  });
+
+  it("are dropped from node's header object, the rest kept", () => {
+    const headers: Record<string, string | string[] | undefined> = {
+      "grpc-timeout": "99999999H",
+      "connect-timeout-ms": "9999999999",
+      "content-type": "application/grpc",
+    };
+    dropDeadlinesBeyondTimerRange(headers);
+    expect(headers).toEqual({ "content-type": "application/grpc" });
+    const kept = { "grpc-timeout": "20m" };
+    dropDeadlinesBeyondTimerRange(kept);
+    expect(kept).toEqual({ "grpc-timeout": "20m" });
   });
 });

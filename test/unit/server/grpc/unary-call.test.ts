@@ -57,6 +57,17 @@ describe("UnaryCall deadline", () => {
     ]);
   });
 
+  it("arms no timer for a grpc-timeout beyond what a Node timer holds", () => {
+    vi.useFakeTimers();
+    const c = call();
+    // 99999999 hours: Node would turn the delay into 1 ms.
+    expect(c.startDeadline("99999999H")).toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
+    vi.advanceTimersByTime(3_600_000);
+    expect(c.errors).toEqual([]);
+    expect(c.deadlineAtMs).toBeGreaterThan(performance.now() + 3.5e14);
+  });
+
   it("refuses a malformed grpc-timeout with INVALID_ARGUMENT and arms nothing", () => {
     vi.useFakeTimers();
     const c = call();
