@@ -144,16 +144,13 @@ export function createRoutes(
         const timeoutMs = context.timeoutMs();
         if (timeoutMs === undefined)
           return shouldRateLimit(request, context.requestHeader);
-        // Past the deadline already (reading the body took it): nothing is decided or counted
-        // for a caller that has given up.
-        if (context.signal.aborted)
-          return Promise.reject(ConnectError.from(context.signal.reason));
         return settleByDeadline(
-          shouldRateLimit(
-            request,
-            context.requestHeader,
-            performance.now() + timeoutMs,
-          ),
+          () =>
+            shouldRateLimit(
+              request,
+              context.requestHeader,
+              performance.now() + timeoutMs,
+            ),
           context.signal,
         );
       },
@@ -227,19 +224,19 @@ export function createRoutes(
 }
 
 /**
- * `decision`, or its rejection with the reason of `signal` when that aborts first: Connect's
+ * The decision `decide` starts, or its rejection with the reason of `signal` when that aborts
+ * first (before the start: nothing is decided): Connect's
  * DEADLINE_EXCEEDED "the operation timed out" at the call's `grpc-timeout`, or the client's
  * cancellation (nobody reads that answer).
  */
 function settleByDeadline<T>(
-  decision: Promise<T>,
+  decide: () => Promise<T>,
   signal: AbortSignal,
 ): Promise<T> {
-  if (signal.aborted) {
-    // The decision runs on with nobody to answer: its failure must not go unhandled.
-    decision.catch(() => undefined);
-    return Promise.reject(ConnectError.from(signal.reason));
-  }
+  // Past the deadline already (reading the body took it): nothing is decided or counted for a
+  // caller that has given up, and no decision is left running with nobody to answer.
+  if (signal.aborted) return Promise.reject(ConnectError.from(signal.reason));
+  const decision = decide();
   return new Promise<T>((resolve, reject) => {
     const onAbort = (): void => {
       reject(ConnectError.from(signal.reason));
