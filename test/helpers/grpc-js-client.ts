@@ -14,8 +14,14 @@ export class GrpcJsRateLimitClient {
     this.client = new grpc.Client(address, grpc.credentials.createInsecure());
   }
 
-  /** Calls ShouldRateLimit; rejects with the grpc-js ServiceError (code, details). */
-  shouldRateLimit(request: RateLimitRequest): Promise<RateLimitResponse> {
+  /**
+   * Calls ShouldRateLimit; rejects with the grpc-js ServiceError (code, details).
+   * `timeoutMs`: the call's deadline in ms (none when absent).
+   */
+  shouldRateLimit(
+    request: RateLimitRequest,
+    timeoutMs?: number,
+  ): Promise<RateLimitResponse> {
     return new Promise((resolve, reject) => {
       this.client.makeUnaryRequest(
         "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
@@ -23,6 +29,9 @@ export class GrpcJsRateLimitClient {
           Buffer.from(toBinary(RateLimitRequestSchema, r)),
         (b: Buffer) => fromBinary(RateLimitResponseSchema, b),
         request,
+        timeoutMs === undefined
+          ? {}
+          : { deadline: new Date(Date.now() + timeoutMs) },
         (err, response) => {
           if (err !== null) reject(err);
           else if (response === undefined) reject(new Error("no response"));

@@ -74,13 +74,29 @@ describe.each([
       clients = replicas.flatMap((r) =>
         [1, 2, 3, 4].map(() => new GrpcJsRateLimitClient(r.grpc)),
       );
-      // Each connection is up before the burst (a call on a warm-up key).
+      // Each connection is up before the burst (a call on a warm-up key). With WORKERS=2 a
+      // replica's /healthcheck may answer before both workers serve gRPC: each warm-up call has
+      // a deadline and is retried, and a replica that never answers fails with its output.
       await Promise.all(
-        clients.map((c) =>
-          c.shouldRateLimit(request("exact", [["other", "x"]])),
-        ),
+        clients.map(async (c, i) => {
+          const replica = replicas[Math.floor(i / 4)]!;
+          const giveUpAt = Date.now() + 30_000;
+          for (;;) {
+            try {
+              await c.shouldRateLimit(request("exact", [["other", "x"]]), 5000);
+              return;
+            } catch (err) {
+              if (Date.now() > giveUpAt)
+                throw new Error(
+                  `warm-up call to ${replica.grpc} failed: ${String(err)}; replica output: ${replica.spawned.output()}`,
+                  { cause: err },
+                );
+              await new Promise((r) => setTimeout(r, 200));
+            }
+          }
+        }),
       );
-    }, 60_000);
+    }, 90_000);
 
     afterAll(async () => {
       for (const c of clients) c.close();
