@@ -21,7 +21,7 @@
 // auto-instrumentation, so it never needs to patch real modules as they load. So the bundle
 // needs no node_modules at run time, which keeps the container image to the Node binary and
 // dist/ (Containerfile).
-import { builtinModules } from "node:module";
+import { builtinModules, createRequire } from "node:module";
 import {
   mkdirSync,
   readdirSync,
@@ -81,6 +81,67 @@ const staticRequires = {
     });
   },
 };
+// The HTTP front ends (src/server/connect-handler.ts) need two modules of
+// @connectrpc/connect-node: the Node request adapter and the compression codecs. Through the
+// package's index, esbuild put every module it re-exports into one chunk that the service
+// loads at start, and with the client transports came node:http2 and node:https (~5 MiB of
+// RSS, docs/performance.md "Round 4: memory"). This plugin hands connect-handler those two
+// modules alone; the transports stay in the lazy xDS chunk.
+const connectNodeEsm = join(
+  root,
+  "node_modules",
+  "@connectrpc",
+  "connect-node",
+  "dist",
+  "esm",
+);
+const connectNodeServerParts = {
+  name: "connect-node-server-parts",
+  setup(b) {
+    b.onResolve({ filter: /^@connectrpc\/connect-node$/ }, (args) =>
+      args.importer.endsWith(join("server", "connect-handler.js"))
+        ? { path: "server-parts", namespace: "connect-node" }
+        : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: "connect-node" }, () => ({
+      contents: [
+        `export { compressionBrotli, compressionGzip } from ${JSON.stringify(join(connectNodeEsm, "compression.js"))};`,
+        `export { universalRequestFromNodeRequest, universalResponseToNodeResponse } from ${JSON.stringify(join(connectNodeEsm, "node-universal-handler.js"))};`,
+      ].join("\n"),
+      resolveDir: connectNodeEsm,
+      loader: "js",
+    }));
+  },
+};
+// `import { createServer } from "node:http"` in an ES module makes Node build node:http's
+// whole module namespace, which reads its lazy `WebSocket`, `CloseEvent` and `MessageEvent`
+// getters: that loads Node's bundled undici, and with it node:http2, node:tls and crypto. A
+// process with an http server listening measured 45.8 MiB of RSS when it took node:http through
+// require(), 58.0 MiB through import (docs/performance.md "Round 4: memory"). This plugin
+// serves node:http to the bundle through require(), re-exporting its plain (non-getter)
+// properties, so undici loads only if something uses fetch or WebSocket.
+const http = createRequire(import.meta.url)("node:http");
+const httpDataExports = Object.keys(http).filter(
+  (k) => !("get" in Object.getOwnPropertyDescriptor(http, k)),
+);
+const httpThroughRequire = {
+  name: "http-through-require",
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?http$/ }, (args) =>
+      args.namespace === "http-through-require"
+        ? { path: "node:http", external: true }
+        : { path: "node:http", namespace: "http-through-require" },
+    );
+    b.onLoad({ filter: /.*/, namespace: "http-through-require" }, () => ({
+      contents: [
+        'const http = require("node:http");',
+        "export default http;",
+        ...httpDataExports.map((k) => `export const ${k} = http.${k};`),
+      ].join("\n"),
+      loader: "js",
+    }));
+  },
+};
 await build({
   entryPoints: { main: join(root, "dist", "src", "main.js") },
   outdir: out,
@@ -90,7 +151,7 @@ await build({
   platform: "node",
   target: "node22",
   banner,
-  plugins: [staticRequires],
+  plugins: [staticRequires, connectNodeServerParts, httpThroughRequire],
   legalComments: "none",
   // Whitespace and comments out (names and syntax kept): V8 keeps every loaded module's source
   // on its heap, and the comments tsc leaves in make main.js a two-byte string (`µ`, `≤`, `…`):

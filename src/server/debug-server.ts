@@ -1,5 +1,4 @@
 import { createServer, type ServerResponse } from "node:http";
-import { Session } from "node:inspector/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { RateLimitConfig } from "../config/rate-limit-config.js";
@@ -118,6 +117,8 @@ async function takeProfile(
   seconds: number,
   signal: AbortSignal,
 ): Promise<string> {
+  // node:inspector loads on the first profile, not at start.
+  const { Session } = await import("node:inspector/promises");
   const session = new Session();
   session.connect();
   const wait = async (): Promise<void> => {

@@ -1,10 +1,6 @@
 import { readFileSync } from "node:fs";
 import { dirname } from "node:path";
-import {
-  createSecureContext,
-  type SecureContextOptions,
-  type TLSSocket,
-} from "node:tls";
+import { createSecureContext, type SecureContextOptions } from "node:tls";
 import { watch, type FSWatcher } from "chokidar";
 import type { Logger } from "pino";
 
@@ -110,11 +106,4 @@ export function loadTlsCredentials(
       return closing;
     },
   };
-}
-
-/** Whether the peer certificate carries `DNS:<name>` among its subject alternative names. */
-export function hasDnsSan(socket: TLSSocket, name: string): boolean {
-  const san = socket.getPeerCertificate().subjectaltname;
-  if (san === undefined) return false;
-  return san.split(",").some((part) => part.trim() === `DNS:${name}`);
 }

@@ -4,9 +4,8 @@ import { http2LimitDefaults, type Http2Event } from "../../http2/limits.js";
 import { createConnectDispatcher } from "../connect-handler.js";
 import type { ListenTarget, Listening } from "../listen.js";
 import type { ShouldRateLimitHandler } from "../should-rate-limit-handler.js";
-import { loadTlsCredentials, type TlsCredentials } from "../tls-credentials.js";
+import type { TlsCredentials } from "../tls-credentials.js";
 import { startBuiltinHttp2Server } from "./builtin-listener.js";
-import { startNodeListener } from "./node-listener.js";
 
 // The gRPC listener: its options, TLS credentials, and the choice of HTTP/2 engine (the
 // built-in one on src/http2/, builtin-listener.ts; or node:http2, node-listener.ts).
@@ -134,7 +133,10 @@ export async function startGrpcServer(
   const readMaxBytes = options.readMaxBytes ?? 4 * 1024 * 1024;
   let credentials: TlsCredentials | undefined;
   const tls = options.tls;
+  // TLS credentials (node:tls) and the node engine (node:http2) load only when configured: a
+  // start without them does not pay their modules' memory (docs/performance.md).
   if (tls !== undefined) {
+    const { loadTlsCredentials } = await import("../tls-credentials.js");
     credentials = loadTlsCredentials({
       certFile: tls.certFile,
       keyFile: tls.keyFile,
@@ -153,7 +155,9 @@ export async function startGrpcServer(
     listening =
       (options.engine ?? "builtin") === "builtin"
         ? await startBuiltin(options, readMaxBytes, target, credentials)
-        : await startNodeListener(options, readMaxBytes, target, credentials);
+        : await (
+            await import("./node-listener.js")
+          ).startNodeListener(options, readMaxBytes, target, credentials);
   } catch (err) {
     await credentials?.close();
     throw err;

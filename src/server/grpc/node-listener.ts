@@ -18,7 +18,8 @@ import {
 import { http2ConnectionDefaults } from "../../http2/connection-options.js";
 import { createConnectHandler } from "../connect-handler.js";
 import { listen, type ListenTarget, type Listening } from "../listen.js";
-import { hasDnsSan, type TlsCredentials } from "../tls-credentials.js";
+import { hasDnsSan } from "../dns-san.js";
+import type { TlsCredentials } from "../tls-credentials.js";
 import { limitConnectionAge } from "./connection-age.js";
 import {
   connectionMemoryOf,
