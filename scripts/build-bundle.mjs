@@ -142,6 +142,34 @@ const httpThroughRequire = {
     }));
   },
 };
+// ioredis requires node:tls at the top of its two connectors and calls only `tls.connect`,
+// when a connection is configured with TLS. Given that call lazily, a kv service without TLS
+// does not load node:tls (~3 MiB of RSS; src/util/lazy-tls.ts does the same for our code).
+const ioredisLazyTls = {
+  name: "ioredis-lazy-tls",
+  setup(b) {
+    b.onLoad(
+      { filter: /[\\/]ioredis[\\/]built[\\/]connectors[\\/].*\.js$/ },
+      (args) => {
+        const source = readFileSync(args.path, "utf8");
+        const eager = 'const tls_1 = require("tls");';
+        if (!source.includes(eager))
+          return source.includes('require("tls")')
+            ? {
+                warnings: [
+                  {
+                    text: "ioredis-lazy-tls: node:tls is required in a new way",
+                  },
+                ],
+              }
+            : undefined;
+        const lazy =
+          'const tls_1 = { connect: (...args) => require("tls").connect(...args) };';
+        return { contents: source.replace(eager, lazy), loader: "js" };
+      },
+    );
+  },
+};
 await build({
   entryPoints: { main: join(root, "dist", "src", "main.js") },
   outdir: out,
@@ -151,7 +179,12 @@ await build({
   platform: "node",
   target: "node22",
   banner,
-  plugins: [staticRequires, connectNodeServerParts, httpThroughRequire],
+  plugins: [
+    staticRequires,
+    connectNodeServerParts,
+    httpThroughRequire,
+    ioredisLazyTls,
+  ],
   legalComments: "none",
   // Whitespace and comments out (names and syntax kept): V8 keeps every loaded module's source
   // on its heap, and the comments tsc leaves in make main.js a two-byte string (`µ`, `≤`, `…`):

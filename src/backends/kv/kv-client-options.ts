@@ -1,8 +1,9 @@
 // Translation of a resolved kv instance into ioredis constructor options: timeouts, reconnect
 // policy, credentials, TLS, sentinel and cluster settings. Pure functions; no connection.
 
-import { rootCertificates, type ConnectionOptions } from "node:tls";
+import type { ConnectionOptions } from "node:tls";
 import type { ClusterOptions, RedisOptions } from "ioredis";
+import { nodeTls } from "../../util/lazy-tls.js";
 import type {
   KvCredentials,
   KvNodeAddress,
@@ -40,7 +41,8 @@ export function toTlsConnectionOptions(
   tls: KvTlsOptions | undefined,
 ): ConnectionOptions {
   const options: ConnectionOptions = { rejectUnauthorized: true };
-  if (tls?.ca !== undefined) options.ca = [...rootCertificates, tls.ca];
+  if (tls?.ca !== undefined)
+    options.ca = [...nodeTls().rootCertificates, tls.ca];
   if (tls?.clientCert !== undefined && tls.clientKey !== undefined) {
     options.cert = tls.clientCert;
     options.key = tls.clientKey;

@@ -24,8 +24,9 @@
  * memcached `protocol_binary.h` and the binary protocol description in its wiki.
  */
 import { connect as netConnect, isIP, type Socket } from "node:net";
-import { connect as tlsConnect, type ConnectionOptions } from "node:tls";
+import type { ConnectionOptions } from "node:tls";
 import type { McNodeAddress } from "./mc-options.js";
+import { nodeTls } from "../../util/lazy-tls.js";
 
 /** One counter increment. */
 export interface McIncrement {
@@ -607,7 +608,7 @@ export class McConnection {
     const socket: Socket =
       tlsOptions === undefined
         ? netConnect({ host, port })
-        : tlsConnect({
+        : nodeTls().connect({
             ...tlsOptions,
             host,
             port,

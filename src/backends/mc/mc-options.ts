@@ -1,9 +1,10 @@
 import { Resolver } from "node:dns/promises";
-import { rootCertificates, type ConnectionOptions } from "node:tls";
+import type { ConnectionOptions } from "node:tls";
 import type { Logger } from "pino";
 import type { HealthChecker } from "../../health/health.js";
 import { StatsStore } from "../../stats/stats-store.js";
 import type { Clock } from "../../util/clock.js";
+import { nodeTls } from "../../util/lazy-tls.js";
 
 /** One SRV answer, as `node:dns` returns it. */
 export interface SrvAnswer {
@@ -189,7 +190,7 @@ function toConnectionOptions(options: McTlsOptions): ConnectionOptions {
   }
   const result: ConnectionOptions = {
     ...(options.ca !== undefined
-      ? { ca: [...rootCertificates, options.ca] }
+      ? { ca: [...nodeTls().rootCertificates, options.ca] }
       : {}),
     ...(options.cert !== undefined ? { cert: options.cert } : {}),
     ...(options.key !== undefined ? { key: options.key } : {}),
