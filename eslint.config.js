@@ -84,7 +84,13 @@ export default defineConfig(
     extends: [tseslint.configs.disableTypeChecked],
   },
   {
-    files: ["src/main.ts", "src/cli/**/*.ts", "bench/**/*.ts", "test/**/*.ts"],
+    files: [
+      "src/main.ts",
+      "src/cli/**/*.ts",
+      "bench/**/*.ts",
+      "test/**/*.ts",
+      "test/**/*.mjs",
+    ],
     rules: { "n/no-process-exit": "off", "no-restricted-properties": "off" },
   },
   {

@@ -7,6 +7,7 @@
 import { readFile, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GrpcJsRateLimitClient } from "../helpers/grpc-js-client.js";
 import { startRedisServer, type RedisServer } from "../helpers/redis-server.js";
@@ -45,7 +46,7 @@ async function modulesLoaded(
   const http = await freePort();
   const grpc = await freePort();
   const service = spawnNode("dist/bundle/main.js", [], {
-    NODE_OPTIONS: `--require ${join(repoRoot, "test", "fixtures", "preload", "module-list-on-exit.cjs")}`,
+    NODE_OPTIONS: `--import ${pathToFileURL(join(repoRoot, "test", "fixtures", "preload", "module-list-on-exit.mjs")).href}`,
     MODULE_LIST_FILE: listFile,
     HOST: "127.0.0.1",
     PORT: String(http),
