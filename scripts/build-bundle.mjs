@@ -85,8 +85,8 @@ const staticRequires = {
 // @connectrpc/connect-node: the Node request adapter and the compression codecs. Through the
 // package's index, esbuild put every module it re-exports into one chunk that the service
 // loads at start, and with the client transports came node:http2 and node:https (~5 MiB of
-// RSS, docs/performance.md "Round 4: memory"). This plugin hands connect-handler those two
-// modules alone; the transports stay in the lazy xDS chunk.
+// RSS, docs/performance.md "What start-up loaded without using it"). This plugin hands
+// connect-handler those two modules alone; the transports stay in the lazy xDS chunk.
 const connectNodeEsm = join(
   root,
   "node_modules",
@@ -116,10 +116,11 @@ const connectNodeServerParts = {
 // `import { createServer } from "node:http"` in an ES module makes Node build node:http's
 // whole module namespace, which reads its lazy `WebSocket`, `CloseEvent` and `MessageEvent`
 // getters: that loads Node's bundled undici, and with it node:http2, node:tls and crypto. A
-// process with an http server listening measured 45.8 MiB of RSS when it took node:http through
-// require(), 58.0 MiB through import (docs/performance.md "Round 4: memory"). This plugin
-// serves node:http to the bundle through require(), re-exporting its plain (non-getter)
-// properties, so undici loads only if something uses fetch or WebSocket.
+// process with an http server listening measured 45.8 MiB of RSS when it took node:http
+// through require(), 58.0 MiB through import (docs/performance.md "What start-up loaded
+// without using it"). This plugin serves node:http to the bundle through require(),
+// re-exporting its plain (non-getter) properties, so undici loads only if something uses
+// fetch or WebSocket.
 const http = createRequire(import.meta.url)("node:http");
 const httpDataExports = Object.keys(http).filter(
   (k) => !("get" in Object.getOwnPropertyDescriptor(http, k)),

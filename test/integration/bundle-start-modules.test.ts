@@ -11,8 +11,12 @@ import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GrpcJsRateLimitClient } from "../helpers/grpc-js-client.js";
 import { startRedisServer, type RedisServer } from "../helpers/redis-server.js";
-import { request } from "../helpers/requests.js";
-import { freePort, repoRoot, spawnNode } from "../helpers/spawn-service.js";
+import { jsonRequest, request } from "../helpers/requests.js";
+import {
+  memoryServiceEnv,
+  repoRoot,
+  spawnNode,
+} from "../helpers/spawn-service.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const unused = [
@@ -43,30 +47,30 @@ async function modulesLoaded(
   extra: Record<string, string>,
 ): Promise<string[]> {
   const listFile = join(dir, `${name}.txt`);
-  const http = await freePort();
-  const grpc = await freePort();
+  // Every listener on a free loopback port; the example config, its directory watched (the
+  // default); `extra` names the backend.
+  const { env, grpcPort } = await memoryServiceEnv(
+    "builtin",
+    join(repoRoot, "examples"),
+    { RUNTIME_APPDIRECTORY: "config", RUNTIME_WATCH_ROOT: "true", ...extra },
+  );
   const service = spawnNode("dist/bundle/main.js", [], {
+    ...env,
     NODE_OPTIONS: `--import ${pathToFileURL(join(repoRoot, "test", "fixtures", "preload", "module-list-on-exit.mjs")).href}`,
     MODULE_LIST_FILE: listFile,
-    HOST: "127.0.0.1",
-    PORT: String(http),
-    GRPC_HOST: "127.0.0.1",
-    GRPC_PORT: String(grpc),
-    DEBUG_HOST: "127.0.0.1",
-    DEBUG_PORT: String(await freePort()),
-    RUNTIME_ROOT: join(repoRoot, "examples"),
-    RUNTIME_SUBDIRECTORY: "",
-    USE_PUSHSTATS: "false",
-    LOG_LEVEL: "warn",
-    ...extra,
   });
-  const client = new GrpcJsRateLimitClient(`127.0.0.1:${grpc}`);
+  const http = env["PORT"]!;
+  const client = new GrpcJsRateLimitClient(`127.0.0.1:${grpcPort}`);
   try {
     await waitFor(
       () => service.output().includes("ratelimit started"),
-      `the service to listen (output: ${service.output()})`,
+      "the service to listen",
       20_000,
-    );
+    ).catch((err: unknown) => {
+      throw new Error(`${String(err)}; output: ${service.output()}`, {
+        cause: err,
+      });
+    });
     const answer = await client.shouldRateLimit(
       request("rl", [["category", "account"]]),
       10_000,
@@ -75,10 +79,7 @@ async function modulesLoaded(
     const json = await fetch(`http://127.0.0.1:${http}/json`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        domain: "rl",
-        descriptors: [{ entries: [{ key: "category", value: "account" }] }],
-      }),
+      body: jsonRequest("rl", [["category", "account"]]),
     });
     expect(json.status).toBe(200);
     expect((await fetch(`http://127.0.0.1:${http}/healthcheck`)).status).toBe(

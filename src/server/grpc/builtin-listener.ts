@@ -5,6 +5,7 @@ import type { ConnectDispatcher } from "../connect-handler.js";
 import { limitConnectionAge } from "./connection-age.js";
 import { listen, type ListenTarget, type Listening } from "../listen.js";
 import { hasDnsSan } from "../dns-san.js";
+import { nodeTls } from "../../util/lazy-tls.js";
 import { Http2Connection } from "../../http2/connection.js";
 import type { Http2ConnectionOptions } from "../../http2/connection-options.js";
 import type { H2Stream } from "../../http2/h2-stream.js";
@@ -135,9 +136,7 @@ export async function startBuiltinHttp2Server(
   if (tls === undefined) {
     server = createNetServer(serve);
   } else {
-    // node:tls (and its crypto) is loaded when TLS is on, not at every start: ~3 MiB of RSS.
-    const { createServer: createTlsServer } = await import("node:tls");
-    const secure = createTlsServer({
+    const secure = nodeTls().createServer({
       ...tls.context,
       handshakeTimeout: handshakeTimeoutMs,
       ALPNProtocols: ["h2"],
