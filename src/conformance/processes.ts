@@ -81,9 +81,17 @@ export function startChild(
 }
 
 /**
+ * Ports this process has handed out recently. A caller usually asks for several ports before
+ * anything listens on the first (one service's HTTP, gRPC and debug ports), so the probe alone
+ * could hand out the same free port twice: seen as EADDRINUSE between a service's own
+ * listeners. Cleared when it holds a quarter of the range.
+ */
+const handedOut = new Set<number>();
+
+/**
  * Returns a TCP port on `host` (loopback by default) that was free a moment ago, below the
- * kernel's ephemeral range: the one free-port helper of
- * the conformance suite and of the test suite.
+ * kernel's ephemeral range, and not returned before by this process (until a quarter of the
+ * range has been): the one free-port helper of the conformance suite and of the test suite.
  *
  * @param host - the address to probe (loopback by default)
  * @throws Error when 50 random ports in the range were all taken
@@ -97,9 +105,14 @@ export async function freePort(host = "127.0.0.1"): Promise<number> {
   // = destination port when nothing listens).
   const high = Math.min(32_000, ephemeralLow()) - 1;
   const low = Math.max(1024, high - 12_000);
+  if (handedOut.size >= (high - low) / 4) handedOut.clear();
   for (let attempt = 0; attempt < 50; attempt++) {
     const port = low + Math.floor(Math.random() * (high - low));
-    if (await canListen(port, host)) return port;
+    if (handedOut.has(port)) continue;
+    if (await canListen(port, host)) {
+      handedOut.add(port);
+      return port;
+    }
   }
   throw new Error(
     `no free port on ${host} in ${low}-${high - 1} after 50 tries`,
